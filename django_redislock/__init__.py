@@ -1,0 +1,13 @@
+"""django-redislock: distributed locks and a reliable task queue on Redis for Django.
+
+Public entry points::
+
+    from django_redislock import locks, queues
+"""
+
+from __future__ import annotations
+
+from .handlers import locks, queues
+
+__all__ = ["locks", "queues"]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Lock and queue backends: the base contract and its Redis implementations."""

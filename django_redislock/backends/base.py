@@ -1,0 +1,140 @@
+"""The contract every lock and queue backend implements.
+
+A backend is built once per alias per process by the handlers in
+:mod:`django_redislock.handlers` from one entry of ``REDISLOCK_LOCKS`` or
+``REDISLOCK_QUEUES``::
+
+    {"BACKEND": "dotted.path", "LOCATION": ..., "KEY_PREFIX": "redislock", "OPTIONS": {...}}
+
+Optional features are declared as class-level capability flags (as Django's
+task backends do with ``supports_defer``), so callers and the admin can ask
+``backend.supports_read_write`` instead of catching ``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from django.core import checks
+
+from ..conf import DEFAULT_KEY_PREFIX, DEFAULT_LOCATION, Option, option_errors, with_defaults
+from ..exceptions import ConfigurationError
+
+#: The keys an alias's dict may have.
+ALIAS_KEYS = ("BACKEND", "LOCATION", "KEY_PREFIX", "OPTIONS")
+
+
+def alias_key_errors(params: Mapping[str, Any]) -> list[str]:
+    """Return problems with the keys of one alias dict and its ``KEY_PREFIX``."""
+    errors = []
+    unknown = sorted(set(params) - set(ALIAS_KEYS), key=str)
+    if unknown:
+        errors.append(
+            f"unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"valid keys are {', '.join(ALIAS_KEYS)}"
+        )
+    prefix = params.get("KEY_PREFIX", DEFAULT_KEY_PREFIX)
+    if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
+        errors.append(f"KEY_PREFIX must be a non-empty string without braces, got {prefix!r}")
+    return errors
+
+
+class BaseBackend:
+    """What lock and queue backends share: alias, location, key prefix and options."""
+
+    #: The setting this backend is configured from, for error messages.
+    settings_name: ClassVar[str] = ""
+    #: The ``OPTIONS`` keys this backend accepts, with their defaults.
+    option_schema: ClassVar[Mapping[str, Option]] = {}
+
+    def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
+        errors = self.config_errors(params)
+        if errors:
+            raise ConfigurationError(f"{self.settings_name}[{alias!r}]: {errors[0]}")
+        self.alias = alias
+        self.location: Any = params.get("LOCATION", DEFAULT_LOCATION)
+        self.key_prefix: str = params.get("KEY_PREFIX", DEFAULT_KEY_PREFIX)
+        self.options: dict[str, Any] = with_defaults(params.get("OPTIONS", {}), self.option_schema)
+
+    @classmethod
+    def config_errors(cls, params: Mapping[str, Any]) -> list[str]:
+        """Return every problem with an alias's settings, without network I/O."""
+        options = option_errors(params.get("OPTIONS", {}), cls.option_schema)
+        return alias_key_errors(params) + options + cls.location_errors(params)
+
+    @classmethod
+    def location_errors(cls, params: Mapping[str, Any]) -> list[str]:
+        """Return problems with ``LOCATION`` (no network I/O); backends override this."""
+        return []
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """Backend-specific system checks; must do no network I/O."""
+        return []
+
+    def close(self) -> None:
+        """Release the backend's connections; it reconnects on next use."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} alias={self.alias!r}>"
+
+
+class BaseLockBackend(BaseBackend):
+    """A source of distributed locks.
+
+    ``lock(name, ttl=None, timeout=None, reentrant=False, owner=None, ...)``
+    returns a lock object with ``acquire``/``release``/``extend``/``locked``/
+    ``owned``/``ensure_held``, ``fence``, and both ``with`` and ``async with``.
+    """
+
+    settings_name = "REDISLOCK_LOCKS"
+
+    #: Reentrant locks (``lock(name, reentrant=True)``), counted per owner.
+    supports_reentrant: ClassVar[bool] = False
+    #: ``read_write_lock(name)``.
+    supports_read_write: ClassVar[bool] = False
+    #: ``lock.fence`` is strictly increasing per lock name.
+    supports_fencing: ClassVar[bool] = False
+    #: Waiters are woken by a release instead of polling.
+    supports_push_wakeup: ClassVar[bool] = False
+    #: A per-process renewal scheduler keeps locks alive.
+    supports_watchdog: ClassVar[bool] = False
+    #: ``held_locks()`` lists held locks for the admin and commands.
+    supports_listing: ClassVar[bool] = False
+
+    def lock(self, name: str, **kwargs: Any) -> Any:
+        """Return a lock object for ``name`` (not yet acquired)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement lock()")
+
+    def read_write_lock(self, name: str, **kwargs: Any) -> Any:
+        """Return a read-write lock for ``name``; see ``supports_read_write``."""
+        raise NotImplementedError(f"{type(self).__name__} does not support read-write locks")
+
+    def force_release(self, name: str) -> bool:
+        """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement force_release()")
+
+    def held_locks(self, **kwargs: Any) -> list[Any]:
+        """Return held locks for the admin and commands; see ``supports_listing``."""
+        raise NotImplementedError(f"{type(self).__name__} does not list held locks")
+
+
+class BaseQueueBackend(BaseBackend):
+    """A source of reliable task queues: ``queue(name)`` returns a ``Queue``."""
+
+    settings_name = "REDISLOCK_QUEUES"
+
+    #: ``enqueue(..., delay=...)`` holds a task back until it is due.
+    supports_delay: ClassVar[bool] = False
+    #: ``pop(lease=...)`` claims under a lease and hands tasks of dead workers out again.
+    supports_leases: ClassVar[bool] = False
+    #: Tasks are ordered by priority as well as due time.
+    supports_priority: ClassVar[bool] = False
+
+    def queue(self, name: str) -> Any:
+        """Return the queue called ``name`` (created on first enqueue)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement queue()")
+
+    def queue_names(self) -> list[str]:
+        """Return the names of the queues that hold tasks or are declared."""
+        raise NotImplementedError(f"{type(self).__name__} does not list queues")

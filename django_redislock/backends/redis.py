@@ -1,0 +1,118 @@
+"""The Redis lock and queue backends (single server, Cluster, Sentinel).
+
+The Django-facing side lives here (aliases, key prefix, options); the Redis
+calls live in the lock and queue modules, which receive this backend and use
+:meth:`RedisBackendMixin.client`, :meth:`RedisBackendMixin.key` and
+:meth:`RedisBackendMixin.script`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import redis
+
+from ..conf import CONNECTION_OPTIONS, DEFAULT_LOCATION, LOCK_OPTIONS, QUEUE_OPTIONS
+from ..connections import (
+    ClientCache,
+    create_async_client,
+    create_client,
+    location_errors,
+    redact,
+)
+from ..exceptions import ConnectionFailed
+from ..scripts import source
+from .base import BaseLockBackend, BaseQueueBackend
+
+
+class RedisBackendMixin:
+    """Connections, key names and scripts shared by the Redis lock and queue backends."""
+
+    alias: str
+    settings_name: str
+    location: Any
+    key_prefix: str
+    options: dict[str, Any]
+
+    def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
+        super().__init__(alias, params)  # type: ignore[call-arg]
+        self._clients = ClientCache(self._make_client)
+        self._scripts: dict[tuple[int, str], Any] = {}
+
+    def _make_client(self, asynchronous: bool) -> Any:
+        if asynchronous:
+            return create_async_client(self.location, self.options)
+        return create_client(self.location, self.options)
+
+    @classmethod
+    def location_errors(cls, params: Mapping[str, Any]) -> list[str]:
+        """Return problems with ``LOCATION`` given ``OPTIONS`` (no network I/O)."""
+        options = params.get("OPTIONS", {})
+        return location_errors(
+            params.get("LOCATION", DEFAULT_LOCATION),
+            options if isinstance(options, Mapping) else {},
+        )
+
+    @property
+    def client(self) -> Any:
+        """The blocking redis-py client of this alias in this process."""
+        return self._clients.get()
+
+    def async_client(self) -> Any:
+        """The asyncio client of this alias for the running event loop."""
+        return self._clients.get_async()
+
+    @property
+    def is_cluster(self) -> bool:
+        """True when the client is a RedisCluster (keys must share a hash tag per script)."""
+        return bool(self.options["CLUSTER"])
+
+    def key(self, tag: str, *parts: str) -> str:
+        """Return ``<prefix>:{<tag>}:<part>:...``: every key of one object shares ``{tag}``."""
+        return ":".join((f"{self.key_prefix}:{{{tag}}}", *parts))
+
+    def script(self, name: str, client: Any = None) -> Any:
+        """Return the registered script ``name`` for ``client`` (default: the blocking client)."""
+        client = self.client if client is None else client
+        cache_key = (id(client), name)
+        found = self._scripts.get(cache_key)
+        if found is None or found.registered_client is not client:
+            found = client.register_script(source(name))
+            self._scripts[cache_key] = found
+        return found
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectionFailed(
+                f"Redis at {redact(self.location)} is unreachable for "
+                f"{self.settings_name}[{self.alias!r}] ({exc}). Set "
+                f"{self.settings_name}[{self.alias!r}]['LOCATION'] to a running server, or to "
+                f"'embedded:///some/dir' for development."
+            ) from exc
+
+    def ping(self) -> bool:
+        """Return True when the server answers; raise :class:`ConnectionFailed` otherwise."""
+        with self.errors():
+            return bool(self.client.ping())
+
+    def close(self) -> None:
+        self._clients.reset()
+        self._scripts = {}
+
+
+class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
+    """Locks on one Redis deployment (a server, a Cluster, or a Sentinel-managed master)."""
+
+    option_schema = {**CONNECTION_OPTIONS, **LOCK_OPTIONS}
+
+
+class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
+    """Reliable queues on sorted sets of one Redis deployment."""
+
+    option_schema = {**CONNECTION_OPTIONS, **QUEUE_OPTIONS}

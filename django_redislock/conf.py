@@ -1,0 +1,196 @@
+"""Setting names, defaults and the option schema of every backend.
+
+Nothing here reads ``django.conf.settings`` at import time: the handlers read
+the settings the first time an alias is used, and a ``setting_changed``
+receiver (see :mod:`django_redislock.signals`) resets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LOCKS_SETTING = "REDISLOCK_LOCKS"
+QUEUES_SETTING = "REDISLOCK_QUEUES"
+DEFAULT_ALIAS = "default"
+DEFAULT_LOCATION = "redis://127.0.0.1:6379/0"
+DEFAULT_KEY_PREFIX = "redislock"
+
+DEFAULT_LOCK_BACKEND = "django_redislock.backends.redis.RedisLockBackend"
+DEFAULT_QUEUE_BACKEND = "django_redislock.backends.redis.RedisQueueBackend"
+
+#: Longest TTL or timeout accepted anywhere, in seconds (one week). Longer values are
+#: almost always a unit mistake (milliseconds passed as seconds).
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key of a backend's ``OPTIONS``: its default and how to check a value."""
+
+    default: Any
+    check: Callable[[Any], str | None]
+    doc: str
+
+
+def positive_seconds(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number of seconds, not {type(value).__name__}"
+    if not 0 < value <= MAX_SECONDS:
+        return f"must be > 0 and <= {MAX_SECONDS:g} seconds, got {value!r}"
+    return None
+
+
+def optional_positive_seconds(value: Any) -> str | None:
+    return None if value is None else positive_seconds(value)
+
+
+def non_negative_seconds(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number of seconds, not {type(value).__name__}"
+    if not 0 <= value <= MAX_SECONDS:
+        return f"must be >= 0 and <= {MAX_SECONDS:g} seconds, got {value!r}"
+    return None
+
+
+def positive_int(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return f"must be a positive integer, got {value!r}"
+    return None
+
+
+def optional_positive_int(value: Any) -> str | None:
+    return None if value is None else positive_int(value)
+
+
+def boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
+
+
+def mapping(value: Any) -> str | None:
+    return None if isinstance(value, Mapping) else f"must be a dict, got {type(value).__name__}"
+
+
+def optional_dotted_path(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and "." in value) or isinstance(value, type):
+        return None
+    return f"must be a dotted import path or a class, got {value!r}"
+
+
+def optional_string(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
+
+
+def sentinel_list(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not value:
+        return "must be a non-empty list of (host, port) pairs or 'host:port' strings"
+    for item in value:
+        if isinstance(item, str) and item.rpartition(":")[2].isdigit():
+            continue
+        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], int):
+            continue
+        return f"has a bad entry {item!r}; use (host, port) or 'host:port'"
+    return None
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"must be one of {', '.join(choices)}; got {value!r}"
+
+    return check
+
+
+#: Options every Redis-backed alias accepts: how to build the client.
+CONNECTION_OPTIONS: dict[str, Option] = {
+    "CLIENT_CLASS": Option(
+        None,
+        optional_dotted_path,
+        "A redis.Redis-compatible class to build the client from, e.g. "
+        "'fakeredis.FakeRedis' for unit tests of user code.",
+    ),
+    "CLIENT_KWARGS": Option(
+        {}, mapping, "Extra keyword arguments for the client or pool (password, ssl_ca_certs, ...)."
+    ),
+    "SOCKET_TIMEOUT": Option(
+        5.0,
+        positive_seconds,
+        "Seconds a command may wait for a reply. Blocking reads of this app always stay below it.",
+    ),
+    "SOCKET_CONNECT_TIMEOUT": Option(2.0, positive_seconds, "Seconds to wait for a TCP connect."),
+    "MAX_CONNECTIONS": Option(
+        None, optional_positive_int, "Pool size limit per process (None: redis-py's default)."
+    ),
+    "HEALTH_CHECK_INTERVAL": Option(
+        30, positive_int, "Seconds between PINGs on idle pooled connections."
+    ),
+    "CLUSTER": Option(
+        False, boolean, "Connect with RedisCluster; LOCATION names one or more startup nodes."
+    ),
+    "SENTINELS": Option(
+        None,
+        sentinel_list,
+        "Sentinel addresses; LOCATION's host is then the "
+        "monitored service name, e.g. redis://mymaster/0.",
+    ),
+    "SENTINEL_KWARGS": Option(
+        {},
+        mapping,
+        "Keyword arguments for the connections to the sentinels themselves (password, ...).",
+    ),
+}
+
+#: Options of the Redis lock backend (the lock issue adds its own keys here).
+LOCK_OPTIONS: dict[str, Option] = {
+    "DEFAULT_TTL": Option(30.0, positive_seconds, "TTL of a lock taken without ttl=."),
+    "DEFAULT_TIMEOUT": Option(
+        10.0, non_negative_seconds, "Seconds `with lock:` waits before raising LockNotAcquired."
+    ),
+}
+
+#: Options of the Redis queue backend (the queue issue adds its own keys here).
+QUEUE_OPTIONS: dict[str, Option] = {
+    "VISIBILITY_TIMEOUT": Option(
+        60.0,
+        positive_seconds,
+        "Default lease of a popped task; after it the task is handed out again.",
+    ),
+    "MAX_ATTEMPTS": Option(
+        5, positive_int, "Runs of a task before it goes to the dead-letter set."
+    ),
+}
+
+
+def unknown_option_errors(options: Mapping[str, Any], schema: Mapping[str, Option]) -> list[str]:
+    """Return a message naming the unknown keys of ``options`` and the valid ones."""
+    unknown = sorted(set(options) - set(schema), key=str)
+    if not unknown:
+        return []
+    return [
+        f"unknown OPTIONS key(s) {', '.join(map(repr, unknown))}; "
+        f"valid keys are {', '.join(sorted(schema))}"
+    ]
+
+
+def option_value_errors(options: Mapping[str, Any], schema: Mapping[str, Option]) -> list[str]:
+    """Return one message per known key of ``options`` whose value is wrong."""
+    errors = []
+    for key in sorted(set(options) & set(schema)):
+        problem = schema[key].check(options[key])
+        if problem:
+            errors.append(f"OPTIONS[{key!r}] {problem}")
+    return errors
+
+
+def option_errors(options: Any, schema: Mapping[str, Option]) -> list[str]:
+    """Return one message per problem in ``options`` (unknown keys and bad values)."""
+    if not isinstance(options, Mapping):
+        return [f"OPTIONS must be a dict, got {type(options).__name__}"]
+    return unknown_option_errors(options, schema) + option_value_errors(options, schema)
+
+
+def with_defaults(options: Mapping[str, Any], schema: Mapping[str, Option]) -> dict[str, Any]:
+    """Return ``options`` completed with the schema's defaults."""
+    return {key: options.get(key, option.default) for key, option in schema.items()}

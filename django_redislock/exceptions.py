@@ -1,0 +1,63 @@
+"""The one exception tree of django-redislock.
+
+Runtime errors derive from :class:`RedisLockError`; configuration errors derive
+from Django's :class:`~django.core.exceptions.ImproperlyConfigured` and are kept
+out of the runtime tree, so ``except RedisLockError`` never hides a broken
+setting (the same split django-anymail makes).
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class RedisLockError(Exception):
+    """Base of every runtime error raised by this app."""
+
+
+class ConnectionFailed(RedisLockError):
+    """Redis could not be reached; the message says which setting to check."""
+
+
+class LockError(RedisLockError):
+    """An error about one named lock."""
+
+    def __init__(self, message: str, *, name: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class LockNotAcquired(LockError):
+    """The lock was held by someone else for the whole of the allowed wait."""
+
+
+class LockNotOwned(LockError):
+    """The caller tried to release or extend a lock it does not hold."""
+
+
+class LockLost(LockError):
+    """The hold ended without the holder releasing it (expired, stolen or force-released)."""
+
+
+class QueueError(RedisLockError):
+    """An error about one named queue."""
+
+
+class TaskNotFound(QueueError):
+    """No task with that id is in the queue."""
+
+
+class ConfigurationError(ImproperlyConfigured):
+    """A setting of this app is wrong; the message names the setting."""
+
+
+class InvalidLockBackend(ConfigurationError):
+    """``REDISLOCK_LOCKS`` names an unknown alias or a backend that cannot be loaded."""
+
+
+class InvalidQueueBackend(ConfigurationError):
+    """``REDISLOCK_QUEUES`` names an unknown alias or a backend that cannot be loaded."""
+
+
+class MissingDependency(ConfigurationError):
+    """An optional package is needed; the message names the pip extra that installs it."""

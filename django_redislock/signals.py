@@ -1,0 +1,40 @@
+"""Signals sent by this app, and the receiver that resets the handlers on settings changes.
+
+Lock signals carry ``alias`` and ``name``; task signals carry ``queue`` and ``task``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import Signal, receiver
+
+from .conf import LOCKS_SETTING, QUEUES_SETTING
+
+#: A lock was granted: ``alias``, ``name``, ``fence``.
+lock_acquired = Signal()
+#: A lock was released by its holder: ``alias``, ``name``.
+lock_released = Signal()
+#: A hold ended without a release (expired, stolen, force-released): ``alias``, ``name``.
+lock_lost = Signal()
+
+#: A worker started a task: ``queue``, ``task``.
+task_started = Signal()
+#: A task returned: ``queue``, ``task``, ``result``.
+task_succeeded = Signal()
+#: A task raised and will be retried: ``queue``, ``task``, ``error``.
+task_failed = Signal()
+#: A task used up its attempts and went to the dead-letter set: ``queue``, ``task``, ``error``.
+task_dead = Signal()
+
+
+@receiver(setting_changed)
+def reset_handlers(*, setting: str, **kwargs: Any) -> None:
+    """Forget backends built from a setting that changed (makes ``override_settings`` work)."""
+    from .handlers import locks, queues
+
+    if setting == LOCKS_SETTING:
+        locks.reset()
+    elif setting == QUEUES_SETTING:
+        queues.reset()

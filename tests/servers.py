@@ -1,0 +1,189 @@
+"""Real ``redis-server`` processes for the tests, on free loopback ports.
+
+Uses the system ``redis-server`` when it is on ``PATH`` and the embedded
+extra's ``valkey-server`` otherwise. Every process lives in its own temporary
+directory and is stopped by its fixture; an ``atexit`` hook kills any that a
+crashed session left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import random
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import redis
+
+from django_redislock.embedded import find_binary
+
+START_TIMEOUT = 15.0
+_running: set[subprocess.Popen[bytes]] = set()
+
+
+def server_binary() -> str:
+    """The system redis-server if present, else the pip-installed one."""
+    return shutil.which("redis-server") or find_binary()
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(cluster: bool = False) -> int:
+    """A free loopback port (and its cluster bus port, +10000, when ``cluster``)."""
+    for _ in range(200):
+        port = random.randint(20000, 50000)
+        if port == 6379 or not port_is_free(port):
+            continue
+        if cluster and not port_is_free(port + 10000):
+            continue
+        return port
+    raise RuntimeError("no free port found")
+
+
+class RedisProcess:
+    """One redis-server on 127.0.0.1 in its own directory."""
+
+    def __init__(
+        self, directory: Path, *, cluster: bool = False, extra: Sequence[str] = ()
+    ) -> None:
+        self.directory = directory
+        self.cluster = cluster
+        self.extra = list(extra)
+        self.port = free_port(cluster)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self, socket_timeout: float = 5.0) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
+
+    def start(self) -> RedisProcess:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [
+            server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            "server.log",
+            "--daemonize",
+            "no",
+            *self.extra,
+        ]
+        if self.cluster:
+            args += [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "5000",
+            ]
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+        )
+        _running.add(self.process)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                log = (self.directory / "server.log").read_text()[-800:]
+                raise RuntimeError(f"redis-server on {self.port} exited: {log}")
+            with contextlib.suppress(redis.RedisError):
+                if self.client(socket_timeout=0.5).ping():
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server on {self.port} did not start")
+
+    def stop(self) -> None:
+        """Stop the server at once (SIGKILL semantics are tested elsewhere: this is cleanup)."""
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        _running.discard(self.process)
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the server, for fault tests."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            _running.discard(self.process)
+            self.process = None
+
+    @property
+    def run_id(self) -> str:
+        return str(self.client().info("server")["run_id"])
+
+
+def start_cluster(directory: Path, masters: int = 3) -> list[RedisProcess]:
+    """Start ``masters`` cluster nodes, split the 16384 slots between them and join them."""
+    nodes = [RedisProcess(directory / f"node{i}", cluster=True).start() for i in range(masters)]
+    try:
+        step = 16384 // masters
+        for i, node in enumerate(nodes):
+            last = 16383 if i == masters - 1 else (i + 1) * step - 1
+            node.client().execute_command("CLUSTER", "ADDSLOTS", *range(i * step, last + 1))
+        for node in nodes[1:]:
+            nodes[0].client().execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+        _wait_cluster_ok(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
+def _wait_cluster_ok(nodes: list[RedisProcess]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        infos = [node.client().cluster("info") for node in nodes]
+        if all(
+            info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == len(nodes)
+            for info in infos
+        ):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the test cluster did not reach cluster_state:ok")
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for process in list(_running):
+        with contextlib.suppress(OSError):
+            process.kill()
+        with contextlib.suppress(Exception):
+            process.wait(timeout=5)
+    if os.environ.get("REDISLOCK_TEST_DEBUG"):
+        print(f"killed {len(_running)} leftover redis-server processes")

@@ -1,0 +1,1 @@
+"""Models the tests write to (fenced writes, idempotent tasks)."""

@@ -1,0 +1,1 @@
+"""Benchmarks run side by side with the libraries users would pick instead."""

@@ -1,0 +1,108 @@
+"""What every benchmark shares: a private server, timing, tables and JSON results.
+
+A benchmark module exposes ``run(server: RedisProcess, quick: bool) -> dict`` returning
+``{"name": ..., "rows": [{"library": ..., metric: value, ...}], "notes": [...]}``;
+:func:`save` writes it to ``bench/results/<name>.json`` with the machine, versions and date.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PACKAGES = (
+    "django-redislock",
+    "redis",
+    "Django",
+    "python-redis-lock",
+    "pottery",
+    "rq",
+    "huey",
+    "hiredis",
+)
+
+
+def machine() -> dict[str, Any]:
+    """Where and with what a run happened, stored next to its numbers."""
+    versions = {}
+    for name in PACKAGES:
+        with contextlib.suppress(PackageNotFoundError):
+            versions[name] = version(name)
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "packages": versions,
+    }
+
+
+def rate(fn: Callable[[], Any], *, seconds: float = 1.0, max_calls: int = 1_000_000) -> float:
+    """Calls per second of ``fn`` over about ``seconds`` (bounded by ``max_calls``)."""
+    calls = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while calls < max_calls:
+        fn()
+        calls += 1
+        if calls % 16 == 0 and time.perf_counter() >= deadline:
+            break
+    return calls / (time.perf_counter() - start)
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile of ``values`` (nearest rank)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def median(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """A Markdown table of ``rows`` (floats with 3 significant digits)."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(col, "")) for col in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def save(result: dict[str, Any]) -> Path:
+    """Write ``result`` with the machine facts to ``bench/results/<name>.json``."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{result['name']}.json"
+    path.write_text(json.dumps({**result, "machine": machine()}, indent=2) + "\n")
+    return path
+
+
+class CommandCounter:
+    """Counts commands a server executed (``INFO commandstats``), for round-trip figures."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def total(self) -> int:
+        stats = self.client.info("commandstats")
+        return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
+
+    def reset(self) -> None:
+        self.client.config_resetstat()

@@ -1,0 +1,28 @@
+"""Sphinx configuration; pages are Markdown (MyST), API pages come from docstrings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import django
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+django.setup()
+
+project = "django-redislock"
+author = "django-redislock developers"
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+source_suffix = {".md": "markdown"}
+exclude_patterns = ["_build"]
+html_theme = "alabaster"
+html_static_path: list[str] = []
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+nitpicky = False
+suppress_warnings = ["myst.xref_missing"]

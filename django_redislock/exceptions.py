@@ -15,8 +15,23 @@ class RedisLockError(Exception):
     """Base of every runtime error raised by this app."""
 
 
+class InvalidArgument(RedisLockError, ValueError):
+    """A call got a bad argument; the message names the argument and what is allowed.
+
+    Raised before anything is sent to Redis, so nothing is half-written.
+    """
+
+
 class ConnectionFailed(RedisLockError):
     """Redis could not be reached; the message says which setting to check."""
+
+
+class InvalidArgument(RedisLockError, ValueError):
+    """An argument has a wrong value or type; the message names the argument.
+
+    It is a :class:`ValueError` too, so ``except ValueError`` also catches it.
+    Nothing has been written to Redis when it is raised.
+    """
 
 
 class LockError(RedisLockError):
@@ -39,12 +54,20 @@ class LockLost(LockError):
     """The hold ended without the holder releasing it (expired, stolen or force-released)."""
 
 
+class LockUsageError(LockError, RuntimeError):
+    """A lock object was used wrongly: shared between threads or tasks, or acquired twice."""
+
+
 class QueueError(RedisLockError):
     """An error about one named queue."""
 
 
 class TaskNotFound(QueueError):
     """No task with that id is in the queue."""
+
+
+class TaskImportError(QueueError):
+    """A task's module raised while being imported: a broken deploy, so the worker stops."""
 
 
 class ConfigurationError(ImproperlyConfigured):

@@ -160,6 +160,36 @@ QUEUE_OPTIONS: dict[str, Option] = {
     "MAX_ATTEMPTS": Option(
         5, positive_int, "Runs of a task before it goes to the dead-letter set."
     ),
+    "MAX_PAYLOAD_BYTES": Option(
+        1024 * 1024,
+        positive_int,
+        "Largest serialized payload accepted by enqueue; bigger ones raise InvalidArgument.",
+    ),
+    "SERIALIZER": Option(
+        "json",
+        one_of("json", "pickle"),
+        "How payloads are stored: 'json' (DjangoJSONEncoder) or 'pickle' (opt-in; check W002).",
+    ),
+    "COMMIT_MODE": Option(
+        "on_commit",
+        one_of("on_commit", "immediate"),
+        "@task enqueues inside transaction.atomic() wait for the commit ('on_commit') or not.",
+    ),
+    "EAGER": Option(
+        False, boolean, "@task calls run inline instead of being queued (for tests)."
+    ),
+    "RETRY_BACKOFF": Option(
+        1.0, positive_seconds, "First retry delay; it doubles per attempt (with jitter)."
+    ),
+    "RETRY_BACKOFF_MAX": Option(3600.0, positive_seconds, "Longest retry delay."),
+    "RETRY_JITTER": Option(
+        True, boolean, "Randomise retry delays between half and all of the backoff."
+    ),
+    "RECOVERY_BATCH": Option(
+        100,
+        positive_int,
+        "Expired leases that one pop returns to the ready set (bounds the work per pop).",
+    ),
 }
 
 

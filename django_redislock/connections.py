@@ -213,9 +213,30 @@ def _cache_client(location: str, asynchronous: bool) -> Client:
     client = _sync_client_of_cache(alias, caches[alias])
     if not asynchronous:
         return client
-    kwargs = dict(client.connection_pool.connection_kwargs)
-    if "path" in kwargs:
-        return redis.asyncio.Redis(unix_socket_path=kwargs.pop("path"), **kwargs)
+    return _async_twin(client.connection_pool)
+
+
+#: Connection settings that carry over from a cache's sync pool to an asyncio client.
+_PORTABLE = (
+    "host",
+    "port",
+    "db",
+    "username",
+    "password",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "client_name",
+)
+
+
+def _async_twin(pool: Any) -> AsyncClient:
+    kwargs = {
+        k: v for k, v in pool.connection_kwargs.items() if k in _PORTABLE or k.startswith("ssl_")
+    }
+    if "path" in pool.connection_kwargs:
+        kwargs["unix_socket_path"] = pool.connection_kwargs["path"]
+    if pool.connection_class.__name__ == "SSLConnection":
+        kwargs["ssl"] = True
     return redis.asyncio.Redis(**kwargs)
 
 

@@ -223,11 +223,12 @@ def _shutdown(path: str) -> bool:
     pid = server_pid(path)
     if pid is None:
         return False
-    import redis
-
-    client = redis.Redis(unix_socket_path=socket_path(path), socket_timeout=STOP_TIMEOUT)
-    with contextlib.suppress(redis.ConnectionError):
-        client.shutdown(save=False, nosave=False)
+    # A raw SHUTDOWN: redis-py would retry the command when the server closes the socket.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, contextlib.suppress(OSError):
+        conn.settimeout(STOP_TIMEOUT)
+        conn.connect(socket_path(path))
+        conn.sendall(b"SHUTDOWN\r\n")
+        conn.recv(64)
     deadline = time.monotonic() + STOP_TIMEOUT
     while _pid_alive(pid) and time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):

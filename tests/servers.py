@@ -64,16 +64,24 @@ class RedisProcess:
         self.extra = list(extra)
         self.port = free_port(cluster)
         self.process: subprocess.Popen[bytes] | None = None
+        self.config_file: Path | None = None
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def socket_path(self) -> Path:
+        """The server's Unix socket (every test server listens on one too)."""
+        return self.directory / "redis.sock"
 
     def client(self, socket_timeout: float = 5.0) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
 
     def start(self) -> RedisProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.config_file is not None:  # a sentinel: everything is in its config file
+            return self._launch([server_binary(), str(self.config_file), "--sentinel"])
         args = [
             server_binary(),
             "--port",
@@ -90,6 +98,8 @@ class RedisProcess:
             "server.log",
             "--daemonize",
             "no",
+            "--unixsocket",
+            str(self.socket_path),
             *self.extra,
         ]
         if self.cluster:
@@ -101,6 +111,9 @@ class RedisProcess:
                 "--cluster-node-timeout",
                 "5000",
             ]
+        return self._launch(args)
+
+    def _launch(self, args: list[str]) -> RedisProcess:
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
         )
@@ -113,7 +126,8 @@ class RedisProcess:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                log = (self.directory / "server.log").read_text()[-800:]
+                log_file = self.directory / "server.log"
+                log = log_file.read_text()[-800:] if log_file.exists() else ""
                 raise RuntimeError(f"redis-server on {self.port} exited: {log}")
             with contextlib.suppress(redis.RedisError):
                 if self.client(socket_timeout=0.5).ping():
@@ -163,6 +177,23 @@ def start_cluster(directory: Path, masters: int = 3) -> list[RedisProcess]:
             node.stop()
         raise
     return nodes
+
+
+def start_sentinel(
+    directory: Path, master: RedisProcess, service: str = "mymaster"
+) -> RedisProcess:
+    """Start one sentinel monitoring ``master`` as ``service`` (quorum 1)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "sentinel.conf"
+    sentinel = RedisProcess(directory)
+    config.write_text(
+        f"port {sentinel.port}\nbind 127.0.0.1\ndir {directory}\nlogfile server.log\n"
+        f"sentinel monitor {service} 127.0.0.1 {master.port} 1\n"
+        f"sentinel down-after-milliseconds {service} 1000\n"
+        f"sentinel failover-timeout {service} 5000\n"
+    )
+    sentinel.config_file = config
+    return sentinel.start()
 
 
 def _wait_cluster_ok(nodes: list[RedisProcess]) -> None:

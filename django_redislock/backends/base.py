@@ -72,6 +72,10 @@ class BaseBackend:
         """Backend-specific system checks; must do no network I/O."""
         return []
 
+    def ping(self) -> bool:
+        """Return True when the store answers; raise ``ConnectionFailed`` when it does not."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement ping()")
+
     def close(self) -> None:
         """Release the backend's connections; it reconnects on next use."""
 

@@ -26,14 +26,6 @@ class ConnectionFailed(RedisLockError):
     """Redis could not be reached; the message says which setting to check."""
 
 
-class InvalidArgument(RedisLockError, ValueError):
-    """An argument has a wrong value or type; the message names the argument.
-
-    It is a :class:`ValueError` too, so ``except ValueError`` also catches it.
-    Nothing has been written to Redis when it is raised.
-    """
-
-
 class LockError(RedisLockError):
     """An error about one named lock."""
 

@@ -21,8 +21,15 @@ class OptionsTable(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         schema = getattr(conf, self.arguments[0])
-        lines = [".. list-table::", "   :header-rows: 1", "   :widths: 22 14 64", "",
-                 "   * - Key", "     - Default", "     - Meaning"]
+        lines = [
+            ".. list-table::",
+            "   :header-rows: 1",
+            "   :widths: 22 14 64",
+            "",
+            "   * - Key",
+            "     - Default",
+            "     - Meaning",
+        ]
         for key, option in schema.items():
             lines += [f"   * - ``{key}``", f"     - ``{option.default!r}``", f"     - {option.doc}"]
         container = nodes.container()

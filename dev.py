@@ -11,7 +11,9 @@ what it needs there, so a fresh machine needs only Python 3.10+ and pip.
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -30,13 +32,37 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
         sys.exit(result.returncode)
 
 
-def ensure_venv(extras: str) -> None:
-    """Create ``.venv`` and install the project with ``extras`` (quick when already done)."""
-    if not (BIN / "python").exists():
-        print(f"creating {VENV}", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-        run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
+#: Extra environments the suite also runs in (without the slow multi-process tests):
+#: the oldest supported Python with the oldest Django, and Django 6 on Python 3.12.
+COMPAT = (("3.10", "Django>=4.2,<4.3"), ("3.12", "Django>=6.0,<7"))
+
+
+def ensure_venv(
+    extras: str, where: Path = VENV, python: str = sys.executable, pins: tuple[str, ...] = ()
+) -> Path:
+    """Create a virtual environment and install the project with ``extras`` into it."""
+    bin_dir = where / "bin"
+    if not (bin_dir / "python").exists():
+        print(f"creating {where} with {python}", flush=True)
+        if python == sys.executable:
+            venv.EnvBuilder(with_pip=True).create(where)
+        else:
+            run(python, "-m", "venv", where)
+        run(bin_dir / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(bin_dir / "python", "-m", "pip", "install", "--quiet", "-e", f".[{extras}]", *pins)
+    return bin_dir
+
+
+def find_python(version: str) -> str | None:
+    """Find a ``python<version>`` on PATH or in pyenv; None when the machine has none."""
+    candidates = [shutil.which(f"python{version}") or ""]
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    candidates += sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import venv"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return candidate
+    return None
 
 
 def test() -> None:
@@ -46,6 +72,16 @@ def test() -> None:
     run(BIN / "mypy", "django_redislock", "tests")
     run(BIN / "sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html")
     run(BIN / "pytest", *sys.argv[2:])
+    if sys.argv[2:]:
+        return  # a focused run (python3 dev.py test -k ...) skips the compatibility runs
+    for version, django in COMPAT:
+        python = find_python(version)
+        if python is None:
+            print(f"skipping the Python {version} / {django} run: no python{version} here")
+            continue
+        name = django.split(",")[0].replace("Django>=", "django")
+        bin_dir = ensure_venv("test", ROOT / f".venv-py{version}-{name}", python, (django,))
+        run(bin_dir / "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider")
 
 
 def demo() -> None:

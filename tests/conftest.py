@@ -19,6 +19,7 @@ pointing at the test server, never at the machine's own Redis.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -129,3 +130,25 @@ def artifacts_dir() -> Path:
     path = Path(__file__).resolve().parent.parent / "test-artifacts"
     path.mkdir(exist_ok=True)
     return path
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any server started under this session's temp dir is still running."""
+    import psutil
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or session.config.option.collectonly:
+        return
+    base = str(factory.getbasetemp())
+    stray = []
+    for proc in psutil.process_iter(["name", "cmdline", "cwd"]):
+        with contextlib.suppress(psutil.Error):
+            text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["cwd"] or "")
+            if proc.info["name"] in ("redis-server", "valkey-server") and base in text:
+                stray.append(proc)
+    if stray:
+        for proc in stray:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        print(f"\nERROR: {len(stray)} redis-server process(es) outlived the tests: {stray}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

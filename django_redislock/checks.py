@@ -8,6 +8,7 @@
 ``redislock.E005``         bad ``LOCATION``
 ``redislock.E006``         unknown key in an alias dict, or bad ``KEY_PREFIX``
 ``redislock.W001``         ``embedded://`` with ``DEBUG = False``
+``redislock.W002``         a queue alias pickles payloads (``SERIALIZER``)
 =========================  ==========================================================
 """
 

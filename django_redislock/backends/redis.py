@@ -9,10 +9,12 @@ calls live in the lock and queue modules, which receive this backend and use
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import redis
+from django.core import checks
 
 from ..conf import CONNECTION_OPTIONS, DEFAULT_LOCATION, LOCK_OPTIONS, QUEUE_OPTIONS
 from ..connections import (
@@ -113,6 +115,79 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
 
 
 class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
-    """Reliable queues on sorted sets of one Redis deployment."""
+    """Reliable queues on sorted sets of one Redis deployment.
+
+    Queue names are recorded in one set per alias (``<prefix>:{queues}:names``)
+    the first time this process enqueues to them, so status commands and the
+    admin list queues without ``KEYS`` or ``SCAN``, on a Cluster too.
+    """
 
     option_schema = {**CONNECTION_OPTIONS, **QUEUE_OPTIONS}
+    supports_delay = True
+    supports_leases = True
+    supports_priority = False
+
+    def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
+        super().__init__(alias, params)
+        self._queues: dict[str, Any] = {}
+        self._registered: tuple[int, set[str]] = (os.getpid(), set())
+
+    def queue(self, name: str) -> Any:
+        """Return the :class:`~django_redislock.queues.Queue` called ``name``."""
+        from ..queues.queue import Queue
+
+        found = self._queues.get(name)
+        if found is None:
+            found = self._queues[name] = Queue(self, name)
+        return found
+
+    @property
+    def names_key(self) -> str:
+        """The set of queue names of this alias."""
+        return self.key("queues", "names")
+
+    def queue_names(self) -> list[str]:
+        """Names of the queues this alias has seen enqueued to, sorted."""
+        with self.errors():
+            members = self.client.smembers(self.names_key)
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    def _needs_registering(self, name: str) -> bool:
+        pid, seen = self._registered
+        if pid != os.getpid():
+            self._registered = (os.getpid(), set())
+            seen = self._registered[1]
+        return name not in seen
+
+    def register_queue(self, name: str) -> None:
+        """Record ``name`` in the alias's queue list (once per process)."""
+        if self._needs_registering(name):
+            with self.errors():
+                self.client.sadd(self.names_key, name)
+            self._registered[1].add(name)
+
+    async def register_queue_async(self, name: str) -> None:
+        """The asyncio twin of :meth:`register_queue`."""
+        if self._needs_registering(name):
+            with self.errors():
+                await self.async_client().sadd(self.names_key, name)
+            self._registered[1].add(name)
+
+    def forget_queue(self, name: str) -> None:
+        """Drop ``name`` from the queue list (after a purge, for example)."""
+        with self.errors():
+            self.client.srem(self.names_key, name)
+        self._registered[1].discard(name)
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """Warn (redislock.W002) when payloads are pickled."""
+        if self.options["SERIALIZER"] != "pickle":
+            return []
+        return [
+            checks.Warning(
+                f"{self.settings_name}[{self.alias!r}] stores task payloads with pickle.",
+                hint="Anyone who can write to this Redis can run code in your workers. Use the "
+                "default 'json' serializer unless every writer is trusted.",
+                id="redislock.W002",
+            )
+        ]

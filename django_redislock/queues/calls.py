@@ -1,0 +1,262 @@
+"""How each queue operation is sent: validated ARGV for one script and its reply parser.
+
+:class:`QueueCalls` builds a :class:`Call` per operation; :class:`~.queue.Queue`
+runs it on the blocking client or, for the ``*_async`` twins, on the asyncio
+client. Building the request and reading the reply in one place means the sync
+and async APIs cannot drift apart, and that every argument is checked before
+anything reaches Redis.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..exceptions import InvalidArgument
+from .records import DEAD, DELAYED, IN_FLIGHT, READY, Task, micros, optional_score, parse_tasks
+from .serializers import get_serializer
+from .validation import check_count, check_id, check_ids, check_name, check_seconds
+
+if TYPE_CHECKING:
+    from ..backends.redis import RedisQueueBackend
+
+R = TypeVar("R")
+TaskRef = Task | str
+#: Retry outcomes, from the retry script's reply codes.
+RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead", 3: "dropped"}
+#: The zset each listable state lives in (index into the scripts' KEYS).
+STATE_SETS = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
+#: The queue's keys, in the order of every script's KEYS.
+KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "signal")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A validated, serialized task ready to be sent: id, delay (microseconds) and data."""
+
+    id: str
+    delay: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one claim saw: the claimed tasks and when there will be work again."""
+
+    tasks: list[Task]
+    now: int
+    next_due: int | None
+    next_lease_deadline: int | None
+    acked: int
+    recovered: int
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One script call: its name, its ARGV and how to read its reply."""
+
+    script: str
+    args: list[Any]
+    parse: Callable[[Any], R]
+
+
+def task_ids(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
+    """Ids of one task, one id, or an iterable of either."""
+    if isinstance(refs, (Task, str)):
+        refs = [refs]
+    if isinstance(refs, bytes) or not isinstance(refs, Iterable):
+        raise InvalidArgument(f"{argument} must be a Task, an id or a list of them")
+    return check_ids([ref.id if isinstance(ref, Task) else ref for ref in refs], argument)
+
+
+class QueueCalls:
+    """The name, keys and serializer of a queue, and the builders of its calls."""
+
+    def __init__(self, backend: RedisQueueBackend, name: str) -> None:
+        self.backend = backend
+        self.name = check_name(name)
+        self.serializer = get_serializer(backend.options["SERIALIZER"])
+        self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
+        self.signal_key = self.keys[KEY_PARTS.index("signal")]
+
+    def _run(self, call: Call[R]) -> R:
+        with self.backend.errors():
+            reply = self.backend.script(call.script)(keys=self.keys, args=call.args)
+        return call.parse(reply)
+
+    async def _arun(self, call: Call[R]) -> R:
+        script = self.backend.script(call.script, self.backend.async_client())
+        with self.backend.errors():
+            reply = await script(keys=self.keys, args=call.args)
+        return call.parse(reply)
+
+    def prepare(self, id: str, payload: Any = None, delay: float = 0) -> Entry:
+        """Validate and serialize one task without sending it (raises InvalidArgument)."""
+        check_id(id)
+        seconds = check_seconds(delay, "delay")
+        data = self.serializer.dumps(payload)
+        limit = self.backend.options["MAX_PAYLOAD_BYTES"]
+        if len(data) > limit:
+            raise InvalidArgument(
+                f"payload is {len(data)} bytes serialized, over OPTIONS['MAX_PAYLOAD_BYTES'] "
+                f"= {limit} of {self.backend.settings_name}[{self.backend.alias!r}]"
+            )
+        return Entry(id, micros(seconds), data)
+
+    def batches(self, items: Iterable[Any], delay: float, batch_size: int) -> list[list[Entry]]:
+        """Validate every ``(id, payload[, delay])`` item, then cut them into batches."""
+        check_count(batch_size, "batch_size")
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise InvalidArgument("items must be an iterable of (id, payload) tuples")
+        entries = []
+        for i, item in enumerate(items):
+            if not isinstance(item, tuple) or len(item) not in (2, 3):
+                raise InvalidArgument(f"items[{i}] must be (id, payload) or (id, payload, delay)")
+            try:
+                entries.append(self.prepare(item[0], item[1], item[2] if len(item) == 3 else delay))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"items[{i}]: {exc}") from exc
+        return [entries[i : i + batch_size] for i in range(0, len(entries), batch_size)]
+
+    def backoff(self, attempts: int) -> float:
+        """The retry delay after ``attempts`` runs: exponential, capped, with jitter."""
+        options = self.backend.options
+        exponent = min(max(attempts - 1, 0), 60)
+        delay = min(options["RETRY_BACKOFF_MAX"], options["RETRY_BACKOFF"] * 2**exponent)
+        return delay * random.uniform(0.5, 1.0) if options["RETRY_JITTER"] else float(delay)
+
+    def _lease_micros(self, lease: float | None) -> int:
+        seconds = self.backend.options["VISIBILITY_TIMEOUT"] if lease is None else lease
+        return micros(check_seconds(seconds, "lease", allow_zero=False))
+
+    # -- one builder per script ----------------------------------------------------------
+
+    def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
+        args: list[Any] = ["1" if replace else "0"]
+        for entry in entries:
+            args += [entry.id, entry.delay, entry.data]
+        return Call("queue_enqueue", args, lambda reply: [bool(flag) for flag in reply])
+
+    def _claim_call(self, count: int, lease: float | None, ack: Iterable[str]) -> Call[Claim]:
+        check_count(count, allow_zero=True)
+        lease_us = self._lease_micros(lease)
+        options = self.backend.options
+        args = [count, lease_us, options["RECOVERY_BATCH"], options["MAX_ATTEMPTS"], *ack]
+
+        def parse(reply: list[Any]) -> Claim:
+            now = int(reply[0])
+            tasks = parse_tasks(self.name, reply[5:], self.serializer.loads, lambda s: IN_FLIGHT)
+            for task in tasks:
+                task.lease_deadline = now + lease_us
+            next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
+            return Claim(tasks, now, next_due, next_deadline, int(reply[3]), int(reply[4]))
+
+        return Call("queue_pop", args, parse)
+
+    def _list_call(
+        self, state: str, count: int, after: int | None, offset: int = 0
+    ) -> Call[list[Task]]:
+        if state not in STATE_SETS:
+            raise InvalidArgument(f"state must be one of {', '.join(STATE_SETS)}, got {state!r}")
+        check_count(count)
+        check_count(offset, "offset", allow_zero=True)
+        low = "now" if state == DELAYED else "-inf"
+        if after is not None:
+            low = f"({int(after)}"
+        high = "now" if state == READY else "+inf"
+
+        def parse(reply: list[Any]) -> list[Task]:
+            now = int(reply[0])
+
+            def name_state(score: int) -> str:
+                if state in (READY, DELAYED):
+                    return READY if score <= now else DELAYED
+                return state
+
+            tasks = parse_tasks(self.name, reply[1:], self.serializer.loads, name_state)
+            for task in tasks:
+                task.lease_deadline = task.score if state == IN_FLIGHT else None
+            return [task for task in tasks if task.state == state]
+
+        return Call("queue_list", [STATE_SETS[state], low, high, offset, count], parse)
+
+    def _retry_call(
+        self, task: Task, delay: float | None, error: str, max_attempts: int | None
+    ) -> Call[str]:
+        if not isinstance(task, Task):
+            raise InvalidArgument(f"task must be a Task returned by pop(), got {task!r}")
+        seconds = self.backoff(task.attempts) if delay is None else check_seconds(delay, "delay")
+        limit = self.backend.options["MAX_ATTEMPTS"] if max_attempts is None else max_attempts
+        check_count(limit, "max_attempts")
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
+        args = [task.id, micros(seconds), error[:4000], limit]
+        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
+
+    def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
+        return Call("queue_ack", task_ids(tasks), int)
+
+    def _release_call(self, tasks: Iterable[Task]) -> Call[int]:
+        args = [value for task in tasks for value in (task.id, task.score)]
+        return Call("queue_release", args, int)
+
+    def _extend_call(self, tasks: TaskRef | Iterable[TaskRef], lease: float | None) -> Call[bool]:
+        refs = [tasks] if isinstance(tasks, (Task, str)) else list(tasks)
+        args = [self._lease_micros(lease), *task_ids(refs)]
+
+        def parse(reply: list[Any]) -> bool:
+            for ref in refs:
+                if isinstance(ref, Task):
+                    ref.lease_deadline = int(reply[0])
+            return all(reply[1:])
+
+        return Call("queue_extend", args, parse)
+
+    def _dequeue_call(self, id: str, score: int) -> Call[bool]:
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise InvalidArgument(f"score must be a number, got {type(score).__name__}")
+        return Call("queue_dequeue", [check_id(id), int(score)], bool)
+
+    def _remove_call(self, id: str) -> Call[bool]:
+        return Call("queue_remove", [check_id(id)], bool)
+
+    def _get_call(self, id: str) -> Call[Task | None]:
+        def parse(reply: list[Any]) -> Task | None:
+            if not reply:
+                return None
+            now, where = int(reply[0]), int(reply[1])
+            [task] = parse_tasks(self.name, [id, *reply[2:]], self.serializer.loads, str)
+            default = READY if task.score <= now else DELAYED
+            task.state = {2: IN_FLIGHT, 3: DEAD}.get(where, default)
+            task.lease_deadline = task.score if where == 2 else None
+            return task
+
+        return Call("queue_get", [check_id(id)], parse)
+
+    def _requeue_call(self, ids: Iterable[str] | None, limit: int) -> Call[int]:
+        chosen = [] if ids is None else check_ids(ids)
+        return Call("queue_requeue_dead", [check_count(limit, "limit"), *chosen], int)
+
+    def _purge_call(self, chunk: int) -> Call[tuple[int, int]]:
+        check_count(chunk, "chunk")
+        return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
+
+    def _stats_call(self) -> Call[dict[str, Any]]:
+        return Call("queue_stats", [], self._parse_stats)
+
+    def _parse_stats(self, reply: list[Any]) -> dict[str, Any]:
+        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply)
+        age = 0.0
+        if 0 <= oldest <= now:
+            age = (now - oldest) / 1_000_000
+        return {
+            "queue": self.name,
+            "ready": due,
+            "delayed": pending - due,
+            "in_flight": in_flight,
+            "dead": dead,
+            "expired_leases": expired,
+            "oldest_due_age": age,
+        }

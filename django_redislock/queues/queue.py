@@ -1,0 +1,252 @@
+"""A named queue: seed 000's four operations plus leases, retries and dead letters.
+
+Every operation is one Lua script: one round trip, atomic, on one cluster slot,
+no lock (seed 000 wrapped each operation in a distributed lock instead). Each
+blocking method has an ``*_async`` twin that sends the same request through
+the asyncio client.
+
+Keys (all share the hash tag ``{q:<name>}``)::
+
+    <prefix>:{q:<name>}:pending    zset  id -> due time (µs)        ready + delayed
+    <prefix>:{q:<name>}:inflight   zset  id -> lease deadline (µs)   claimed by a worker
+    <prefix>:{q:<name>}:dead       zset  id -> time of death (µs)    dead letters
+    <prefix>:{q:<name>}:payload    hash  id -> serialized payload
+    <prefix>:{q:<name>}:attempts   hash  id -> runs started
+    <prefix>:{q:<name>}:errors     hash  id -> last error
+    <prefix>:{q:<name>}:signal     list  wake-up tokens for idle workers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .calls import Claim, Entry, QueueCalls, TaskRef
+from .records import READY, Task
+from .validation import check_count
+
+
+class Queue(QueueCalls):
+    """One named queue; build it with ``queues["default"].queue("orders")``."""
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} alias={self.backend.alias!r}>"
+
+    # -- seed 000: enqueue / top / pop / dequeue ------------------------------------------
+
+    def enqueue(
+        self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
+    ) -> bool:
+        """Queue ``id`` to be due in ``delay`` seconds; False if it is already queued.
+
+        One entry per id (seed 000): while ``id`` is ready, delayed or in flight a
+        second enqueue keeps the first copy and returns False, unless
+        ``replace=True`` reschedules it with the new payload and delay.
+        """
+        entry = self.prepare(id, payload, delay)
+        self.backend.register_queue(self.name)
+        return self._run(self._enqueue_call([entry], replace))[0]
+
+    async def enqueue_async(
+        self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
+    ) -> bool:
+        """The asyncio twin of :meth:`enqueue`."""
+        entry = self.prepare(id, payload, delay)
+        await self.backend.register_queue_async(self.name)
+        return (await self._arun(self._enqueue_call([entry], replace)))[0]
+
+    def enqueue_many(
+        self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
+    ) -> list[bool]:
+        """Queue ``(id, payload)`` or ``(id, payload, delay)`` items, one round trip per batch.
+
+        Every item is validated and serialized before the first batch is sent, so
+        a bad item leaves Redis untouched. Returns one flag per item, as
+        :meth:`enqueue` would (a repeated id in the same call keeps the first).
+        """
+        batches = self.batches(items, delay, batch_size)
+        if batches:
+            self.backend.register_queue(self.name)
+        return [flag for batch in batches for flag in self._run(self._enqueue_call(batch, replace))]
+
+    async def enqueue_many_async(
+        self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
+    ) -> list[bool]:
+        """The asyncio twin of :meth:`enqueue_many`."""
+        batches = self.batches(items, delay, batch_size)
+        if batches:
+            await self.backend.register_queue_async(self.name)
+        flags: list[bool] = []
+        for batch in batches:
+            sent = await self._arun(self._enqueue_call(batch, replace))
+            flags.extend(sent)
+        return flags
+
+    def enqueue_prepared(self, entries: list[Entry], replace: bool = False) -> list[bool]:
+        """Send entries built by :meth:`prepare` (the ``@task`` registry validates early)."""
+        self.backend.register_queue(self.name)
+        return self._run(self._enqueue_call(entries, replace))
+
+    def top(self, count: int = 1) -> list[Task]:
+        """Due tasks, oldest first, without claiming them (seed 000's ``top``)."""
+        return self._run(self._list_call(READY, count, None))
+
+    async def top_async(self, count: int = 1) -> list[Task]:
+        """The asyncio twin of :meth:`top`."""
+        return await self._arun(self._list_call(READY, count, None))
+
+    def pop(self, count: int = 1, lease: float | None = None) -> list[Task]:
+        """Claim up to ``count`` due tasks, oldest first, under a lease of ``lease`` seconds.
+
+        Claimed tasks move to the in-flight set until :meth:`ack`, :meth:`retry`
+        or their lease deadline. The same script first hands expired leases back
+        to the ready set (at most ``OPTIONS['RECOVERY_BATCH']`` per call), so the
+        tasks of a dead worker come back without any daemon. ``lease`` defaults
+        to ``OPTIONS['VISIBILITY_TIMEOUT']``.
+        """
+        return self.claim(check_count(count), lease).tasks
+
+    async def pop_async(self, count: int = 1, lease: float | None = None) -> list[Task]:
+        """The asyncio twin of :meth:`pop`."""
+        return (await self.claim_async(check_count(count), lease)).tasks
+
+    def claim(self, count: int = 1, lease: float | None = None, ack: Iterable[str] = ()) -> Claim:
+        """:meth:`pop` that first acks ``ack`` and also reports when work is next due."""
+        return self._run(self._claim_call(count, lease, ack))
+
+    async def claim_async(
+        self, count: int = 1, lease: float | None = None, ack: Iterable[str] = ()
+    ) -> Claim:
+        """The asyncio twin of :meth:`claim`."""
+        return await self._arun(self._claim_call(count, lease, ack))
+
+    def dequeue(self, id: str, score: int) -> bool:
+        """Remove a queued task only if its score is still ``score`` (seed 000's dequeue).
+
+        False when it is gone or was rescheduled since the caller read it.
+        """
+        return self._run(self._dequeue_call(id, score))
+
+    async def dequeue_async(self, id: str, score: int) -> bool:
+        """The asyncio twin of :meth:`dequeue`."""
+        return await self._arun(self._dequeue_call(id, score))
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def ack(self, tasks: TaskRef | Iterable[TaskRef]) -> int:
+        """Finish claimed tasks for good; returns how many were in flight."""
+        return self._run(self._ack_call(tasks))
+
+    async def ack_async(self, tasks: TaskRef | Iterable[TaskRef]) -> int:
+        """The asyncio twin of :meth:`ack`."""
+        return await self._arun(self._ack_call(tasks))
+
+    def retry(
+        self,
+        task: Task,
+        delay: float | None = None,
+        error: str = "",
+        max_attempts: int | None = None,
+    ) -> str:
+        """Run a failed claimed task again later, or dead-letter it after ``max_attempts``.
+
+        ``delay`` defaults to :meth:`backoff` (exponential with jitter);
+        ``max_attempts`` to ``OPTIONS['MAX_ATTEMPTS']``. Returns ``"retried"``,
+        ``"dead"``, ``"dropped"`` (a newer copy was queued with ``replace=True``)
+        or ``"lost"`` (its lease had expired and it was handed out again).
+        """
+        return self._run(self._retry_call(task, delay, error, max_attempts))
+
+    async def retry_async(
+        self,
+        task: Task,
+        delay: float | None = None,
+        error: str = "",
+        max_attempts: int | None = None,
+    ) -> str:
+        """The asyncio twin of :meth:`retry`."""
+        return await self._arun(self._retry_call(task, delay, error, max_attempts))
+
+    def release(self, tasks: Iterable[Task]) -> int:
+        """Give claimed, unstarted tasks back in their old place; the claim is not an attempt."""
+        return self._run(self._release_call(tasks))
+
+    async def release_async(self, tasks: Iterable[Task]) -> int:
+        """The asyncio twin of :meth:`release`."""
+        return await self._arun(self._release_call(tasks))
+
+    def extend_lease(self, tasks: TaskRef | Iterable[TaskRef], lease: float | None = None) -> bool:
+        """Move the lease of claimed tasks to ``lease`` seconds from now; False if one was lost."""
+        return self._run(self._extend_call(tasks, lease))
+
+    async def extend_lease_async(
+        self, tasks: TaskRef | Iterable[TaskRef], lease: float | None = None
+    ) -> bool:
+        """The asyncio twin of :meth:`extend_lease`."""
+        return await self._arun(self._extend_call(tasks, lease))
+
+    # -- operators -------------------------------------------------------------------------
+
+    def get(self, id: str) -> Task | None:
+        """The task ``id`` in whatever state it is, or None."""
+        return self._run(self._get_call(id))
+
+    async def get_async(self, id: str) -> Task | None:
+        """The asyncio twin of :meth:`get`."""
+        return await self._arun(self._get_call(id))
+
+    def tasks(
+        self, state: str = READY, count: int = 50, after: int | None = None, offset: int = 0
+    ) -> list[Task]:
+        """A page of tasks in ``state`` by score; pass the last score seen as ``after``.
+
+        Keyset pagination (for the admin): no id list is loaded. ``state`` is one
+        of ``ready``, ``delayed``, ``in_flight``, ``dead``.
+        """
+        return self._run(self._list_call(state, count, after, offset))
+
+    def remove(self, id: str) -> bool:
+        """Delete a task in any state; True if it existed."""
+        return self._run(self._remove_call(id))
+
+    async def remove_async(self, id: str) -> bool:
+        """The asyncio twin of :meth:`remove`."""
+        return await self._arun(self._remove_call(id))
+
+    def requeue_dead(self, ids: Iterable[str] | None = None, limit: int = 1000) -> int:
+        """Move dead tasks (``ids``, or the ``limit`` oldest) back to ready with fresh attempts."""
+        return self._run(self._requeue_call(ids, limit))
+
+    async def requeue_dead_async(self, ids: Iterable[str] | None = None, limit: int = 1000) -> int:
+        """The asyncio twin of :meth:`requeue_dead`."""
+        return await self._arun(self._requeue_call(ids, limit))
+
+    def purge(self, chunk: int = 1000) -> int:
+        """Delete every task, ``chunk`` at a time so Redis is never blocked; returns how many."""
+        call = self._purge_call(chunk)
+        deleted, left = self._run(call)
+        for _ in range(left // chunk + 3):
+            if not left:
+                break
+            done, left = self._run(call)
+            deleted += done
+        return deleted
+
+    async def purge_async(self, chunk: int = 1000) -> int:
+        """The asyncio twin of :meth:`purge`."""
+        call = self._purge_call(chunk)
+        deleted, left = await self._arun(call)
+        for _ in range(left // chunk + 3):
+            if not left:
+                break
+            done, left = await self._arun(call)
+            deleted += done
+        return deleted
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by state and the age in seconds of the oldest due task (no scans)."""
+        return self._run(self._stats_call())
+
+    async def stats_async(self) -> dict[str, Any]:
+        """The asyncio twin of :meth:`stats`."""
+        return await self._arun(self._stats_call())

@@ -1,0 +1,107 @@
+"""The :class:`Task` record and the parsing of script replies into tasks.
+
+Scores are integer microseconds since the epoch, read from the Redis server's
+``TIME`` inside the scripts, so every client agrees on what "due" means
+whatever its own clock says. Integers below 2**53 are exact in a double, so a
+score read back from Redis compares equal to the one that was written (which
+the seed's compare-score ``dequeue`` depends on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+#: Task states, in the order of the zsets in the scripts' KEYS (pending is ready or delayed).
+READY = "ready"
+DELAYED = "delayed"
+IN_FLIGHT = "in_flight"
+DEAD = "dead"
+STATES = (READY, DELAYED, IN_FLIGHT, DEAD)
+
+#: Fields a script returns per task: id, score, attempts, payload, last error.
+TASK_FIELDS = 5
+
+
+def to_text(value: Any) -> str:
+    """Decode a Redis bulk reply (bytes) or pass a str through."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def micros(seconds: float) -> int:
+    """Seconds as the integer microseconds the scripts work in."""
+    return round(seconds * 1_000_000)
+
+
+def from_micros(score: int) -> datetime:
+    """An aware UTC datetime for a score."""
+    return datetime.fromtimestamp(score / 1_000_000, tz=timezone.utc)
+
+
+@dataclass
+class Task:
+    """One task as Redis held it when it was read.
+
+    ``score`` is the due time (microseconds since the epoch) for ready and
+    delayed tasks, the lease deadline for in-flight tasks and the time of death
+    for dead ones; pass a ready task's score to :meth:`Queue.dequeue`.
+    ``due_score`` keeps the due time of a claimed task so a stopping worker can
+    give it back in its place.
+    """
+
+    queue: str
+    id: str
+    payload: Any
+    score: int
+    state: str = READY
+    attempts: int = 0
+    last_error: str = ""
+    lease_deadline: int | None = None
+    due_score: int | None = None
+
+    @property
+    def when(self) -> datetime:
+        """``score`` as an aware UTC datetime."""
+        return from_micros(self.score)
+
+    @property
+    def lease_expires(self) -> datetime | None:
+        """The lease deadline of a claimed task as an aware UTC datetime."""
+        return None if self.lease_deadline is None else from_micros(self.lease_deadline)
+
+
+Loads = Callable[[bytes], Any]
+
+
+def parse_tasks(
+    queue: str, flat: Sequence[Any], loads: Loads, state: Callable[[int], str]
+) -> list[Task]:
+    """Turn ``[id, score, attempts, payload, error, ...]`` into tasks.
+
+    ``state(score)`` names the state of each task (pending tasks are ready or
+    delayed depending on the server time).
+    """
+    tasks = []
+    for i in range(0, len(flat), TASK_FIELDS):
+        raw_id, raw_score, attempts, payload, error = flat[i : i + TASK_FIELDS]
+        score = int(float(raw_score))
+        tasks.append(
+            Task(
+                queue=queue,
+                id=to_text(raw_id),
+                payload=loads(payload),
+                score=score,
+                state=state(score),
+                attempts=int(attempts),
+                last_error=to_text(error),
+            )
+        )
+    return tasks
+
+
+def optional_score(value: Any) -> int | None:
+    """A score from a script, where -1 means "none"."""
+    score = int(float(value))
+    return None if score < 0 else score

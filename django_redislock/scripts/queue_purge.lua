@@ -1,0 +1,26 @@
+-- Delete up to ARGV[1] tasks (pending, then in flight, then dead); called in a loop so
+-- purging a huge queue never blocks Redis for long.
+-- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
+-- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- ARGV[1] chunk size
+-- returns {deleted in this call, tasks left}; when none are left the hashes and the signal
+-- list are UNLINKed (freed in the background)
+local budget = tonumber(ARGV[1])
+local deleted = 0
+for k = 1, 3 do
+  if budget > 0 then
+    local ids = redis.call('ZRANGE', KEYS[k], 0, budget - 1)
+    if #ids > 0 then
+      redis.call('ZREMRANGEBYRANK', KEYS[k], 0, #ids - 1)
+      redis.call('HDEL', KEYS[4], unpack(ids))
+      redis.call('HDEL', KEYS[5], unpack(ids))
+      redis.call('HDEL', KEYS[6], unpack(ids))
+      deleted = deleted + #ids
+      budget = budget - #ids
+    end
+  end
+end
+local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+  + redis.call('ZCARD', KEYS[3])
+if left == 0 then redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) end
+return {deleted, left}

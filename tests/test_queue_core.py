@@ -8,6 +8,7 @@ import decimal
 import re
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from django_redislock.queues import DEAD, DELAYED, IN_FLIGHT, READY, Queue
 from .conftest import RedisTarget
 
 
-def make_queue(target: RedisTarget, name: str = "orders", **options: object) -> Queue:
+def make_queue(target: RedisTarget, name: str = "orders", **options: Any) -> Queue:
     queue: Queue = target.queue_backend(**options).queue(name)
     return queue
 

@@ -1,0 +1,152 @@
+"""Leases, crash recovery inside pop, retries with backoff and dead letters."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from django_redislock.queues import DEAD, READY, Queue
+
+from .conftest import RedisTarget
+
+
+def make_queue(target: RedisTarget, **options: Any) -> Queue:
+    queue: Queue = target.queue_backend(**options).queue("jobs")
+    return queue
+
+
+def test_expired_lease_is_handed_out_again(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a", {"n": 1})
+    [first] = q.pop(lease=0.2)
+    assert q.pop() == []
+    time.sleep(0.25)
+    [again] = q.pop(lease=5)
+    assert (again.id, again.payload, again.attempts) == ("a", {"n": 1}, 2)
+    assert "lease expired during attempt 1" in again.last_error
+    assert first.id == again.id
+
+
+def test_acked_task_never_returns(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a")
+    [task] = q.pop(lease=0.1)
+    assert q.ack(task) == 1
+    time.sleep(0.15)
+    assert q.pop(5) == []
+    assert q.stats()["in_flight"] == 0 and q.get("a") is None
+
+
+def test_extend_lease_keeps_the_task(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a")
+    [task] = q.pop(lease=0.2)
+    old = task.lease_deadline
+    assert q.extend_lease(task, lease=5) is True
+    assert task.lease_deadline is not None and old is not None and task.lease_deadline > old
+    time.sleep(0.25)
+    assert q.pop() == []
+    q.ack(task)
+    assert q.extend_lease(task) is False
+
+
+def test_leases_that_keep_expiring_end_in_dead_letters(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, MAX_ATTEMPTS=2)
+    q.enqueue("poison")
+    for attempt in (1, 2):
+        [task] = q.pop(lease=0.05)
+        assert task.attempts == attempt
+        time.sleep(0.07)
+    assert q.pop() == []
+    dead = q.get("poison")
+    assert dead is not None and dead.state == DEAD
+    assert "lease expired during attempt 2" in dead.last_error
+
+
+def test_recovery_work_per_pop_is_bounded(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, RECOVERY_BATCH=2)
+    q.enqueue_many([(f"t{i}", i) for i in range(5)])
+    q.pop(5, lease=0.05)
+    time.sleep(0.07)
+    claim = q.claim(0)
+    assert claim.recovered == 2
+    assert q.stats()["ready"] == 2
+    assert q.claim(0).recovered == 2
+    assert q.claim(0).recovered == 1
+
+
+def test_retry_backoff_then_dead_letter_then_requeue(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, MAX_ATTEMPTS=3, RETRY_BACKOFF=0.05, RETRY_JITTER=False)
+    q.enqueue("flaky", "p")
+    for attempt in (1, 2):
+        [task] = q.pop()
+        assert task.attempts == attempt
+        assert q.retry(task, error=f"fail {attempt}") == "retried"
+        assert q.pop() == []  # not due yet
+        time.sleep(0.05 * 2 ** (attempt - 1) + 0.03)
+    [task] = q.pop()
+    assert (task.attempts, task.last_error) == (3, "fail 2")
+    assert q.retry(task, error="fail 3") == "dead"
+    assert q.stats()["dead"] == 1
+    [dead] = q.tasks(DEAD)
+    assert (dead.id, dead.last_error, dead.payload) == ("flaky", "fail 3", "p")
+    assert q.requeue_dead() == 1
+    [back] = q.pop()
+    assert (back.id, back.attempts, back.last_error) == ("flaky", 1, "fail 3")
+
+
+def test_backoff_grows_with_jitter_and_caps(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, RETRY_BACKOFF=1.0, RETRY_BACKOFF_MAX=10.0)
+    for attempts, full in ((1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (9, 10.0), (500, 10.0)):
+        samples = [q.backoff(attempts) for _ in range(50)]
+        assert all(full / 2 <= s <= full for s in samples)
+        assert len(set(samples)) > 1
+    exact = make_queue(redis_target, RETRY_BACKOFF=0.5, RETRY_JITTER=False)
+    assert [exact.backoff(n) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
+
+
+def test_retry_of_a_lost_lease_is_reported(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a")
+    [task] = q.pop(lease=0.05)
+    time.sleep(0.07)
+    [again] = q.pop()
+    assert q.ack(again) == 1
+    assert q.retry(task, delay=0) == "lost"
+    assert q.get("a") is None
+
+
+def test_release_gives_back_in_place_without_counting_an_attempt(
+    redis_target: RedisTarget,
+) -> None:
+    q = make_queue(redis_target)
+    q.enqueue_many([("a", 1), ("b", 2), ("c", 3)])
+    claimed = q.pop(3)
+    assert q.release(claimed[1:]) == 2
+    assert [(t.id, t.state) for t in q.top(5)] == [("b", READY), ("c", READY)]
+    [b, c] = q.pop(2)
+    assert (b.attempts, c.attempts) == (1, 1)
+
+
+def test_replace_while_in_flight_queues_a_fresh_copy(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a", "old")
+    [running] = q.pop()
+    assert q.enqueue("a", "new", replace=True) is True
+    assert q.ack(running) == 1
+    [fresh] = q.pop()
+    assert (fresh.payload, fresh.attempts) == ("new", 1)
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_requeue_dead_by_id(redis_target: RedisTarget, count: int) -> None:
+    q = make_queue(redis_target, MAX_ATTEMPTS=1)
+    q.enqueue_many([(f"t{i}", i) for i in range(3)])
+    for task in q.pop(3):
+        q.retry(task, error="x")
+    ids = [f"t{i}" for i in range(count)]
+    assert q.requeue_dead(ids) == count
+    assert q.stats()["dead"] == 3 - count
+    assert sorted(t.id for t in q.top(5)) == ids

@@ -148,6 +148,14 @@ LOCK_OPTIONS: dict[str, Option] = {
     "DEFAULT_TIMEOUT": Option(
         10.0, non_negative_seconds, "Seconds `with lock:` waits before raising LockNotAcquired."
     ),
+    "LOCK_INDEX_BUCKETS": Option(
+        16,
+        positive_int,
+        "Buckets of the admin index of held locks. Each lock's keys share the hash tag of its "
+        "bucket, so on a cluster this is also how many slots the locks spread over. Listing "
+        "costs one script per bucket. Changing it moves names to other fence counters: only "
+        "change it while no lock is held.",
+    ),
 }
 
 #: Options of the Redis queue backend (the queue issue adds its own keys here).
@@ -175,9 +183,7 @@ QUEUE_OPTIONS: dict[str, Option] = {
         one_of("on_commit", "immediate"),
         "@task enqueues inside transaction.atomic() wait for the commit ('on_commit') or not.",
     ),
-    "EAGER": Option(
-        False, boolean, "@task calls run inline instead of being queued (for tests)."
-    ),
+    "EAGER": Option(False, boolean, "@task calls run inline instead of being queued (for tests)."),
     "RETRY_BACKOFF": Option(
         1.0, positive_seconds, "First retry delay; it doubles per attempt (with jitter)."
     ),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import redis
 from django.core import checks
@@ -27,6 +27,9 @@ from ..connections import (
 from ..exceptions import ConnectionFailed
 from ..scripts import source
 from .base import BaseLockBackend, BaseQueueBackend
+
+if TYPE_CHECKING:
+    from ..locks import HeldLock, Lock, LockPage, ReadWriteLock
 
 
 class RedisBackendMixin:
@@ -109,9 +112,89 @@ class RedisBackendMixin:
 
 
 class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
-    """Locks on one Redis deployment (a server, a Cluster, or a Sentinel-managed master)."""
+    """Locks on one Redis deployment (a server, a Cluster, or a Sentinel-managed master).
+
+    The lock kinds live in :mod:`django_redislock.locks`; this class builds them
+    and holds the admin operations (listing, counting, force-release).
+    """
 
     option_schema = {**CONNECTION_OPTIONS, **LOCK_OPTIONS}
+    supports_reentrant = True
+    supports_read_write = True
+    supports_fencing = True
+    supports_push_wakeup = True
+    supports_watchdog = True
+    supports_listing = True
+
+    def lock(  # type: ignore[override]
+        self,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        reentrant: bool = False,
+        owner: str | None = None,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+    ) -> Lock:
+        """A mutex (or reentrant lock) called ``name``, not yet acquired.
+
+        ``ttl`` defaults to ``OPTIONS['DEFAULT_TTL']``; without an explicit ``ttl``
+        the watchdog renews the hold until release (``watchdog=`` overrides).
+        ``timeout`` is how long ``with``/``acquire()`` wait (``DEFAULT_TIMEOUT``).
+        ``owner`` names the holder explicitly (reentrancy key, release elsewhere).
+        ``on_lost(lock)`` is called from the watchdog thread when the hold is lost.
+        """
+        from ..locks import Lock
+
+        return Lock(
+            self,
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            blocking=blocking,
+            reentrant=reentrant,
+            owner=owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+        )
+
+    def read_write_lock(self, name: str, **defaults: Any) -> ReadWriteLock:
+        """A read-write lock called ``name``; ``defaults`` (ttl, timeout, ...) apply to holds."""
+        from ..locks import ReadWriteLock
+
+        return ReadWriteLock(self, name, **defaults)
+
+    def force_release(self, name: str) -> bool:
+        """End any hold on ``name`` whoever owns it, bumping the fence; True if one ended."""
+        from ..locks.index import force_release_call
+        from ..locks.pipeline import run_scripts
+
+        (result,) = run_scripts(self, [force_release_call(self, name)])
+        if isinstance(result, Exception):
+            raise result
+        return int(result) > 0
+
+    def held_locks(  # type: ignore[override]
+        self, prefix: str = "", limit: int = 100, after: str | None = None
+    ) -> list[HeldLock]:
+        """Held locks whose name starts with ``prefix``, in name order, after name ``after``."""
+        return self.held_locks_page(prefix, limit, after).locks
+
+    def held_locks_page(
+        self, prefix: str = "", limit: int = 100, after: str | None = None
+    ) -> LockPage:
+        """Like :meth:`held_locks`, with the next page's cursor and the total count."""
+        from ..locks.index import page
+
+        return page(self, prefix, limit, after)
+
+    def held_lock_count(self) -> int:
+        """How many locks are held on this alias."""
+        from ..locks.index import count
+
+        return count(self)
 
 
 class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):

@@ -1,0 +1,433 @@
+"""What every kind of lock shares: arguments, owners, the wait loop and hold state.
+
+A lock object holds at most one hold at a time and belongs, while it holds, to
+the thread or asyncio task that acquired it. The Redis side is one script per
+state change (see :mod:`django_redislock.locks.keys` for the key layout).
+
+Waiting never polls on a fixed interval: a failed acquire returns how long the
+current holder has left, and the waiter blocks on the lock's signal list
+(``BLPOP``) for at most that long. A release pushes to the list, so the waiter
+wakes within a round trip; an expiry pushes nothing, but the waiter's block ends
+when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .. import signals
+from ..exceptions import InvalidArgument, LockLost, LockNotAcquired, LockNotOwned, LockUsageError
+from .keys import check_name, check_seconds, to_ms
+from .wait import wait_for_signal, wait_for_signal_async
+
+logger = logging.getLogger("django_redislock.locks")
+
+#: How long a wake-up signal outlives a release nobody was waiting for (ms).
+SIGNAL_MS = 1000
+#: Fraction of ``SOCKET_TIMEOUT`` one blocking read may use.
+BLOCK_FRACTION = 0.8
+
+_host = socket.gethostname()
+
+
+def current_user() -> tuple[str, str, str | None]:
+    """Return ``(id, thread name, task name)`` of the calling thread or asyncio task."""
+    thread = threading.current_thread()
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is not None:
+        return f"{_host}:{os.getpid()}:task:{id(task)}", thread.name, task.get_name()
+    return f"{_host}:{os.getpid()}:thread:{threading.get_ident()}", thread.name, None
+
+
+def new_token() -> str:
+    """A token unique to one hold: the owner value of a non-reentrant hold."""
+    return f"{_host}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+def check_owner(owner: Any) -> str | None:
+    if owner is None:
+        return None
+    if not isinstance(owner, str) or not owner or len(owner) > 256:
+        raise InvalidArgument(f"owner must be a non-empty string of <= 256 characters: {owner!r}")
+    return owner
+
+
+class Hold:
+    """The state of one hold on the client side: who, which fence, how many times."""
+
+    __slots__ = ("count", "fence", "lost", "owner", "renew_at", "user")
+
+    def __init__(self, owner: str, fence: int, user: str) -> None:
+        self.owner = owner
+        self.fence = fence
+        self.user = user
+        self.count = 1
+        self.lost = False
+        self.renew_at = 0.0
+
+
+class BaseLock:
+    """Arguments, the wait loop, hold bookkeeping, signals and the watchdog hook.
+
+    Subclasses provide the scripts: :meth:`_attempt` (one acquire try),
+    :meth:`_release_call`, :meth:`_extend_call`, and :attr:`_signal_key`.
+    """
+
+    kind = "mutex"
+
+    def __init__(
+        self,
+        backend: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        owner: str | None = None,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.name = check_name(name)
+        self.ttl = backend.options["DEFAULT_TTL"] if ttl is None else check_seconds(ttl, "ttl")
+        self.timeout = (
+            backend.options["DEFAULT_TIMEOUT"]
+            if timeout is None
+            else check_seconds(timeout, "timeout", allow_zero=True)
+        )
+        if not isinstance(blocking, bool):
+            raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
+        self.blocking = blocking
+        self.owner = check_owner(owner)
+        self.watchdog = (ttl is None) if watchdog is None else bool(watchdog)
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
+        self.on_lost = on_lost
+        self._hold: Hold | None = None
+        self._state = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = f"fence={self._hold.fence}" if self._hold else "not held"
+        return f"<{type(self).__name__} {self.name!r} {state}>"
+
+    # -- what subclasses provide -------------------------------------------------------------
+
+    def _attempt(
+        self, owner: str, meta: str, blocking: bool, remaining: float
+    ) -> tuple[str, list[str], list[Any]]:
+        raise NotImplementedError
+
+    def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
+        raise NotImplementedError
+
+    def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
+        raise NotImplementedError
+
+    _signal_key: str = ""
+
+    def _owner_for_attempt(self, user: str) -> str:
+        return self.owner or new_token()
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def _wait_args(self, blocking: bool | None, timeout: float | None) -> tuple[bool, float]:
+        blocking = self.blocking if blocking is None else blocking
+        if not isinstance(blocking, bool):
+            raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
+        if timeout is None:
+            return blocking, self.timeout
+        return blocking, check_seconds(timeout, "timeout", allow_zero=True)
+
+    def _max_block(self) -> float:
+        return float(self.backend.options["SOCKET_TIMEOUT"]) * BLOCK_FRACTION
+
+    def _block_seconds(self, deadline: float, wait_ms: int) -> float | None:
+        """Seconds to block for the next signal, or None when the wait is over."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        holder_left = (wait_ms + 1) / 1000 if wait_ms > 0 else 0.001
+        return max(0.001, min(holder_left, remaining, self._max_block()))
+
+    def meta(self, owner: str, user: str, thread: str, task: str | None) -> str:
+        """The holder metadata stored in the admin index (JSON)."""
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "owner": owner,
+                "host": _host,
+                "pid": os.getpid(),
+                "thread": thread,
+                "task": task,
+                "acquired_at": round(time.time(), 3),
+                "ttl": self.ttl,
+            },
+            separators=(",", ":"),
+        )
+
+    # -- hold bookkeeping --------------------------------------------------------------------
+
+    def _check_user(self, user: str, action: str) -> Hold | None:
+        hold = self._hold
+        if hold is not None and hold.user != user:
+            raise LockUsageError(
+                f"lock {self.name!r} is held by another thread or task of this process; "
+                f"create one lock object per thread or task instead of sharing it ({action})",
+                name=self.name,
+            )
+        return hold
+
+    def _before_acquire(self, user: str) -> Hold | None:
+        hold = self._check_user(user, "acquire")
+        if hold is not None and not self._reentrant_object():
+            raise LockUsageError(
+                f"lock {self.name!r} is already held by this object; use reentrant=True "
+                f"to take it again",
+                name=self.name,
+            )
+        return hold
+
+    def _reentrant_object(self) -> bool:
+        return False
+
+    def _granted(self, owner: str, user: str, result: Any) -> bool:
+        if int(result[0]) != 1:
+            return False
+        fence = int(result[1])
+        with self._state:
+            if self._hold is not None:
+                self._hold.count += 1
+            else:
+                self._hold = Hold(owner, fence, user)
+                if self.watchdog:
+                    from .watchdog import watchdog
+
+                    watchdog.register(self)
+        signals.lock_acquired.send(
+            sender=type(self), alias=self.backend.alias, name=self.name, fence=fence
+        )
+        return True
+
+    def _require_hold(self, action: str) -> Hold:
+        user = current_user()[0]
+        hold = self._check_user(user, action)
+        if hold is None:
+            raise LockNotOwned(
+                f"cannot {action} lock {self.name!r}: this lock object does not hold it",
+                name=self.name,
+            )
+        return hold
+
+    def _forget(self, hold: Hold) -> None:
+        with self._state:
+            if self._hold is hold:
+                self._hold = None
+        from .watchdog import watchdog
+
+        watchdog.unregister(self)
+
+    def _released(self, hold: Hold, result: Any) -> None:
+        code = int(result[0])
+        hold.count -= 1
+        if code == 0:
+            self._forget(hold)
+            self._report_lost(hold)
+            raise LockLost(
+                f"lock {self.name!r} was lost before release (expired, stolen or "
+                f"force-released); fence {hold.fence}",
+                name=self.name,
+            )
+        if hold.count <= 0 or code == 2:
+            self._forget(hold)
+            signals.lock_released.send(
+                sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
+            )
+
+    def _report_lost(self, hold: Hold) -> None:
+        """Tell the holder once that the hold ended: the signal and the callback."""
+        with self._state:
+            if hold.lost:
+                return
+            hold.lost = True
+        signals.lock_lost.send(
+            sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
+        )
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                logger.exception("on_lost callback of lock %r failed", self.name)
+
+    def _lost_error(self, hold: Hold) -> LockLost:
+        return LockLost(
+            f"lock {self.name!r} is no longer held (expired, stolen or force-released); "
+            f"fence {hold.fence}",
+            name=self.name,
+        )
+
+    def _checked(self, hold: Hold, pttl: Any) -> None:
+        if int(pttl) <= 0:
+            self._forget(hold)
+            self._report_lost(hold)
+            raise self._lost_error(hold)
+
+    # -- the public API ----------------------------------------------------------------------
+
+    @property
+    def fence(self) -> int:
+        """The fencing token of the current hold (strictly increasing per lock name)."""
+        hold = self._hold
+        if hold is None:
+            raise LockNotOwned(f"lock {self.name!r} is not held by this object", name=self.name)
+        return hold.fence
+
+    def held_by_me(self) -> bool:
+        """True when this object holds the lock as far as it knows (no round trip)."""
+        hold = self._hold
+        return hold is not None and not hold.lost
+
+    def _call(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        script, keys, args = call
+        with self.backend.errors():
+            return self.backend.script(script)(keys=keys, args=args)
+
+    async def _acall(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        script, keys, args = call
+        client = self.backend.async_client()
+        with self.backend.errors():
+            return await self.backend.script(script, client)(keys=keys, args=args)
+
+    def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
+        """Take the lock; wait up to ``timeout`` seconds when ``blocking``. True if granted."""
+        blocking, timeout = self._wait_args(blocking, timeout)
+        user = current_user()
+        self._before_acquire(user[0])
+        deadline = time.monotonic() + timeout
+        owner = self._owner_for_attempt(user[0])
+        meta = self.meta(owner, *user)
+        while True:
+            remaining = deadline - time.monotonic()
+            result = self._call(self._attempt(owner, meta, blocking, remaining))
+            if self._granted(owner, user[0], result):
+                return True
+            seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
+            if seconds is None:
+                return False
+            wait_for_signal(self.backend, self._signal_key, seconds)
+
+    async def acquire_async(
+        self, blocking: bool | None = None, timeout: float | None = None
+    ) -> bool:
+        """The asyncio twin of :meth:`acquire`."""
+        blocking, timeout = self._wait_args(blocking, timeout)
+        user = current_user()
+        self._before_acquire(user[0])
+        deadline = time.monotonic() + timeout
+        owner = self._owner_for_attempt(user[0])
+        meta = self.meta(owner, *user)
+        while True:
+            remaining = deadline - time.monotonic()
+            result = await self._acall(self._attempt(owner, meta, blocking, remaining))
+            if self._granted(owner, user[0], result):
+                return True
+            seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
+            if seconds is None:
+                return False
+            await wait_for_signal_async(self.backend, self._signal_key, seconds)
+
+    def release(self) -> None:
+        """Release one hold; raise :class:`LockLost` if it had already ended.
+
+        A release that reaches Redis twice (a retry after a lost reply) is a no-op
+        the second time: the script remembers recently released fences.
+        """
+        hold = self._require_hold("release")
+        self._released(hold, self._call(self._release_call(hold)))
+
+    async def release_async(self) -> None:
+        """The asyncio twin of :meth:`release`."""
+        hold = self._require_hold("release")
+        self._released(hold, await self._acall(self._release_call(hold)))
+
+    def _ttl_ms(self, ttl: float | None) -> int:
+        return to_ms(self.ttl if ttl is None else check_seconds(ttl, "ttl"))
+
+    def extend(self, ttl: float | None = None) -> None:
+        """Reset the remaining time of the hold to ``ttl`` (default: the lock's ttl)."""
+        ttl_ms = self._ttl_ms(ttl)
+        hold = self._require_hold("extend")
+        self._checked(hold, self._call(self._extend_call(hold, ttl_ms)))
+
+    async def extend_async(self, ttl: float | None = None) -> None:
+        """The asyncio twin of :meth:`extend`."""
+        ttl_ms = self._ttl_ms(ttl)
+        hold = self._require_hold("extend")
+        self._checked(hold, await self._acall(self._extend_call(hold, ttl_ms)))
+
+    def ensure_held(self) -> None:
+        """Raise :class:`LockLost` unless this object's hold is still live in Redis."""
+        hold = self._require_hold("check")
+        if hold.lost:
+            raise self._lost_error(hold)
+        self._checked(hold, self._call(self._extend_call(hold, 0)))
+
+    async def ensure_held_async(self) -> None:
+        """The asyncio twin of :meth:`ensure_held`."""
+        hold = self._require_hold("check")
+        if hold.lost:
+            raise self._lost_error(hold)
+        self._checked(hold, await self._acall(self._extend_call(hold, 0)))
+
+    def owned(self) -> bool:
+        """True when this object's hold is still live in Redis (one round trip)."""
+        hold = self._hold
+        if hold is None or hold.lost:
+            return False
+        return int(self._call(self._extend_call(hold, 0))) > 0
+
+    async def owned_async(self) -> bool:
+        """The asyncio twin of :meth:`owned`."""
+        hold = self._hold
+        if hold is None or hold.lost:
+            return False
+        return int(await self._acall(self._extend_call(hold, 0))) > 0
+
+    def renew_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
+        """The script call the watchdog sends to renew ``hold`` for another ttl."""
+        return self._extend_call(hold, to_ms(self.ttl))
+
+    # -- context managers --------------------------------------------------------------------
+
+    def _not_acquired(self) -> LockNotAcquired:
+        return LockNotAcquired(
+            f"lock {self.name!r} was held by someone else for the whole wait ({self.timeout:g} s)",
+            name=self.name,
+        )
+
+    def __enter__(self) -> BaseLock:
+        if not self.acquire():
+            raise self._not_acquired()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    async def __aenter__(self) -> BaseLock:
+        if not await self.acquire_async():
+            raise self._not_acquired()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.release_async()

@@ -1,0 +1,99 @@
+"""The mutex and the reentrant lock (one hash per lock name, see :mod:`.keys`).
+
+A mutex hold's owner is a fresh random token, so only the lock object that took
+it can release it. A reentrant hold's owner is the calling thread or asyncio
+task (or an explicit ``owner=`` string, e.g. a Celery task id), and the hash
+counts how many times that owner took it, as Redisson's ``RLock`` does; the
+fence stays the same across re-entries because they are one grant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..exceptions import LockNotOwned
+from .base import SIGNAL_MS, BaseLock, Hold, new_token
+from .keys import BucketKeys, bucket_keys, lock_key, to_ms
+
+
+class Lock(BaseLock):
+    """A distributed mutex, or with ``reentrant=True`` a reentrant lock.
+
+    Build it with ``locks[alias].lock(name, ...)``; see :mod:`django_redislock.locks`.
+    """
+
+    def __init__(self, backend: Any, name: str, *, reentrant: bool = False, **kwargs: Any) -> None:
+        super().__init__(backend, name, **kwargs)
+        self.reentrant = bool(reentrant)
+        self.kind = "reentrant" if self.reentrant else "mutex"
+        self._key = lock_key(backend, self.name, "l")
+        self._signal_key = lock_key(backend, self.name, "s")
+        self._index: BucketKeys = bucket_keys(backend, self.name)
+
+    def _reentrant_object(self) -> bool:
+        return self.reentrant
+
+    def _owner_for_attempt(self, user: str) -> str:
+        if self.owner:
+            return self.owner
+        return user if self.reentrant else new_token()
+
+    def _attempt(
+        self, owner: str, meta: str, blocking: bool, remaining: float
+    ) -> tuple[str, list[str], list[Any]]:
+        ix = self._index
+        keys = [self._key, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
+        args = [owner, to_ms(self.ttl), int(self.reentrant), self.name, meta]
+        return "lock_acquire", keys, args
+
+    def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
+        return self._release_args(hold.owner, hold.fence)
+
+    def _release_args(self, owner: str, fence: int | str) -> tuple[str, list[str], list[Any]]:
+        ix = self._index
+        keys = [self._key, self._signal_key, ix.released, ix.names, ix.expiry, ix.meta, ix.count]
+        return "lock_release", keys, [owner, fence, self.name, SIGNAL_MS]
+
+    def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
+        keys = [self._key, self._index.expiry]
+        return "lock_extend", keys, [hold.owner, hold.fence, ttl_ms, self.name]
+
+    def _foreign_release(self) -> tuple[str, list[str], list[Any]] | None:
+        """For an explicit owner with no local hold: release whatever hold that owner has."""
+        if self._hold is None and self.owner is not None:
+            return self._release_args(self.owner, "*")
+        return None
+
+    def release(self) -> None:
+        call = self._foreign_release()
+        if call is None:
+            return super().release()
+        self._foreign_released(self._call(call))
+
+    async def release_async(self) -> None:
+        call = self._foreign_release()
+        if call is None:
+            return await super().release_async()
+        self._foreign_released(await self._acall(call))
+
+    def _foreign_released(self, result: Any) -> None:
+        if int(result[0]) != 1:
+            raise LockNotOwned(
+                f"owner {self.owner!r} does not hold lock {self.name!r}", name=self.name
+            )
+
+    def locked(self) -> bool:
+        """True when anyone holds the lock (one round trip)."""
+        with self.backend.errors():
+            return bool(self.backend.client.exists(self._key))
+
+    async def locked_async(self) -> bool:
+        """The asyncio twin of :meth:`locked`."""
+        with self.backend.errors():
+            return bool(await self.backend.async_client().exists(self._key))
+
+    @property
+    def count(self) -> int:
+        """How many times this object holds the lock (0 when it does not)."""
+        hold = self._hold
+        return hold.count if hold is not None else 0

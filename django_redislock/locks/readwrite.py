@@ -1,0 +1,180 @@
+"""The read-write lock: many readers or one writer, with writer preference.
+
+Unlike seed 004's cluster version, which keeps one ``read`` timestamp per lock
+so that one reader can release another's hold, every read hold here is its own
+member of a sorted set, scored by its own deadline (see :mod:`.keys`)::
+
+    rw:<name>  hash   o=writer owner, f=fence           (PEXPIRE = writer's TTL)
+    rr:<name>  zset   reader owner -> deadline ms        (PEXPIRE = latest deadline)
+    ri:<name>  string owner of the writer that waits     (PX = that writer's wait)
+
+Policy: a writer that has to wait leaves an *intent* that refuses new readers,
+so a stream of overlapping readers cannot starve it; readers already inside
+finish normally. The intent lives only as long as the writer keeps waiting.
+A writer can :meth:`WriteLock.downgrade` to a read hold atomically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..exceptions import InvalidArgument
+from .base import SIGNAL_MS, BaseLock, Hold, current_user
+from .keys import bucket_keys, check_name, lock_key, to_ms
+
+#: Extra life of a waiting writer's intent beyond its next wait (ms).
+INTENT_MARGIN_MS = 50
+
+
+class _RWKeys:
+    def __init__(self, backend: Any, name: str) -> None:
+        self.writer = lock_key(backend, name, "rw")
+        self.readers = lock_key(backend, name, "rr")
+        self.intent = lock_key(backend, name, "ri")
+        self.read_signal = lock_key(backend, name, "sr")
+        self.write_signal = lock_key(backend, name, "sw")
+        self.index = bucket_keys(backend, name)
+
+
+class _RWHold(BaseLock):
+    """One side (read or write) of a read-write lock."""
+
+    mode = "r"
+
+    def __init__(self, parent: ReadWriteLock, **kwargs: Any) -> None:
+        super().__init__(parent.backend, parent.name, **kwargs)
+        self.parent = parent
+        self._keys = parent.keys
+        keys = parent.keys
+        self._signal_key = keys.read_signal if self.mode == "r" else keys.write_signal
+
+    def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
+        k = self._keys
+        ix = k.index
+        keys = [k.writer, k.readers, k.read_signal, k.write_signal, ix.released]
+        keys += [ix.names, ix.expiry, ix.meta, ix.count]
+        return "lock_rw_release", keys, [self.mode, hold.owner, hold.fence, self.name, SIGNAL_MS]
+
+    def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
+        k = self._keys
+        keys = [k.writer, k.readers, k.index.expiry]
+        return "lock_rw_extend", keys, [self.mode, hold.owner, hold.fence, ttl_ms, self.name]
+
+    def locked(self) -> bool:
+        """True when anyone holds the read-write lock, reader or writer (one round trip)."""
+        state = self.parent.state()
+        return bool(state["writer"] or state["readers"])
+
+
+class ReadLock(_RWHold):
+    """A read hold: shared with other readers, excluded by a writer or a waiting writer."""
+
+    kind = "read"
+    mode = "r"
+
+    def _attempt(
+        self, owner: str, meta: str, blocking: bool, remaining: float
+    ) -> tuple[str, list[str], list[Any]]:
+        k = self._keys
+        ix = k.index
+        keys = [k.writer, k.readers, k.intent, k.read_signal, ix.fence]
+        keys += [ix.names, ix.expiry, ix.meta, ix.count]
+        return "lock_rw_read", keys, [owner, to_ms(self.ttl), self.name, meta, SIGNAL_MS]
+
+
+class WriteLock(_RWHold):
+    """The write hold: excludes readers and other writers."""
+
+    kind = "write"
+    mode = "w"
+
+    def _attempt(
+        self, owner: str, meta: str, blocking: bool, remaining: float
+    ) -> tuple[str, list[str], list[Any]]:
+        k = self._keys
+        ix = k.index
+        keys = [k.writer, k.readers, k.intent, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
+        intent_ms = 0
+        if blocking and remaining > 0:
+            intent_ms = to_ms(min(remaining, self._max_block())) + INTENT_MARGIN_MS
+        return "lock_rw_write", keys, [owner, to_ms(self.ttl), self.name, meta, intent_ms]
+
+    def downgrade(self, ttl: float | None = None) -> ReadLock:
+        """Turn this write hold into a read hold without letting another writer in.
+
+        Returns the :class:`ReadLock` that now holds (same owner and fence); this
+        write lock no longer holds anything.
+        """
+        reader = self._reader_for_downgrade(ttl)
+        hold = self._require_hold("downgrade")
+        self._downgraded(hold, reader, self._call(self._downgrade_call(hold, reader)))
+        return reader
+
+    async def downgrade_async(self, ttl: float | None = None) -> ReadLock:
+        """The asyncio twin of :meth:`downgrade`."""
+        reader = self._reader_for_downgrade(ttl)
+        hold = self._require_hold("downgrade")
+        self._downgraded(hold, reader, await self._acall(self._downgrade_call(hold, reader)))
+        return reader
+
+    def _reader_for_downgrade(self, ttl: float | None) -> ReadLock:
+        return self.parent.read(ttl=self.ttl if ttl is None else ttl, watchdog=self.watchdog)
+
+    def _downgrade_call(self, hold: Hold, reader: ReadLock) -> tuple[str, list[str], list[Any]]:
+        k = self._keys
+        ix = k.index
+        keys = [k.writer, k.readers, k.read_signal, ix.expiry, ix.meta, ix.count]
+        meta = reader.meta(hold.owner, *current_user())
+        args = [hold.owner, hold.fence, to_ms(reader.ttl), self.name, meta, SIGNAL_MS]
+        return "lock_rw_downgrade", keys, args
+
+    def _downgraded(self, hold: Hold, reader: ReadLock, result: Any) -> None:
+        self._forget(hold)
+        if int(result) <= 0:
+            self._report_lost(hold)
+            raise self._lost_error(hold)
+        reader._granted(hold.owner, hold.user, [1, hold.fence])
+
+
+class ReadWriteLock:
+    """A read-write lock; build it with ``locks[alias].read_write_lock(name)``.
+
+    ``rw.read()`` and ``rw.write()`` return fresh hold objects, so one
+    ``ReadWriteLock`` can be shared by threads: ``with rw.read(): ...``.
+    """
+
+    def __init__(self, backend: Any, name: str, **defaults: Any) -> None:
+        self.backend = backend
+        self.name = check_name(name)
+        unknown = set(defaults) - {"ttl", "timeout", "blocking", "watchdog", "on_lost", "owner"}
+        if unknown:
+            raise InvalidArgument(f"read_write_lock() got unknown argument(s) {sorted(unknown)}")
+        self.defaults = defaults
+        self.keys = _RWKeys(backend, self.name)
+        # Validate the defaults now, so a bad ttl fails where it was written.
+        ReadLock(self, **defaults)
+
+    def read(self, **kwargs: Any) -> ReadLock:
+        """A new read hold object (not yet acquired); kwargs override the defaults."""
+        return ReadLock(self, **{**self.defaults, **kwargs})
+
+    def write(self, **kwargs: Any) -> WriteLock:
+        """A new write hold object (not yet acquired); kwargs override the defaults."""
+        return WriteLock(self, **{**self.defaults, **kwargs})
+
+    def state(self) -> dict[str, Any]:
+        """``{"writer": bool, "readers": int, "writer_waiting": bool}`` (one round trip).
+
+        ``readers`` may count a reader whose deadline passed a moment ago and that
+        the next script on this lock will prune.
+        """
+        with self.backend.errors():
+            pipe = self.backend.client.pipeline(transaction=False)
+            pipe.exists(self.keys.writer)
+            pipe.zcard(self.keys.readers)
+            pipe.exists(self.keys.intent)
+            writer, readers, intent = pipe.execute()
+        return {"writer": bool(writer), "readers": int(readers), "writer_waiting": bool(intent)}
+
+    def __repr__(self) -> str:
+        return f"<ReadWriteLock {self.name!r}>"

@@ -1,0 +1,142 @@
+"""The per-process renewal scheduler ("watchdog") for locks taken without an explicit TTL.
+
+One daemon thread per process renews every registered hold when a third of its
+TTL has passed, batching all holds due at the same moment into one pipeline per
+backend (redis-py's cluster pipeline sends one request per master). When a
+renewal finds the hold gone, the lock is told: ``lock_lost`` is sent, the
+lock's ``on_lost`` callback runs, and ``ensure_held()``/``release()`` raise
+:class:`~django_redislock.exceptions.LockLost` from then on.
+
+Fork safety: a child process starts with an empty registry and no thread (an
+``os.register_at_fork`` hook and a pid check), so it never renews the holds of
+its parent, which the parent still owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import redis
+
+from .pipeline import run_scripts
+
+logger = logging.getLogger("django_redislock.locks")
+
+#: Renew when this fraction of the TTL has passed.
+RENEW_FRACTION = 1 / 3
+#: Seconds to wait before retrying after Redis could not be reached.
+RETRY_SECONDS = 0.5
+
+
+class Watchdog:
+    """Renews registered locks from one background thread."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, Any] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def register(self, lock: Any) -> None:
+        """Start renewing ``lock`` (its current hold) until it is unregistered."""
+        with self._cond:
+            self._after_fork_check()
+            hold = lock._hold
+            if hold is None:
+                return
+            hold.renew_at = time.monotonic() + lock.ttl * RENEW_FRACTION
+            self._locks[id(lock)] = lock
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="redislock-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def unregister(self, lock: Any) -> None:
+        """Stop renewing ``lock`` (after a release, or once it is known lost)."""
+        with self._cond:
+            self._locks.pop(id(lock), None)
+
+    def registered(self) -> int:
+        """How many locks this process's watchdog renews."""
+        with self._cond:
+            self._after_fork_check()
+            return len(self._locks)
+
+    def reset(self) -> None:
+        """Forget every lock and the thread (in a forked child)."""
+        self._cond = threading.Condition()
+        self._locks = {}
+        self._thread = None
+        self._pid = os.getpid()
+
+    def _after_fork_check(self) -> None:
+        if self._pid != os.getpid():
+            self._locks, self._thread, self._pid = {}, None, os.getpid()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._pid != os.getpid():
+                    return
+                due = self._due_or_wait()
+                if due is None:
+                    self._thread = None
+                    return
+            if due:
+                self._renew(due)
+
+    def _due_or_wait(self) -> list[tuple[Any, Any]] | None:
+        """The (lock, hold) pairs due now, or [] after waiting; None when idle for good."""
+        if not self._locks:
+            self._cond.wait(timeout=5.0)
+            return None if not self._locks else []
+        now = time.monotonic()
+        pairs = [(lock, lock._hold) for lock in self._locks.values() if lock._hold is not None]
+        due = [(lock, hold) for lock, hold in pairs if hold.renew_at <= now]
+        if not due:
+            soonest = min((hold.renew_at for _, hold in pairs), default=now + 1.0)
+            self._cond.wait(timeout=max(0.0, soonest - now))
+        return due
+
+    def _renew(self, due: list[tuple[Any, Any]]) -> None:
+        by_backend: dict[int, list[tuple[Any, Any]]] = defaultdict(list)
+        for lock, hold in due:
+            by_backend[id(lock.backend)].append((lock, hold))
+        for pairs in by_backend.values():
+            try:
+                backend = pairs[0][0].backend
+                results = run_scripts(backend, [lock.renew_call(h) for lock, h in pairs])
+            except redis.RedisError as exc:
+                logger.warning("lock renewal failed, retrying in %ss: %s", RETRY_SECONDS, exc)
+                for _, hold in pairs:
+                    hold.renew_at = time.monotonic() + RETRY_SECONDS
+                continue
+            for (lock, hold), result in zip(pairs, results, strict=True):
+                self._renewed(lock, hold, result)
+
+    def _renewed(self, lock: Any, hold: Any, result: Any) -> None:
+        if lock._hold is not hold:
+            return  # released while the renewal was on its way
+        if isinstance(result, Exception) or int(result) <= 0:
+            if isinstance(result, Exception):
+                logger.warning("renewal of lock %r failed: %s", lock.name, result)
+                hold.renew_at = time.monotonic() + RETRY_SECONDS
+                return
+            self.unregister(lock)
+            lock._report_lost(hold)
+            return
+        hold.renew_at = time.monotonic() + lock.ttl * RENEW_FRACTION
+
+
+#: The watchdog of this process.
+watchdog = Watchdog()
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=watchdog.reset)

@@ -1,0 +1,16 @@
+-- Reset the TTL of a mutex or reentrant hold (or, with ttl 0, only check it is still held).
+-- KEYS[1] lock hash   KEYS[2] index expiry zset
+-- ARGV[1] owner   ARGV[2] fence   ARGV[3] new ttl ms (0: check only)   ARGV[4] lock name
+-- returns the hold's remaining PTTL in ms (> 0) when (owner, fence) holds it; -2 when it does not
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'f') ~= ARGV[2] then
+  return -2
+end
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[4])
+  return ttl
+end
+return redis.call('PTTL', KEYS[1])

@@ -1,0 +1,36 @@
+-- Grant the write hold of a read-write lock when no writer and no live reader holds it.
+-- A writer that must wait leaves an intent that stops new readers (writer preference).
+-- KEYS[1] writer hash (o=owner, f=fence)   KEYS[2] readers zset (owner -> deadline ms)
+-- KEYS[3] waiting writer's intent   KEYS[4] bucket fence counter
+-- KEYS[5] index names   KEYS[6] index expiry   KEYS[7] index metadata   KEYS[8] index counts
+-- ARGV[1] writer owner   ARGV[2] ttl ms   ARGV[3] lock name
+-- ARGV[4] holder metadata (a JSON object; the script adds "fence")
+-- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)
+-- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local intent = redis.call('GET', KEYS[3])
+local wait = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  wait = redis.call('PTTL', KEYS[1])
+elseif redis.call('ZCARD', KEYS[2]) > 0 then
+  wait = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]) - now
+elseif intent and intent ~= ARGV[1] then
+  wait = redis.call('PTTL', KEYS[3])
+end
+if wait ~= 0 then
+  if tonumber(ARGV[5]) > 0 and (not intent or intent == ARGV[1]) then
+    redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[5])
+  end
+  return {0, wait}
+end
+redis.call('DEL', KEYS[3])
+local fence = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'o', ARGV[1], 'f', fence)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[5], 0, ARGV[3])
+redis.call('ZADD', KEYS[6], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('HSET', KEYS[7], ARGV[3], string.sub(ARGV[4], 1, -2) .. ',"fence":' .. fence .. '}')
+redis.call('HDEL', KEYS[8], ARGV[3])
+return {1, fence, 1}

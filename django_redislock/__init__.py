@@ -2,12 +2,13 @@
 
 Public entry points::
 
-    from django_redislock import locks, queues
+    from django_redislock import locks, queues, task
 """
 
 from __future__ import annotations
 
 from .handlers import locks, queues
+from .queue.registry import task
 
-__all__ = ["locks", "queues"]
+__all__ = ["locks", "queues", "task"]
 __version__ = "0.1.0"

@@ -58,6 +58,10 @@ class TaskNotFound(QueueError):
     """No task with that id is in the queue."""
 
 
+class TaskNotRegistered(QueueError):
+    """A queued task names a function that is not a registered ``@task`` (deleted or renamed)."""
+
+
 class TaskImportError(QueueError):
     """A task's module raised while being imported: a broken deploy, so the worker stops."""
 

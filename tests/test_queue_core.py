@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from django_redislock.exceptions import InvalidArgument
-from django_redislock.queues import DEAD, DELAYED, IN_FLIGHT, READY, Queue
+from django_redislock.queue import DEAD, DELAYED, IN_FLIGHT, READY, Queue
 
 from .conftest import RedisTarget
 

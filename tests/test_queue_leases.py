@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from django_redislock.queues import DEAD, READY, Queue
+from django_redislock.queue import DEAD, READY, Queue
 
 from .conftest import RedisTarget
 

@@ -216,8 +216,8 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
         self._registered: tuple[int, set[str]] = (os.getpid(), set())
 
     def queue(self, name: str) -> Any:
-        """Return the :class:`~django_redislock.queues.Queue` called ``name``."""
-        from ..queues.queue import Queue
+        """Return the :class:`~django_redislock.queue.Queue` called ``name``."""
+        from ..queue.queue import Queue
 
         found = self._queues.get(name)
         if found is None:

@@ -1,0 +1,34 @@
+"""What the queue commands share: resolving aliases and queues into CommandErrors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from ...exceptions import ConfigurationError, RedisLockError
+from ...handlers import queues
+from ...queue.queue import Queue
+
+
+def add_using(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--using", default="default", help="REDISLOCK_QUEUES alias (default: 'default')."
+    )
+
+
+def backend_of(alias: str) -> Any:
+    """The queue backend of ``alias``, or a CommandError naming the problem."""
+    try:
+        return queues[alias]
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def queue_of(alias: str, name: str) -> Queue:
+    """The queue ``name`` of ``alias``, or a CommandError."""
+    try:
+        queue: Queue = backend_of(alias).queue(name)
+    except RedisLockError as exc:
+        raise CommandError(str(exc)) from exc
+    return queue

@@ -1,0 +1,118 @@
+"""``manage.py drain_queue [QUEUE ...]``: run queued ``@task`` calls until stopped."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import autodiscover_modules
+
+from ...exceptions import RedisLockError, TaskImportError
+from ...queue.registry import queues_of
+from ...queue.worker import Summary, Worker
+from ._queue_common import add_using, backend_of, queue_of
+
+
+class Command(BaseCommand):
+    help = (
+        "Claim tasks in batches and run them, acking or retrying each. SIGTERM/SIGINT finish "
+        "the running task and give the unstarted ones back at once. Exits non-zero when a "
+        "task module fails to import; tasks whose function no longer exists are dead-lettered."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "queues", nargs="*", help="Queue names (default: every known queue of the alias)."
+        )
+        add_using(parser)
+        parser.add_argument("--burst", action="store_true", help="Stop when nothing is due.")
+        parser.add_argument("--max-tasks", type=int, default=None, help="Stop after N tasks.")
+        parser.add_argument("--batch", type=int, default=100, help="Tasks claimed per round trip.")
+        parser.add_argument("--timeout", type=float, default=None, help="Stop after S seconds.")
+        parser.add_argument(
+            "--lease", type=float, default=None, help="Lease per claim (default: the option)."
+        )
+        parser.add_argument(
+            "--log-every", type=int, default=1000, help="Log a line every N tasks (no terminal)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for name in ("max_tasks", "batch", "log_every"):
+            if options[name] is not None and options[name] < 1:
+                raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
+        if options["timeout"] is not None and options["timeout"] <= 0:
+            raise CommandError("--timeout must be > 0")
+        autodiscover_modules("tasks")
+        worker = self.build_worker(options)
+        names = ", ".join(queue.name for queue in worker.queues)
+        self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
+        summary = self.run_worker(worker)
+        self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
+
+    def build_worker(self, options: dict[str, Any]) -> Worker:
+        alias = options["using"]
+        names = options["queues"] or self.known_queues(alias)
+        progress = self.progress_reporter(options["log_every"])
+        return Worker(
+            [queue_of(alias, name) for name in names],
+            batch=options["batch"],
+            burst=options["burst"],
+            max_tasks=options["max_tasks"],
+            timeout=options["timeout"],
+            lease=options["lease"],
+            progress=progress,
+        )
+
+    def known_queues(self, alias: str) -> list[str]:
+        try:
+            names = set(backend_of(alias).queue_names()) | set(queues_of(alias))
+        except RedisLockError as exc:
+            raise CommandError(str(exc)) from exc
+        return sorted(names) or ["default"]
+
+    def run_worker(self, worker: Worker) -> Summary:
+        try:
+            if threading.current_thread() is threading.main_thread():
+                with worker.signal_handlers():
+                    return worker.run()
+            return worker.run()
+        except TaskImportError as exc:
+            raise CommandError(f"{exc}; claimed tasks were given back") from exc
+        except RedisLockError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            self.close_progress()
+
+    def progress_reporter(self, every: int) -> Any:
+        self._bar: Any = None
+        if self.stdout.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(unit="task", file=self.stdout._out, dynamic_ncols=True)
+            shown = [0]
+
+            def advance(summary: Summary) -> None:
+                self._bar.update(summary.processed - shown[0])
+                shown[0] = summary.processed
+
+            return advance
+
+        def log(summary: Summary) -> None:
+            if summary.processed % every == 0:
+                self.stdout.write(self.summary_line(summary, running=True))
+
+        return log
+
+    def close_progress(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    @staticmethod
+    def summary_line(summary: Summary, running: bool = False) -> str:
+        summary.elapsed = summary.elapsed if not running else summary.elapsed_now()
+        return (
+            f"processed {summary.processed}, failed {summary.failed}, retried {summary.retried}, "
+            f"dead {summary.dead}, released {summary.released} in {summary.elapsed:.1f}s "
+            f"({summary.rate:,.0f} tasks/s)"
+        )

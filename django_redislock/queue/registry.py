@@ -1,0 +1,215 @@
+"""The ``@task`` decorator and the registry that workers resolve task paths with.
+
+A task is registered under its dotted path (``module.qualname``); the payload
+of a queued call is ``{"task": path, "args": [...], "kwargs": {...}}``, so a
+worker of another process imports the module and finds the function in the
+registry. Only registered functions run: a payload can never name an arbitrary
+callable.
+
+How a worker treats a path it cannot resolve (see :func:`resolve`):
+
+* the module or the function no longer exists (deleted or renamed in a new
+  deploy): :class:`~django_redislock.exceptions.TaskNotRegistered`; the worker
+  dead-letters that task with the message and keeps running;
+* importing the module raises (a syntax error, a failing import inside it, a
+  missing dependency): :class:`~django_redislock.exceptions.TaskImportError`;
+  the worker gives its claimed tasks back and stops with a non-zero exit, since
+  every task of that module would fail the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import importlib
+import inspect
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+from ..conf import DEFAULT_ALIAS
+from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
+from .queue import Queue
+from .validation import check_count, check_id, check_name, check_seconds
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Every ``@task`` of this process, by dotted path.
+registry: dict[str, TaskFunction[Any, Any]] = {}
+
+
+class TaskFunction(Generic[P, R]):
+    """A function registered with ``@task``: call it directly, or queue it with ``delay``."""
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        queue: str = "default",
+        using: str = DEFAULT_ALIAS,
+        max_attempts: int | None = None,
+        lease: float | None = None,
+        unique: bool = False,
+        name: str | None = None,
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.path = name or f"{fn.__module__}.{fn.__qualname__}"
+        self.queue_name = check_name(queue)
+        self.using = using
+        self.max_attempts = (
+            None if max_attempts is None else check_count(max_attempts, "max_attempts")
+        )
+        self.lease = None if lease is None else check_seconds(lease, "lease", allow_zero=False)
+        self.unique = unique
+
+    def __repr__(self) -> str:
+        return f"<task {self.path} queue={self.queue_name!r} using={self.using!r}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def queue(self) -> Queue:
+        """The queue this task is sent to."""
+        from ..handlers import queues
+
+        queue: Queue = queues[self.using].queue(self.queue_name)
+        return queue
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a call with these arguments now; returns the task id."""
+        return self.enqueue(args=args, kwargs=kwargs)
+
+    def enqueue(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        id: str | None = None,
+        delay: float = 0,
+        replace: bool = False,
+    ) -> str:
+        """Queue a call; returns its id. Validation happens now, even if the send waits.
+
+        ``id`` gives a stable id for deduplication (with ``unique=True`` the id
+        is derived from the arguments). Inside ``transaction.atomic()`` the send
+        waits for the commit unless ``OPTIONS['COMMIT_MODE']`` is
+        ``"immediate"``; with ``OPTIONS['EAGER']`` the call runs inline instead.
+        """
+        payload = self.payload(args, kwargs)
+        task_id = self.task_id(payload, id)
+        queue = self.queue
+        entry = queue.prepare(task_id, payload, delay)
+        options = queue.backend.options
+        if options["EAGER"]:
+            self.run(queue.serializer.loads(entry.data))
+        elif options["COMMIT_MODE"] == "on_commit" and in_transaction():
+            transaction.on_commit(lambda: queue.enqueue_prepared([entry], replace))
+        else:
+            queue.enqueue_prepared([entry], replace)
+        return task_id
+
+    def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The envelope a worker needs to make the call."""
+        if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+            raise InvalidArgument(f"args must be a list or tuple, got {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise InvalidArgument(f"kwargs must be a dict, got {type(kwargs).__name__}")
+        return {"task": self.path, "args": list(args), "kwargs": dict(kwargs or {})}
+
+    def task_id(self, payload: dict[str, Any], id: str | None) -> str:
+        """The given id, a digest of the call when ``unique``, or a random one."""
+        if id is not None:
+            return check_id(id)
+        if not self.unique:
+            return uuid.uuid4().hex
+        try:  # canonical: the same call gives the same id whatever the kwargs order
+            data = json.dumps(payload, sort_keys=True, cls=DjangoJSONEncoder).encode()
+        except (TypeError, ValueError):  # pickle-only arguments
+            data = self.queue.serializer.dumps(payload)
+        return f"{self.path}:{hashlib.sha256(data).hexdigest()[:32]}"
+
+    def run(self, payload: Mapping[str, Any]) -> Any:
+        """Make the call a payload describes (coroutine functions run in a fresh event loop)."""
+        result = self.fn(*payload.get("args", ()), **payload.get("kwargs", {}))
+        if inspect.iscoroutine(result):
+            return asyncio.run(result)
+        return result
+
+
+def in_transaction(using: str | None = None) -> bool:
+    """True inside ``transaction.atomic()`` (checked without touching the database)."""
+    return bool(transaction.get_connection(using).in_atomic_block)
+
+
+@overload
+def task(fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
+
+
+@overload
+def task(
+    *,
+    queue: str = "default",
+    using: str = DEFAULT_ALIAS,
+    max_attempts: int | None = None,
+    lease: float | None = None,
+    unique: bool = False,
+    name: str | None = None,
+) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+
+
+def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
+    """Register a function as a queue task (``@task`` or ``@task(queue="orders", ...)``).
+
+    ``queue``/``using`` pick the queue and the ``REDISLOCK_QUEUES`` alias;
+    ``max_attempts`` overrides ``OPTIONS['MAX_ATTEMPTS']`` for retries; ``lease``
+    is how long one run may take before the task is handed out again (default
+    ``OPTIONS['VISIBILITY_TIMEOUT']``); ``unique=True`` derives the id from the
+    arguments so the same call is queued once at a time.
+    """
+
+    def register(function: Callable[P, R]) -> TaskFunction[P, R]:
+        wrapped = TaskFunction(function, **options)
+        registry[wrapped.path] = wrapped
+        return wrapped
+
+    return register if fn is None else register(fn)
+
+
+def resolve(path: str) -> TaskFunction[Any, Any]:
+    """The registered task ``path``, importing its module if needed (see the module doc)."""
+    found = registry.get(path)
+    if found is not None:
+        return found
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+                continue
+            raise TaskImportError(
+                f"importing {module!r} for task {path!r} failed: {exc!r}"
+            ) from exc
+        except Exception as exc:
+            raise TaskImportError(
+                f"importing {module!r} for task {path!r} failed: {exc!r}"
+            ) from exc
+        break
+    found = registry.get(path)
+    if found is None:
+        raise TaskNotRegistered(f"no @task is registered as {path!r} (was it deleted or renamed?)")
+    return found
+
+
+def queues_of(alias: str) -> list[str]:
+    """Names of the queues that registered tasks of ``alias`` send to."""
+    return sorted({fn.queue_name for fn in registry.values() if fn.using == alias})

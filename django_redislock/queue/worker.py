@@ -1,0 +1,295 @@
+"""The drain loop behind ``manage.py drain_queue``: claim in batches, run, ack or retry.
+
+One round trip per batch in the steady state: the claim script also acks the
+previous batch's finished tasks. Idle workers block on each queue's signal
+list (``BLPOP``) until a task is enqueued or the next delayed task or lease
+deadline comes up, so an idle worker sends a command every few seconds at
+most instead of polling.
+
+Stopping (SIGTERM/SIGINT or :meth:`Worker.stop`): the running task finishes,
+finished tasks are acked, and claimed tasks that did not start are given back
+at once (``release``) instead of waiting for their lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from django.db import close_old_connections
+
+from .. import signals
+from ..exceptions import TaskImportError, TaskNotRegistered
+from .calls import Claim
+from .queue import Queue
+from .records import Task
+from .registry import TaskFunction, resolve
+
+#: Longest idle BLPOP; the socket timeout (OPTIONS['SOCKET_TIMEOUT']) must stay above it.
+MAX_IDLE_WAIT = 5.0
+#: Finished tasks are acked at least this often (seconds) even inside a long batch.
+ACK_INTERVAL = 1.0
+
+
+class Interrupted(Exception):
+    """Raised out of an idle wait by the stop signal handler."""
+
+
+@dataclass
+class Summary:
+    """What a drain did."""
+
+    processed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    dead: int = 0
+    released: int = 0
+    started: float = field(default_factory=time.monotonic)
+    elapsed: float = 0.0
+
+    def elapsed_now(self) -> float:
+        """Seconds since the drain started (for progress lines while it runs)."""
+        return time.monotonic() - self.started
+
+    @property
+    def rate(self) -> float:
+        """Tasks per second."""
+        return self.processed / self.elapsed if self.elapsed > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "processed": self.processed,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "retried": self.retried,
+            "dead": self.dead,
+            "released": self.released,
+            "seconds": round(self.elapsed, 3),
+            "tasks_per_second": round(self.rate, 1),
+        }
+
+
+class Worker:
+    """Drains one or more queues of one alias in this process.
+
+    ``batch`` tasks are claimed per round trip; ``burst`` returns as soon as
+    nothing is due; ``max_tasks`` and ``timeout`` (seconds) bound the run.
+    ``progress(summary)`` is called after every task.
+    """
+
+    def __init__(
+        self,
+        queues: list[Queue],
+        *,
+        batch: int = 100,
+        burst: bool = False,
+        max_tasks: int | None = None,
+        timeout: float | None = None,
+        lease: float | None = None,
+        progress: Callable[[Summary], None] | None = None,
+    ) -> None:
+        self.queues = queues
+        self.backend = queues[0].backend
+        self.batch = batch
+        self.burst = burst
+        self.max_tasks = max_tasks
+        self.timeout = timeout
+        self.lease = lease
+        self.progress = progress
+        self.summary = Summary()
+        self._stopping = False
+        self._waiting = False
+        self._acks: dict[str, list[str]] = {q.name: [] for q in queues}
+        self._last_ack = time.monotonic()
+        self._hints: dict[str, Claim] = {}
+
+    # -- control --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the running task, give the unstarted ones back, and return from :meth:`run`."""
+        self._stopping = True
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stop()
+        if self._waiting:
+            raise Interrupted
+
+    @contextlib.contextmanager
+    def signal_handlers(self) -> Iterator[None]:
+        """Route SIGTERM and SIGINT to :meth:`stop` while running (main thread only)."""
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _done(self) -> bool:
+        if self._stopping:
+            return True
+        if self.max_tasks is not None and self.summary.processed >= self.max_tasks:
+            return True
+        return self.timeout is not None and self._elapsed() >= self.timeout
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.summary.started
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> Summary:
+        """Drain until stopped, bounded, or (with ``burst``) out of due tasks."""
+        try:
+            while not self._done():
+                if not self._round() and not self._done():
+                    if self.burst:
+                        break
+                    self._wait()
+        finally:
+            self._flush_acks(force=True)
+            self.summary.elapsed = self._elapsed()
+        return self.summary
+
+    def _round(self) -> bool:
+        """Claim and run one batch from each queue; False when none had work."""
+        worked = False
+        for queue in self.queues:
+            if self._done():
+                break
+            count = self.batch
+            if self.max_tasks is not None:
+                count = min(count, self.max_tasks - self.summary.processed)
+            claim = queue.claim(count, self.lease, ack=self._take_acks(queue))
+            self._last_ack = time.monotonic()
+            self._hints[queue.name] = claim
+            if claim.tasks:
+                worked = True
+                self._run_batch(queue, claim)
+        return worked
+
+    def _run_batch(self, queue: Queue, claim: Claim) -> None:
+        first = claim.tasks[0].lease_deadline
+        lease = (first - claim.now) / 1e6 if first is not None else 0.0
+        renewed = time.monotonic()
+        for index, task in enumerate(claim.tasks):
+            if self._done():
+                self.summary.released += queue.release(claim.tasks[index:])
+                return
+            self._flush_acks()
+            if lease and time.monotonic() - renewed > lease / 2:
+                # a long batch: keep the unstarted tasks from being handed out again
+                queue.extend_lease(claim.tasks[index:], lease)
+                renewed = time.monotonic()
+            try:
+                self._execute(queue, task)
+            except TaskImportError:
+                self.summary.released += queue.release(claim.tasks[index:])
+                raise
+
+    def _take_acks(self, queue: Queue) -> list[str]:
+        ids, self._acks[queue.name] = self._acks[queue.name], []
+        return ids
+
+    def _flush_acks(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._last_ack < ACK_INTERVAL:
+            return
+        for queue in self.queues:
+            ids = self._take_acks(queue)
+            if ids:
+                queue.ack(ids)
+        self._last_ack = time.monotonic()
+
+    # -- one task -------------------------------------------------------------------------
+
+    def _execute(self, queue: Queue, task: Task) -> None:
+        try:
+            fn = self._resolve(task)
+        except TaskNotRegistered as exc:
+            self._bury(queue, task, str(exc))
+            return
+        close_old_connections()
+        signals.task_started.send(sender=Queue, queue=queue, task=task)
+        if fn.lease is not None:
+            queue.extend_lease(task, fn.lease)
+        try:
+            result = fn.run(task.payload)
+        except Exception as exc:
+            self._failed(queue, task, fn, exc)
+        else:
+            self._acks[queue.name].append(task.id)
+            self.summary.succeeded += 1
+            signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
+        finally:
+            close_old_connections()
+            self._count()
+
+    def _resolve(self, task: Task) -> TaskFunction[Any, Any]:
+        payload = task.payload
+        if not (isinstance(payload, dict) and isinstance(payload.get("task"), str)):
+            raise TaskNotRegistered(f"task {task.id!r} has no @task payload: {payload!r:.200}")
+        return resolve(payload["task"])
+
+    def _bury(self, queue: Queue, task: Task, error: str) -> None:
+        """Dead-letter a task that can never run here, and keep going."""
+        queue.retry(task, delay=0, error=error, max_attempts=1)
+        self.summary.dead += 1
+        signals.task_dead.send(sender=Queue, queue=queue, task=task, error=TaskNotRegistered(error))
+        self._count()
+
+    def _failed(self, queue: Queue, task: Task, fn: TaskFunction[Any, Any], exc: Exception) -> None:
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        outcome = queue.retry(
+            task, error=f"{error}\n\n{detail[-3000:]}", max_attempts=fn.max_attempts
+        )
+        self.summary.failed += 1
+        if outcome == "dead":
+            self.summary.dead += 1
+            signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
+        else:
+            self.summary.retried += outcome == "retried"
+            signals.task_failed.send(sender=Queue, queue=queue, task=task, error=exc)
+
+    def _count(self) -> None:
+        self.summary.processed += 1
+        if self.progress is not None:
+            self.progress(self.summary)
+
+    # -- idle waiting ------------------------------------------------------------------------
+
+    def _wait(self) -> None:
+        """Block until a task is enqueued or something becomes due (never busy-polls)."""
+        self._flush_acks(force=True)
+        seconds = self._wait_seconds()
+        keys = [queue.signal_key for queue in self.queues]
+        if self.backend.is_cluster and len(keys) > 1:
+            # a BLPOP on a Cluster takes keys of one slot; wait on the queues in turn
+            keys = [keys[int(time.monotonic()) % len(keys)]]
+            seconds = min(seconds, 1.0)
+        self._waiting = True
+        try:
+            if not self._stopping:
+                with self.backend.errors():
+                    self.backend.client.blpop(keys, timeout=seconds)
+        except Interrupted:
+            pass
+        finally:
+            self._waiting = False
+
+    def _wait_seconds(self) -> float:
+        cap = min(MAX_IDLE_WAIT, float(self.backend.options["SOCKET_TIMEOUT"]) - 0.5)
+        if self.timeout is not None:
+            cap = min(cap, self.timeout - self._elapsed())
+        for claim in self._hints.values():
+            for moment in (claim.next_due, claim.next_lease_deadline):
+                if moment is not None:
+                    cap = min(cap, (moment - claim.now) / 1e6)
+        return max(cap, 0.01)

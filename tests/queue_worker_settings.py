@@ -1,0 +1,18 @@
+"""Settings for drain_queue subprocesses started by the queue tests.
+
+The test passes the server in ``REDISLOCK_TEST_URL`` (and JSON ``OPTIONS`` in
+``REDISLOCK_TEST_OPTIONS``); nothing here falls back to a default server.
+"""
+
+import json
+import os
+
+from .settings import *  # noqa: F403
+
+_ALIAS = {
+    "LOCATION": os.environ["REDISLOCK_TEST_URL"],
+    "KEY_PREFIX": "test",
+    "OPTIONS": json.loads(os.environ.get("REDISLOCK_TEST_OPTIONS", "{}")),
+}
+REDISLOCK_QUEUES = {"default": _ALIAS}
+REDISLOCK_LOCKS = {"default": {"LOCATION": os.environ["REDISLOCK_TEST_URL"]}}

@@ -1,0 +1,227 @@
+"""drain_queue through call_command, on fakeredis, a real server and a real cluster."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from django_redislock import queues, signals
+from django_redislock.queue import DEAD, Queue
+from django_redislock.queue.worker import Worker
+
+from .conftest import RedisTarget
+from .testapp import tasks
+
+
+@pytest.fixture
+def alias(redis_target: RedisTarget) -> Iterator[RedisTarget]:
+    """Point the default queue alias at the target, with fast retries."""
+    options = {"RETRY_BACKOFF": 0.01, "RETRY_JITTER": False, "SOCKET_TIMEOUT": 3.0}
+    params = {**redis_target.params(**options), "KEY_PREFIX": "test"}
+    tasks.CALLS.clear()
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        yield redis_target
+
+
+def drain(*args: str) -> str:
+    out = io.StringIO()
+    call_command("drain_queue", *args, stdout=out)
+    return out.getvalue()
+
+
+def queue(name: str = "tests") -> Queue:
+    found: Queue = queues["default"].queue(name)
+    return found
+
+
+def test_burst_drain_runs_every_task_once(alias: RedisTarget) -> None:
+    for i in range(25):
+        tasks.remember.delay(f"t{i}")
+    tasks.remember_async.delay("a")
+    output = drain("tests", "--burst", "--batch", "7", "--log-every", "10")
+    assert sorted(tasks.runs()) == sorted([f"t{i}" for i in range(25)] + ["async:a"])
+    assert "processed 26, failed 0, retried 0, dead 0, released 0" in output
+    assert output.count("processed 10,") == 1 and output.count("processed 20,") == 1
+    stats = queue().stats()
+    assert (stats["ready"], stats["in_flight"], stats["dead"]) == (0, 0, 0)
+
+
+def test_default_queues_are_the_known_ones(alias: RedisTarget) -> None:
+    tasks.remember.delay("x")
+    tasks.slow.delay("y", 0)
+    output = drain("--burst")
+    assert "Draining slow, tests" in output
+    assert sorted(tasks.runs()) == sorted(["end:y", "x", f"start:y:{os.getpid()}"])
+
+
+def test_failures_retry_then_die_with_signals(alias: RedisTarget) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def receiver(name: str) -> Any:
+        def handler(sender: Any, task: Any, **kwargs: Any) -> None:
+            seen.append((name, task.id))
+
+        return handler
+
+    handlers = {
+        sig: receiver(name)
+        for sig, name in [
+            (signals.task_started, "started"),
+            (signals.task_succeeded, "succeeded"),
+            (signals.task_failed, "failed"),
+            (signals.task_dead, "dead"),
+        ]
+    }
+    for sig, handler in handlers.items():
+        sig.connect(handler)
+    try:
+        bad = tasks.always_fails.delay("x")
+        good = tasks.remember.delay("ok")
+        output = drain("tests", "--timeout", "1.5", "--max-tasks", "3")
+    finally:
+        for sig, handler in handlers.items():
+            sig.disconnect(handler)
+    assert "processed 3, failed 2, retried 1, dead 1" in output
+    assert tasks.runs().count("fail:x") == 2
+    assert [e for e in seen if e[1] == bad] == [
+        ("started", bad),
+        ("failed", bad),
+        ("started", bad),
+        ("dead", bad),
+    ]
+    assert ("succeeded", good) in seen
+    dead = queue().get(bad)
+    assert dead is not None and dead.state == DEAD
+    assert dead.last_error.startswith("ValueError: always fails: x")
+
+
+def test_deleted_function_is_dead_lettered_and_the_worker_goes_on(alias: RedisTarget) -> None:
+    q = queue()
+    q.enqueue("gone", {"task": "tests.testapp.tasks.deleted_function", "args": [], "kwargs": {}})
+    q.enqueue("gone-module", {"task": "tests.no_such_module.fn", "args": [], "kwargs": {}})
+    q.enqueue("raw", {"not": "a task"})
+    tasks.remember.delay("after")
+    output = drain("tests", "--burst")
+    assert tasks.runs() == ["after"]
+    assert "processed 4, failed 0, retried 0, dead 3" in output
+    errors = {t.id: t.last_error for t in q.tasks(DEAD)}
+    assert "no @task is registered as 'tests.testapp.tasks.deleted_function'" in errors["gone"]
+    assert "deleted or renamed" in errors["gone-module"]
+    assert "has no @task payload" in errors["raw"]
+
+
+def test_broken_task_module_stops_the_worker_and_gives_tasks_back(alias: RedisTarget) -> None:
+    q = queue()
+    tasks.remember.delay("before")
+    q.enqueue("broken", {"task": "tests.broken_task_module.fn", "args": [], "kwargs": {}})
+    tasks.remember.delay("after")
+    with pytest.raises(CommandError, match="broken on purpose"):
+        drain("tests", "--burst")
+    assert tasks.runs() == ["before"]
+    ready = q.top(10)
+    assert (ready[0].id, ready[0].attempts) == ("broken", 0)
+    assert len(ready) == 2 and q.stats()["in_flight"] == 0
+
+
+def test_max_tasks_and_unstarted_tasks_are_released(alias: RedisTarget) -> None:
+    for i in range(10):
+        tasks.remember.delay(f"t{i}")
+    output = drain("tests", "--max-tasks", "4", "--batch", "3")
+    assert len(tasks.runs()) == 4 and "processed 4," in output
+    assert queue().stats()["ready"] == 6 and queue().stats()["in_flight"] == 0
+
+
+def test_bad_options_are_command_errors(alias: RedisTarget) -> None:
+    with pytest.raises(CommandError, match="--batch"):
+        drain("tests", "--batch", "0")
+    with pytest.raises(CommandError, match="name"):
+        drain("a{b}", "--burst")
+    with pytest.raises(CommandError, match="nope"):
+        drain("tests", "--using", "nope")
+
+
+class TTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_on_a_terminal(alias: RedisTarget) -> None:
+    for i in range(3):
+        tasks.remember.delay(f"t{i}")
+    out = TTY()
+    call_command("drain_queue", "tests", "--burst", stdout=out)
+    assert "3task" in out.getvalue().replace(" ", "") and "processed 3" in out.getvalue()
+
+
+def test_idle_worker_wakes_on_enqueue_without_polling(alias: RedisTarget) -> None:
+    worker = Worker([queue()], timeout=2.5, max_tasks=2)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        tasks.remember.delay("wake")
+        deadline = started + 2
+        while "wake" not in tasks.CALLS and time.monotonic() < deadline:
+            time.sleep(0.002)
+        woke = time.monotonic() - started
+        tasks.remember.enqueue(args=["d"], delay=0.3)
+        delayed_at = time.monotonic()
+        while "d" not in tasks.CALLS and time.monotonic() < delayed_at + 2:
+            time.sleep(0.002)
+        delayed = time.monotonic() - delayed_at
+    finally:
+        worker.stop()
+        thread.join(5)
+    assert woke < 0.15, woke
+    assert 0.25 < delayed < 0.5, delayed
+    assert worker.summary.processed == 2
+
+
+def test_idle_worker_sends_few_commands(alias: RedisTarget) -> None:
+    if alias.kind != "single":
+        pytest.skip("commandstats of one real server")
+    raw = alias.raw
+    worker = Worker([queue(), queue("other")], timeout=2.0)
+    raw.config_resetstat()
+    summary = worker.run()
+    stats = raw.info("commandstats")
+    claims = sum(
+        int(stats.get(k, {"calls": 0})["calls"]) for k in ("cmdstat_evalsha", "cmdstat_eval")
+    )
+    waits = int(stats["cmdstat_blpop"]["calls"])
+    assert summary.processed == 0
+    # one claim per queue, then a BLPOP for the whole idle period (capped at 5 s), no poll loop
+    assert (claims, waits) == (2, 1), stats
+
+
+def test_queue_status_lists_every_queue(alias: RedisTarget) -> None:
+    tasks.remember.delay("x")
+    q = queue("other")
+    q.enqueue("d", None, delay=60)
+    out = io.StringIO()
+    call_command("queue_status", "--json", stdout=out)
+    rows = {row["queue"]: row for row in json.loads(out.getvalue())}
+    assert rows["tests"]["ready"] == 1 and rows["other"]["delayed"] == 1
+    assert rows["slow"]["ready"] == 0  # declared by @task, never used
+    text = io.StringIO()
+    call_command("queue_status", stdout=text)
+    assert text.getvalue().splitlines()[0].split() == [
+        "alias",
+        "queue",
+        "ready",
+        "delayed",
+        "in_flight",
+        "dead",
+        "oldest_due_age",
+    ]

@@ -47,6 +47,9 @@ registry: dict[str, TaskFunction[Any, Any]] = {}
 class TaskFunction(Generic[P, R]):
     """A function registered with ``@task``: call it directly, or queue it with ``delay``."""
 
+    __name__: str
+    __qualname__: str
+
     def __init__(
         self,
         fn: Callable[P, R],

@@ -1,0 +1,159 @@
+"""drain_queue as a real process: SIGTERM gives claimed tasks back, SIGKILL loses nothing.
+
+These run on the real single server and the real cluster (fakeredis cannot be
+shared between processes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+from django_redislock import queues
+from django_redislock.queue import Queue
+
+from .conftest import RedisTarget
+from .testapp import tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["single", "cluster"])
+def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
+    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
+    params = {**target.params(), "KEY_PREFIX": "test"}
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        yield target
+
+
+def spawn(target: RedisTarget, *args: str) -> subprocess.Popen[str]:
+    location = target.location if isinstance(target.location, str) else target.location[0]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.queue_worker_settings",
+        "REDISLOCK_TEST_URL": location,
+        "REDISLOCK_TEST_OPTIONS": json.dumps(target.options),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "drain_queue", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
+    """Poll ``condition`` (test side only) until true; returns the seconds it took."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > seconds:
+            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def slow_queue() -> Queue:
+    found: Queue = queues["default"].queue("slow")
+    return found
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 10) -> tuple[int, str, str]:
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(f"worker did not exit: {out}\n{err}") from None
+    return process.returncode, out, err
+
+
+def started(tag: str) -> Callable[[], bool]:
+    return lambda: any(run.startswith(f"start:{tag}:") for run in tasks.runs())
+
+
+def test_sigterm_finishes_the_task_and_gives_the_rest_back(real: RedisTarget) -> None:
+    for i in range(6):
+        tasks.slow.enqueue(args=[f"t{i}", 0.5], id=f"t{i}")
+    worker = spawn(real, "slow", "--batch", "6")
+    try:
+        wait_for(started("t0"), 30, "the first task to start")
+        worker.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        code, out, err = finish(worker)
+    finally:
+        worker.kill()
+    assert code == 0, err
+    assert time.monotonic() - stopped_at < 2.0
+    assert [r.split(":")[0:2] for r in tasks.runs()] == [["start", "t0"], ["end", "t0"]]
+    assert "processed 1, failed 0, retried 0, dead 0, released 5" in out
+    q = slow_queue()
+    assert q.stats()["in_flight"] == 0
+    assert [(t.id, t.attempts) for t in q.top(10)] == [(f"t{i}", 0) for i in range(1, 6)]
+
+
+def test_sigterm_while_idle_exits_at_once(real: RedisTarget) -> None:
+    worker = spawn(real, "slow")
+    try:
+        assert worker.stdout is not None
+        assert worker.stdout.readline().startswith("Draining slow")
+        time.sleep(0.5)  # now idle in BLPOP
+        worker.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        code, out, err = finish(worker)
+    finally:
+        worker.kill()
+    assert code == 0, err
+    assert time.monotonic() - stopped_at < 1.0
+    assert "processed 0" in out
+
+
+def test_sigkill_mid_task_runs_it_again_after_the_lease(real: RedisTarget) -> None:
+    tasks.slow.enqueue(args=["a", 0], id="a")
+    tasks.slow.enqueue(args=["b", 1.5], id="b")
+    lease = 1.0
+    first = spawn(real, "slow", "--batch", "1", "--lease", str(lease))
+    try:
+        wait_for(started("b"), 30, "task b to start")
+        first.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        finish(first)
+    finally:
+        first.kill()
+    q = slow_queue()
+    assert q.pop() == []  # still leased to the dead worker
+    second = spawn(real, "slow", "--max-tasks", "1", "--timeout", "20")
+    try:
+        code, out, err = finish(second, timeout=30)
+    finally:
+        second.kill()
+    assert code == 0, err
+    runs = tasks.runs()
+    starts = [r for r in runs if r.startswith("start:b:")]
+    assert len(starts) == 2 and starts[0] != starts[1]  # two different worker pids
+    assert runs.count("end:a") == 1 and runs.count("end:b") == 1  # the acked task never returned
+    assert time.monotonic() - killed_at >= lease
+    assert "processed 1," in out
+    stats = q.stats()
+    assert (stats["ready"], stats["in_flight"], stats["dead"]) == (0, 0, 0)
+
+
+def test_failing_import_is_a_non_zero_exit(real: RedisTarget) -> None:
+    slow_queue().enqueue("x", {"task": "tests.broken_task_module.fn", "args": [], "kwargs": {}})
+    code, _, err = finish(spawn(real, "slow", "--burst"), timeout=30)
+    assert code != 0
+    assert "broken on purpose" in err
+    assert slow_queue().stats()["ready"] == 1

@@ -116,6 +116,7 @@ class BaseLock:
             raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
         self.on_lost = on_lost
         self._hold: Hold | None = None
+        self._lost_hold: Hold | None = None  # the last hold, once known lost
         self._state = threading.Lock()
 
     def __repr__(self) -> str:
@@ -211,6 +212,7 @@ class BaseLock:
                 self._hold.count += 1
             else:
                 self._hold = Hold(owner, fence, user)
+                self._lost_hold = None
                 if self.watchdog:
                     from .watchdog import watchdog
 
@@ -223,6 +225,11 @@ class BaseLock:
     def _require_hold(self, action: str) -> Hold:
         user = current_user()[0]
         hold = self._check_user(user, action)
+        lost = self._lost_hold
+        if hold is None and lost is not None and lost.user == user:
+            if action == "release":
+                self._lost_hold = None  # told once; a second release is a usage error
+            raise self._lost_error(lost)
         if hold is None:
             raise LockNotOwned(
                 f"cannot {action} lock {self.name!r}: this lock object does not hold it",
@@ -244,6 +251,7 @@ class BaseLock:
         if code == 0:
             self._forget(hold)
             self._report_lost(hold)
+            self._lost_hold = None
             raise LockLost(
                 f"lock {self.name!r} was lost before release (expired, stolen or "
                 f"force-released); fence {hold.fence}",
@@ -261,6 +269,9 @@ class BaseLock:
             if hold.lost:
                 return
             hold.lost = True
+            if self._hold is hold:
+                self._hold = None
+            self._lost_hold = hold
         signals.lock_lost.send(
             sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
         )

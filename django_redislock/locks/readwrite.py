@@ -94,10 +94,12 @@ class WriteLock(_RWHold):
         k = self._keys
         ix = k.index
         keys = [k.writer, k.readers, k.intent, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
+        keys.append(k.write_signal)
         intent_ms = 0
         if blocking and remaining > 0:
             intent_ms = to_ms(min(remaining, self._max_block())) + INTENT_MARGIN_MS
-        return "lock_rw_write", keys, [owner, to_ms(self.ttl), self.name, meta, intent_ms]
+        args = [owner, to_ms(self.ttl), self.name, meta, intent_ms, SIGNAL_MS]
+        return "lock_rw_write", keys, args
 
     def downgrade(self, ttl: float | None = None) -> ReadLock:
         """Turn this write hold into a read hold without letting another writer in.

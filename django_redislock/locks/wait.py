@@ -39,7 +39,7 @@ def wait_for_signal(backend: Any, key: str, seconds: float) -> None:
             pool = client.get_node_from_key(key).redis_connection.connection_pool
         else:
             pool = client.connection_pool
-        conn = pool.get_connection("BLPOP")
+        conn = pool.get_connection()
         try:
             conn.send_command("BLPOP", key, _server_timeout(seconds))
             if conn.can_read(timeout=seconds):
@@ -71,7 +71,7 @@ async def wait_for_signal_async(backend: Any, key: str, seconds: float) -> None:
                 node.release(conn)
             return
         pool = client.connection_pool
-        conn = await pool.get_connection("BLPOP")
+        conn = await pool.get_connection()
         try:
             await _blpop(conn, key, seconds)
         finally:

@@ -3,9 +3,10 @@
 -- KEYS[1] writer hash (o=owner, f=fence)   KEYS[2] readers zset (owner -> deadline ms)
 -- KEYS[3] waiting writer's intent   KEYS[4] bucket fence counter
 -- KEYS[5] index names   KEYS[6] index expiry   KEYS[7] index metadata   KEYS[8] index counts
+-- KEYS[9] writer wake-up signal
 -- ARGV[1] writer owner   ARGV[2] ttl ms   ARGV[3] lock name
 -- ARGV[4] holder metadata (a JSON object; the script adds "fence")
--- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)
+-- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)   ARGV[6] signal lifetime ms
 -- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -17,7 +18,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 elseif redis.call('ZCARD', KEYS[2]) > 0 then
   wait = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]) - now
 elseif intent and intent ~= ARGV[1] then
+  -- Free, but another writer is first in line: pass on the wake-up this caller may have
+  -- consumed, so that writer is not left waiting for a signal that already came.
   wait = redis.call('PTTL', KEYS[3])
+  redis.call('LPUSH', KEYS[9], 1)
+  redis.call('LTRIM', KEYS[9], 0, 0)
+  redis.call('PEXPIRE', KEYS[9], ARGV[6])
 end
 if wait ~= 0 then
   if tonumber(ARGV[5]) > 0 and (not intent or intent == ARGV[1]) then

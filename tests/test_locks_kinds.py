@@ -1,0 +1,191 @@
+"""Reentrant and read-write locks on fakeredis, a real server and a real cluster."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from django_redislock.exceptions import InvalidArgument, LockLost, LockNotOwned
+
+from .conftest import RedisTarget
+
+
+def test_reentrant_counts_per_owner(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    lock = backend.lock("re", ttl=5, reentrant=True)
+    with lock:
+        fence = lock.fence
+        with lock:
+            assert lock.count == 2 and lock.fence == fence
+            inner = backend.lock("re", ttl=5, reentrant=True)  # same thread, another object
+            assert inner.acquire(blocking=False) and inner.fence == fence
+            [held] = backend.held_locks()
+            assert (held.kind, held.count, held.fence) == ("reentrant", 3, fence)
+            inner.release()
+        assert lock.count == 1 and lock.locked()
+    assert not lock.locked()
+
+
+def test_reentrant_lock_excludes_other_threads(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    results: list[bool] = []
+    with backend.lock("re", ttl=5, reentrant=True):
+        thread = threading.Thread(
+            target=lambda: results.append(
+                backend.lock("re", ttl=5, reentrant=True).acquire(blocking=False)
+            )
+        )
+        thread.start()
+        thread.join(10)
+    assert results == [False]
+
+
+def test_explicit_owner_releases_from_elsewhere(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    taken = backend.lock("celery", ttl=5, reentrant=True, owner="task-7f3a")
+    taken.acquire()
+    taken.acquire()
+    # Another process (here: a fresh object) that knows only the owner id releases both holds.
+    other = backend.lock("celery", ttl=5, reentrant=True, owner="task-7f3a")
+    other.release()
+    assert other.locked()
+    other.release()
+    assert not other.locked()
+    with pytest.raises(LockNotOwned):
+        other.release()
+    with pytest.raises(LockLost):
+        taken.ensure_held()
+
+
+def test_readers_share_writers_exclude(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+    first, second = rw.read(), rw.read()
+    assert first.acquire(blocking=False) and second.acquire(blocking=False)
+    assert first.fence != second.fence
+    assert rw.state()["readers"] == 2
+    assert rw.write().acquire(timeout=0) is False
+    first.release()
+    second.release()
+    writer = rw.write()
+    assert writer.acquire(blocking=False)
+    assert rw.read().acquire(blocking=False) is False
+    assert rw.write().acquire(blocking=False) is False
+    writer.release()
+    assert rw.state() == {"writer": False, "readers": 0, "writer_waiting": False}
+
+
+def test_one_reader_cannot_release_another(redis_target: RedisTarget) -> None:
+    """Seed 004's cluster lock kept one `read` field; here every reader is its own entry."""
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+    a, b = rw.read(), rw.read()
+    a.acquire()
+    b.acquire()
+    a.release()
+    assert rw.state()["readers"] == 1
+    b.ensure_held()
+    assert rw.write().acquire(blocking=False) is False
+    b.release()
+
+
+def test_readers_expire_individually(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc")
+    short, long = rw.read(ttl=0.2), rw.read(ttl=5)
+    short.acquire()
+    long.acquire()
+    time.sleep(0.35)
+    with pytest.raises(LockLost):
+        short.ensure_held()
+    long.ensure_held()
+    assert rw.write(ttl=5).acquire(blocking=False) is False
+    long.release()
+    assert rw.write(ttl=5).acquire(blocking=False) is True
+
+
+def test_waiting_writer_blocks_new_readers(redis_target: RedisTarget) -> None:
+    """Writer preference: once a writer waits, new readers wait behind it."""
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+    reader = rw.read()
+    reader.acquire()
+    order: list[str] = []
+    writer_done = threading.Event()
+
+    def writer() -> None:
+        with rw.write(timeout=5):
+            order.append("writer")
+        writer_done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not rw.state()["writer_waiting"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rw.state()["writer_waiting"]
+    late = rw.read()
+    assert late.acquire(blocking=False) is False  # refused while the writer waits
+    reader.release()
+    assert writer_done.wait(5)
+    with rw.read():
+        order.append("late reader")
+    thread.join(5)
+    assert order == ["writer", "late reader"]
+
+
+def test_writer_that_gives_up_stops_blocking_readers(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+    with rw.read():
+        assert rw.write().acquire(timeout=0.1) is False
+        start = time.monotonic()
+        with rw.read(timeout=2):
+            assert time.monotonic() - start < 1.0
+
+
+def test_downgrade_keeps_others_out_then_admits_readers(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+    writer = rw.write()
+    writer.acquire()
+    fence = writer.fence
+    reader = writer.downgrade()
+    assert reader.fence == fence and not writer.held_by_me()
+    assert rw.state() == {"writer": False, "readers": 1, "writer_waiting": False}
+    assert rw.write().acquire(blocking=False) is False
+    other = rw.read()
+    assert other.acquire(blocking=False)
+    other.release()
+    reader.release()
+    with pytest.raises(LockNotOwned):
+        writer.release()
+
+
+def test_retried_read_release_is_a_no_op(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+    reader = rw.read()
+    reader.acquire()
+    other = rw.read()
+    other.acquire()
+    hold = reader._hold
+    assert hold is not None
+    script, keys, args = reader._release_call(hold)
+    assert int(backend.script(script)(keys=keys, args=args)[0]) == 1
+    assert int(backend.script(script)(keys=keys, args=args)[0]) == 2
+    assert rw.state()["readers"] == 1
+    other.release()
+
+
+def test_read_write_bad_input(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    with pytest.raises(InvalidArgument, match="name"):
+        backend.read_write_lock("")
+    with pytest.raises(InvalidArgument, match="ttl"):
+        backend.read_write_lock("doc", ttl=-1)
+    with pytest.raises(InvalidArgument, match="unknown"):
+        backend.read_write_lock("doc", reentrant=True)
+    assert redis_target.raw.dbsize() == 0

@@ -304,6 +304,14 @@ class BaseLock:
             raise LockNotOwned(f"lock {self.name!r} is not held by this object", name=self.name)
         return hold.fence
 
+    def locked(self) -> bool:
+        """True when anyone holds the lock (one round trip)."""
+        raise NotImplementedError
+
+    async def locked_async(self) -> bool:
+        """The asyncio twin of :meth:`locked`."""
+        raise NotImplementedError
+
     def held_by_me(self) -> bool:
         """True when this object holds the lock as far as it knows (no round trip)."""
         hold = self._hold

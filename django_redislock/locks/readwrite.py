@@ -65,6 +65,11 @@ class _RWHold(BaseLock):
         state = self.parent.state()
         return bool(state["writer"] or state["readers"])
 
+    async def locked_async(self) -> bool:
+        """The asyncio twin of :meth:`locked`."""
+        state = await self.parent.state_async()
+        return bool(state["writer"] or state["readers"])
+
 
 class ReadLock(_RWHold):
     """A read hold: shared with other readers, excluded by a writer or a waiting writer."""
@@ -163,6 +168,15 @@ class ReadWriteLock:
     def write(self, **kwargs: Any) -> WriteLock:
         """A new write hold object (not yet acquired); kwargs override the defaults."""
         return WriteLock(self, **{**self.defaults, **kwargs})
+
+    async def state_async(self) -> dict[str, Any]:
+        """The asyncio twin of :meth:`state`."""
+        client = self.backend.async_client()
+        with self.backend.errors():
+            writer = await client.exists(self.keys.writer)
+            readers = await client.zcard(self.keys.readers)
+            intent = await client.exists(self.keys.intent)
+        return {"writer": bool(writer), "readers": int(readers), "writer_waiting": bool(intent)}
 
     def state(self) -> dict[str, Any]:
         """``{"writer": bool, "readers": int, "writer_waiting": bool}`` (one round trip).

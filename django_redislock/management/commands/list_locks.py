@@ -24,7 +24,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            backend = locks[options["using"]]
+            backend: Any = locks[options["using"]]
+            if not backend.supports_listing:
+                raise CommandError(f"The backend of {options['using']!r} cannot list locks.")
             page = backend.held_locks_page(
                 prefix=options["prefix"], limit=options["limit"], after=options["after"]
             )

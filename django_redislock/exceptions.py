@@ -80,3 +80,11 @@ class InvalidQueueBackend(ConfigurationError):
 
 class MissingDependency(ConfigurationError):
     """An optional package is needed; the message names the pip extra that installs it."""
+
+
+class InventoryError(RedisLockError):
+    """An error about one stock (refusals on the hot path are results, not exceptions)."""
+
+
+class StockNotFound(InventoryError):
+    """The stock was never set (or was cleared): ``add``/``remaining`` need ``set()`` first."""

@@ -1,0 +1,83 @@
+"""How each stock operation is sent: keys, validated ARGV and the reply parser.
+
+As in the queue (:mod:`django_redislock.queue.calls`), one :class:`StockCall`
+describes a request, and the blocking and asyncio methods of
+:class:`~django_redislock.inventory.Stock` only differ in how they send it, so
+they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+from ..queue.records import from_micros
+from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
+
+R = TypeVar("R")
+
+#: A stock's own keys, in the order of every stock script's KEYS.
+KEY_PARTS = ("units", "meta", "buyers", "reservations")
+
+
+@dataclass(frozen=True)
+class StockCall(Generic[R]):
+    """One script call: its name, whether it needs the order queue's keys, ARGV, a parser."""
+
+    script: str
+    args: list[Any]
+    parse: Callable[[Any], R]
+    with_queue: bool = False
+
+
+def hash_tag(key: str) -> str:
+    """The ``{hash tag}`` of a key built by ``backend.key()`` (without the braces)."""
+    start = key.index("{") + 1
+    return key[start : key.index("}", start)]
+
+
+def take_call(reservation: Reservation, payload: bytes | None) -> StockCall[Take]:
+    """The take script for ``reservation``; ``payload`` is the serialized order task or None."""
+
+    def parse(reply: list[Any]) -> Take:
+        code, left, now = (int(value) for value in reply)
+        result = TAKE_CODES[code]
+        if result is not TakeResult.OK:
+            return Take(result, left)
+        return Take(result, left, replace(reservation, taken_at=now))
+
+    args = [reservation.qty, reservation.buyer, reservation.id, payload or b""]
+    return StockCall("stock_take", args, parse, with_queue=payload is not None)
+
+
+def restore_call(reservation_id: str, rebuy: bool, with_queue: bool) -> StockCall[bool]:
+    """The restore script: True when the reservation was live and its units came back."""
+    args = [reservation_id, "1" if rebuy else "0"]
+    return StockCall("stock_restore", args, lambda reply: bool(int(reply[0])), with_queue)
+
+
+def set_call(mode: str, units: int, opens: str, closes: str) -> StockCall[int]:
+    """The set script (``mode`` "set" or "add"): the units left, or -1 for an unknown stock."""
+    return StockCall("stock_set", [mode, units, opens, closes], int)
+
+
+def stats_call(item: str) -> StockCall[StockStats]:
+    """The stats script, parsed into a :class:`StockStats`."""
+
+    def parse(reply: list[Any]) -> StockStats:
+        units, opens, closes, taken, restored, buyers, live, now = (int(v) for v in reply)
+        return StockStats(
+            item=item,
+            exists=units >= 0,
+            remaining=max(units, 0),
+            taken=taken,
+            restored=restored,
+            buyers=buyers,
+            reservations=live,
+            opens=from_micros(opens) if opens else None,
+            closes=from_micros(closes) if closes else None,
+            now=from_micros(now),
+        )
+
+    return StockCall("stock_stats", [], parse)

@@ -1,0 +1,277 @@
+"""A :class:`Stock`: the units of one item on sale, taken atomically with their order task.
+
+Keys (all share the order queue's hash tag, so the take script can also write
+the queue on a Cluster)::
+
+    <prefix>:{q:<queue>}:stock:<item>:units         string  units left
+    <prefix>:{q:<queue>}:stock:<item>:meta          hash    opens, closes (µs); taken, restored
+    <prefix>:{q:<queue>}:stock:<item>:buyers        set     buyers holding a live reservation
+    <prefix>:{q:<queue>}:stock:<item>:reservations  hash    reservation id -> qty:time:buyer
+
+A stock without an order task uses its own tag, ``{stock:<item>}``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..conf import DEFAULT_ALIAS
+from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
+from ..queue.validation import check_name
+from .calls import (
+    KEY_PARTS,
+    StockCall,
+    hash_tag,
+    restore_call,
+    set_call,
+    stats_call,
+    take_call,
+)
+from .records import Reservation, StockStats, Take
+from .validation import check_buyer, check_item, check_units, window_micros
+
+if TYPE_CHECKING:
+    from ..backends.redis import RedisQueueBackend
+    from ..queue.queue import Queue
+    from ..queue.registry import TaskFunction
+
+R = TypeVar("R")
+
+
+class Stock:
+    """The units of one item on sale, on the Redis of a ``REDISLOCK_QUEUES`` alias.
+
+    ``Stock("phone-x", order_task=create_order)`` takes units and queues
+    ``create_order(reservation=...)`` in the same Lua script, on the task's queue
+    and alias (``queue=`` and ``using=`` override them; ``using`` may also be a
+    queue backend instance). Without ``order_task`` a take only records the
+    reservation, and turning it into an order is the caller's job.
+    """
+
+    def __init__(
+        self,
+        item: str,
+        *,
+        order_task: TaskFunction[..., Any] | None = None,
+        queue: str | None = None,
+        using: str | RedisQueueBackend | None = None,
+    ) -> None:
+        self.item = check_item(item)
+        self.order_task = order_task
+        if queue is None and order_task is not None:
+            queue = order_task.queue_name
+        self.queue_name = None if queue is None else check_name(queue)
+        if using is None:
+            using = order_task.using if order_task is not None else DEFAULT_ALIAS
+        self.using = using
+        self._keys: tuple[Any, list[str], list[str]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Stock {self.item!r} queue={self.queue_name!r}>"
+
+    # -- where it lives ---------------------------------------------------------------------
+
+    @property
+    def backend(self) -> RedisQueueBackend:
+        """The queue backend whose Redis holds this stock."""
+        if not isinstance(self.using, str):
+            return self.using
+        from ..backends.redis import RedisBackendMixin
+        from ..handlers import queues
+
+        backend = queues[self.using]
+        if not isinstance(backend, RedisBackendMixin):
+            raise ConfigurationError(
+                f"REDISLOCK_QUEUES[{self.using!r}] is a {type(backend).__name__}; "
+                "inventory needs a Redis queue backend"
+            )
+        return backend  # type: ignore[return-value]
+
+    @property
+    def queue(self) -> Queue | None:
+        """The queue order tasks are written to, or None without an order task."""
+        if self.queue_name is None:
+            return None
+        found: Queue = self.backend.queue(self.queue_name)
+        return found
+
+    def keys(self, with_queue: bool = False) -> list[str]:
+        """The stock's keys (and the order queue's, taken from the queue itself)."""
+        backend = self.backend
+        if self._keys is None or self._keys[0] is not backend:
+            queue = self.queue
+            if queue is None:
+                own = [backend.key(f"stock:{self.item}", part) for part in KEY_PARTS]
+                self._keys = (backend, own, [])
+            else:
+                tag = hash_tag(queue.keys[0])
+                own = [backend.key(tag, "stock", self.item, part) for part in KEY_PARTS]
+                self._keys = (backend, own, list(queue.keys))
+        _, own, queue_keys = self._keys
+        return own + queue_keys if with_queue else list(own)
+
+    def _run(self, call: StockCall[R]) -> R:
+        backend = self.backend
+        with backend.errors():
+            reply = backend.script(call.script)(keys=self.keys(call.with_queue), args=call.args)
+        return call.parse(reply)
+
+    async def _arun(self, call: StockCall[R]) -> R:
+        backend = self.backend
+        script = backend.script(call.script, backend.async_client())
+        with backend.errors():
+            reply = await script(keys=self.keys(call.with_queue), args=call.args)
+        return call.parse(reply)
+
+    # -- the hot path -----------------------------------------------------------------------
+
+    def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
+        qty = check_units(qty, "qty")
+        buyer = check_buyer(buyer)
+        if data is not None and not isinstance(data, dict):
+            raise InvalidArgument(f"data must be a dict or None, got {type(data).__name__}")
+        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, dict(data or {}))
+        payload = None
+        if self.order_task is not None and not self._eager:
+            payload = self._order_payload(reservation)
+        return take_call(reservation, payload)
+
+    def _order_payload(self, reservation: Reservation) -> bytes:
+        """The order task's serialized payload (validated like any enqueue)."""
+        assert self.order_task is not None and self.queue is not None
+        payload = self.order_task.payload((), {"reservation": reservation.as_dict()})
+        return self.queue.prepare(reservation.id, payload).data
+
+    @property
+    def _eager(self) -> bool:
+        return bool(self.backend.options["EAGER"])
+
+    def _after_take(self, take: Take) -> Take:
+        """In ``EAGER`` mode (tests of user code) the order task runs inline."""
+        if take.reservation is not None and self.order_task is not None and self._eager:
+            self.order_task(reservation=take.reservation.as_dict())
+        return take
+
+    def take(self, qty: int = 1, *, buyer: str | int, data: dict[str, Any] | None = None) -> Take:
+        """Take ``qty`` units for ``buyer`` and queue the order task, in one atomic script.
+
+        Returns a :class:`Take` whose ``result`` is a :class:`TakeResult`;
+        refusals (sold out, already bought, not open, ended, unknown item) change
+        nothing. On OK, ``take.reservation.id`` is also the order task's id and a
+        natural order number. ``data`` (JSON) travels to the order task inside
+        the reservation. Bad arguments raise ``InvalidArgument`` before Redis is
+        touched.
+        """
+        call = self._take_call(qty, buyer, data)
+        self._register_queue()
+        return self._after_take(self._run(call))
+
+    async def take_async(
+        self, qty: int = 1, *, buyer: str | int, data: dict[str, Any] | None = None
+    ) -> Take:
+        """The asyncio twin of :meth:`take` (an eager order task runs in the event loop)."""
+        call = self._take_call(qty, buyer, data)
+        if self.queue_name is not None:
+            await self.backend.register_queue_async(self.queue_name)
+        return self._after_take(await self._arun(call))
+
+    def _register_queue(self) -> None:
+        """List the order queue for ``drain_queue`` and the admin (once per process)."""
+        if self.queue_name is not None:
+            self.backend.register_queue(self.queue_name)
+
+    # -- compensation -----------------------------------------------------------------------
+
+    def _restore_call(self, reservation: Reservation | str, rebuy: bool) -> StockCall[bool]:
+        if isinstance(reservation, Reservation):
+            if reservation.item != self.item:
+                raise InvalidArgument(
+                    f"reservation is of item {reservation.item!r}, not {self.item!r}"
+                )
+            reservation = reservation.id
+        if not isinstance(reservation, str) or not reservation:
+            raise InvalidArgument(f"reservation must be a Reservation or its id: {reservation!r}")
+        return restore_call(reservation, rebuy, self.queue_name is not None)
+
+    def restore(self, reservation: Reservation | str, *, rebuy: bool = True) -> bool:
+        """Give a reservation's units back; False if it was already restored (idempotent).
+
+        Call it from the code that owns the order's fate: the task that gives up
+        on creating it, or the one that expires it unpaid. An order task of this
+        reservation still waiting in the queue is dropped in the same script.
+        With ``rebuy`` (the default) the buyer may buy again.
+        """
+        return self._run(self._restore_call(reservation, rebuy))
+
+    async def restore_async(self, reservation: Reservation | str, *, rebuy: bool = True) -> bool:
+        """The asyncio twin of :meth:`restore`."""
+        return await self._arun(self._restore_call(reservation, rebuy))
+
+    # -- setting up a sale ------------------------------------------------------------------
+
+    def set(self, units: int, *, opens: Any = ..., closes: Any = ...) -> int:
+        """Make ``units`` the units left, and set the sale window (datetimes; None: open-ended).
+
+        Omitted window bounds keep their stored values. Buyers and reservations
+        are kept: use a new item name for a new sale, or :meth:`clear` first.
+        """
+        call = set_call(
+            "set",
+            check_units(units, "units", allow_zero=True),
+            window_micros(opens, "opens"),
+            window_micros(closes, "closes"),
+        )
+        return self._run(call)
+
+    def add(self, units: int) -> int:
+        """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound."""
+        left = self._run(set_call("add", check_units(units, "units"), "", ""))
+        if left < 0:
+            raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
+        return left
+
+    def clear(self) -> bool:
+        """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""
+        with self.backend.errors():
+            return bool(self.backend.client.delete(*self.keys()))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def remaining(self) -> int:
+        """Units left; raises StockNotFound if the stock was never set."""
+        with self.backend.errors():
+            value = self.backend.client.get(self.keys()[0])
+        return self._units(value)
+
+    async def remaining_async(self) -> int:
+        """The asyncio twin of :meth:`remaining`."""
+        with self.backend.errors():
+            value = await self.backend.async_client().get(self.keys()[0])
+        return self._units(value)
+
+    def _units(self, value: Any) -> int:
+        if value is None:
+            raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
+        return int(value)
+
+    def stats(self) -> StockStats:
+        """Units left, taken and restored, buyers, live reservations and the window."""
+        return self._run(stats_call(self.item))
+
+    async def stats_async(self) -> StockStats:
+        """The asyncio twin of :meth:`stats`."""
+        return await self._arun(stats_call(self.item))
+
+    def reservation(self, id: str) -> Reservation | None:
+        """The live reservation ``id``, or None (never taken, or restored)."""
+        with self.backend.errors():
+            record = self.backend.client.hget(self.keys()[3], id)
+        return None if record is None else Reservation.from_record(self.item, id, record)
+
+    def reservations(self, batch: int = 500) -> Iterator[Reservation]:
+        """Every live reservation (HSCAN; for reconciliation and the admin, not hot paths)."""
+        with self.backend.errors():
+            for id, record in self.backend.client.hscan_iter(self.keys()[3], count=batch):
+                yield Reservation.from_record(self.item, id, record)

@@ -1,0 +1,41 @@
+-- Take units of one stock for one buyer and, in the same step, queue the order task.
+-- KEYS[1] units string (units left), KEYS[2] meta hash (opens, closes µs; taken, restored)
+-- KEYS[3] buyers set (everyone holding a live reservation of this stock)
+-- KEYS[4] reservations hash (reservation id -> "<qty>:<taken at µs>:<buyer>")
+-- KEYS[5..11] optional: the order queue's keys in the queue scripts' order (pending, inflight,
+--   dead, payload, attempts, errors, signal); they share the stock's hash tag (one slot)
+-- ARGV[1] quantity (>= 1), ARGV[2] buyer id, ARGV[3] reservation id (also the order task's id)
+-- ARGV[4] serialized order task payload (ignored without the queue keys)
+-- returns {code, units left, server time µs}: 0 taken, 1 sold out (not enough units),
+--   2 the buyer already holds a reservation, 3 the sale has not opened, 4 the sale has ended,
+--   5 no such stock (never set)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- the same instant as exact text (concatenating a big Lua number would round it)
+local stamp = t[1] .. string.format('%06d', tonumber(t[2]))
+local units = redis.call('GET', KEYS[1])
+if not units then return {5, 0, now} end
+units = tonumber(units)
+local window = redis.call('HMGET', KEYS[2], 'opens', 'closes')
+local opens, closes = tonumber(window[1] or '0'), tonumber(window[2] or '0')
+if opens > 0 and now < opens then return {3, units, now} end
+if closes > 0 and now >= closes then return {4, units, now} end
+if redis.call('SISMEMBER', KEYS[3], ARGV[2]) == 1 then return {2, units, now} end
+local qty = tonumber(ARGV[1])
+if units < qty then return {1, units, now} end
+local left = redis.call('DECRBY', KEYS[1], qty)
+redis.call('SADD', KEYS[3], ARGV[2])
+redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ':' .. stamp .. ':' .. ARGV[2])
+redis.call('HINCRBY', KEYS[2], 'taken', qty)
+if #KEYS >= 11 then
+  -- what queue_enqueue.lua does for one new id with no delay
+  local id = ARGV[3]
+  redis.call('ZADD', KEYS[5], now, id)
+  redis.call('ZREM', KEYS[7], id)
+  redis.call('HSET', KEYS[8], id, ARGV[4])
+  redis.call('HDEL', KEYS[9], id)
+  redis.call('HDEL', KEYS[10], id)
+  redis.call('LPUSH', KEYS[11], 1)
+  redis.call('LTRIM', KEYS[11], 0, 15)
+end
+return {0, left, now}

@@ -37,6 +37,19 @@ from .servers import RedisProcess, start_cluster
 
 KINDS = ("fakeredis", "single", "cluster")
 
+#: The servers this session started, for the closing summary.
+TOPOLOGY: dict[str, str] = {}
+#: Passed tests per contract kind (the ``[fakeredis]`` / ``[single]`` / ``[cluster]`` ids).
+PASSED_BY_KIND: dict[str, int] = {}
+
+
+def describe(servers: list[RedisProcess]) -> str:
+    info = servers[0].client().info("server")
+    name = "valkey" if "valkey_version" in info else "redis"
+    version = info.get("valkey_version") or info["redis_version"]
+    ports = ", ".join(str(server.port) for server in servers)
+    return f"{len(servers)} x {name} {version} on 127.0.0.1 port(s) {ports}"
+
 
 @dataclass
 class RedisTarget:
@@ -60,6 +73,7 @@ class RedisTarget:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
     server = RedisProcess(tmp_path_factory.mktemp("redis-single")).start()
+    TOPOLOGY["single"] = describe([server])
     yield server
     server.stop()
 
@@ -67,6 +81,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProc
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisProcess]]:
     nodes = start_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    TOPOLOGY["cluster"] = describe(nodes)
     yield nodes
     for node in nodes:
         node.stop()
@@ -76,6 +91,7 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Red
 def redlock_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisProcess]]:
     base = tmp_path_factory.mktemp("redlock")
     servers = [RedisProcess(base / f"master{i}").start() for i in range(5)]
+    TOPOLOGY["redlock"] = describe(servers)
     yield servers
     for server in servers:
         server.stop()
@@ -130,6 +146,22 @@ def artifacts_dir() -> Path:
     path = Path(__file__).resolve().parent.parent / "test-artifacts"
     path.mkdir(exist_ok=True)
     return path
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.passed:
+        for kind in KINDS:
+            if f"[{kind}" in report.nodeid or f"-{kind}]" in report.nodeid:
+                PASSED_BY_KIND[kind] = PASSED_BY_KIND.get(kind, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which real servers the run used and how many contract tests passed on each kind."""
+    terminalreporter.section("redis servers started by this run")
+    for name, text in TOPOLOGY.items():
+        terminalreporter.write_line(f"{name}: {text}")
+    counts = ", ".join(f"{kind}: {PASSED_BY_KIND.get(kind, 0)}" for kind in KINDS)
+    terminalreporter.write_line(f"contract tests passed per kind: {counts}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

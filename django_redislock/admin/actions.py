@@ -1,0 +1,226 @@
+"""Task and queue actions: run now, requeue, delete (one or selected), requeue all dead, purge.
+
+Each one checks its own permission, confirms on GET (bulk delete confirms on
+a first POST, as the admin's own "delete selected" does), works on POST,
+writes a ``LogEntry`` per object, says what happened with ``messages`` and
+redirects. Task forms carry the score the operator saw; the action script
+refuses tasks whose state or score has moved since.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.models import CHANGE, DELETION
+from django.contrib.admin.utils import unquote
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.http import urlencode
+
+from ..models import MANAGE_TASKS, PURGE_QUEUES
+from ..queue.records import DEAD, STATES
+from .common import REDIS_ERRORS, log, render, require, url
+from .data import (
+    ACTIONS,
+    CHANGED,
+    DONE,
+    GONE,
+    WHERE,
+    act,
+    find_task,
+    queue_summaries,
+)
+from .queues import STATE_LABELS, queue_of
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+VERBS = {"run": "Run now", "requeue": "Requeue", "delete": "Delete"}
+DONE_VERBS = {"run": "made due now", "requeue": "requeued", "delete": "deleted"}
+#: Dead tasks moved per script call by "requeue all dead" (Redis stays responsive).
+REQUEUE_CHUNK = 1000
+
+
+def back_to(queue: Any, state: str) -> str:
+    return url("queue", queue.backend.alias, queue.name, query=urlencode({"state": state}))
+
+
+def task_name(queue: Any, id: str) -> tuple[str, str]:
+    """The ``LogEntry`` object id and name of a task."""
+    return f"task:{queue.backend.alias}:{queue.name}:{id}", f"task {id} ({queue.name})"
+
+
+def report(request: HttpRequest, queue: Any, action: str, ids: list[str], codes: list[int]) -> None:
+    """Log the tasks that were done and tell the operator about every outcome."""
+    done = [id for id, code in zip(ids, codes, strict=True) if code == DONE]
+    if done:
+        log(
+            request,
+            DELETION if action == "delete" else CHANGE,
+            [task_name(queue, id) for id in done],
+            f"{VERBS[action]}: task of queue {queue.name!r} on alias {queue.backend.alias!r}.",
+        )
+        shown = ", ".join(f"“{id}”" for id in done[:5]) + (" …" if len(done) > 5 else "")
+        messages.success(request, f"{len(done)} task(s) {DONE_VERBS[action]}: {shown}")
+    outcomes = (
+        (GONE, "not in the queue any more"),
+        (CHANGED, "changed since you looked (left alone; reload and check)"),
+    )
+    for code, why in outcomes:
+        hit = [id for id, c in zip(ids, codes, strict=True) if c == code]
+        if hit:
+            messages.warning(request, f"{len(hit)} task(s) {why}: " + ", ".join(hit[:5]))
+    skipped = [id for id, c in zip(ids, codes, strict=True) if c not in (DONE, GONE, CHANGED)]
+    if skipped:
+        messages.warning(request, f"{VERBS[action]} does not apply to: " + ", ".join(skipped[:5]))
+
+
+def task_action(
+    model_admin: ModelAdmin[Any],
+    request: HttpRequest,
+    *,
+    alias: str,
+    name: str,
+    task_id: str,
+    action: str,
+) -> HttpResponse:
+    """Run now / requeue / delete one task: a confirmation page on GET, the work on POST."""
+    require(request, MANAGE_TASKS)
+    if action not in ACTIONS:
+        raise Http404(f"no task action {action!r}")
+    queue = queue_of(alias, name)
+    task_id = unquote(task_id)
+    try:
+        task = find_task(queue, task_id)
+        if task is None:
+            messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
+            return HttpResponseRedirect(back_to(queue, request.GET.get("state", "ready")))
+        if request.method != "POST":
+            return render(
+                model_admin,
+                request,
+                "task_confirm.html",
+                f"{VERBS[action]}: task “{task.id}”",
+                crumbs=[
+                    (f"Queue {queue.name} ({queue.backend.alias})", back_to(queue, task.state)),
+                    (task.id, url("task", queue.backend.alias, queue.name, task.id)),
+                    (VERBS[action], ""),
+                ],
+                task=task,
+                state_label=STATE_LABELS[task.state],
+                action=action,
+                verb=VERBS[action],
+                applies=task.state in ACTIONS[action],
+                back_url=url("task", queue.backend.alias, queue.name, task.id),
+            )
+        where, score = request.POST.get("where", ""), request.POST.get("score", "")
+        if not (where.isdigit() and score.lstrip("-").isdigit()):
+            messages.error(request, "The form was incomplete; nothing was done.")
+            return HttpResponseRedirect(back_to(queue, task.state))
+        codes = act(queue, action, [(task_id, int(where), int(score))])
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not {VERBS[action].lower()} task “{task_id}”: {exc}")
+        return HttpResponseRedirect(back_to(queue, "ready"))
+    report(request, queue, action, [task_id], codes)
+    return HttpResponseRedirect(back_to(queue, task.state))
+
+
+def parse_selected(values: list[str]) -> list[tuple[int, str]]:
+    """``score:id`` checkbox values as ``(score, id)``; malformed ones are dropped."""
+    picked = []
+    for value in values:
+        score, sep, id = value.partition(":")
+        if sep and id and score.lstrip("-").isdigit():
+            picked.append((int(score), id))
+    return picked
+
+
+def bulk(model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str) -> HttpResponse:
+    """The queue page's "action on selected tasks" form (POST only)."""
+    require(request, MANAGE_TASKS)
+    queue = queue_of(alias, name)
+    state = request.POST.get("state", "")
+    action = request.POST.get("action", "")
+    if request.method != "POST" or state not in STATES:
+        return HttpResponseRedirect(back_to(queue, "ready"))
+    picked = parse_selected(request.POST.getlist("selected"))
+    if action not in ACTIONS or state not in ACTIONS[action] or not picked:
+        messages.warning(request, "Pick an action that applies to this state and some tasks.")
+        return HttpResponseRedirect(back_to(queue, state))
+    if action == "delete" and request.POST.get("confirm") != "yes":
+        return render(
+            model_admin,
+            request,
+            "bulk_confirm.html",
+            f"Delete {len(picked)} task(s)",
+            crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back_to(queue, state))],
+            picked=picked,
+            values=request.POST.getlist("selected"),
+            state=state,
+            state_label=STATE_LABELS[state],
+            action=action,
+            queue=queue,
+            back_url=back_to(queue, state),
+        )
+    try:
+        codes = act(queue, action, [(id, WHERE[state], score) for score, id in picked])
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not {VERBS[action].lower()} the tasks: {exc}")
+        return HttpResponseRedirect(back_to(queue, state))
+    report(request, queue, action, [id for _, id in picked], codes)
+    return HttpResponseRedirect(back_to(queue, state))
+
+
+def queue_action(
+    model_admin: ModelAdmin[Any],
+    request: HttpRequest,
+    alias: str,
+    name: str,
+    *,
+    purge: bool,
+) -> HttpResponse:
+    """Requeue every dead task, or purge the whole queue; confirmed on GET with the count."""
+    require(request, PURGE_QUEUES if purge else MANAGE_TASKS)
+    queue = queue_of(alias, name)
+    back = back_to(queue, DEAD if not purge else "ready")
+    verb = "Purge" if purge else "Requeue all dead tasks of"
+    try:
+        (summary,) = queue_summaries(queue.backend, [queue.name])
+        count = summary.total if purge else summary.dead
+        if request.method != "POST":
+            return render(
+                model_admin,
+                request,
+                "queue_confirm.html",
+                f"{verb} queue “{queue.name}”",
+                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (verb, "")],
+                queue=queue,
+                summary=summary,
+                count=count,
+                purge=purge,
+                back_url=back,
+            )
+        done = queue.purge() if purge else requeue_all_dead(queue, count)
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"{verb} queue “{queue.name}” failed: {exc}")
+        return HttpResponseRedirect(back)
+    what = "deleted" if purge else "requeued"
+    log(
+        request,
+        DELETION if purge else CHANGE,
+        [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
+        f"{verb} queue {queue.name!r} on alias {queue.backend.alias!r}: {done} task(s) {what}.",
+    )
+    messages.success(request, f"Queue “{queue.name}”: {done} task(s) {what}.")
+    return HttpResponseRedirect(back)
+
+
+def requeue_all_dead(queue: Any, seen: int) -> int:
+    """Requeue dead tasks a chunk per call, stopping after the ones counted on the form."""
+    moved = 0
+    for _ in range(seen // REQUEUE_CHUNK + 2):
+        step: int = queue.requeue_dead(limit=REQUEUE_CHUNK)
+        moved += step
+        if step < REQUEUE_CHUNK:
+            break
+    return moved

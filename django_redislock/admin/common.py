@@ -1,0 +1,126 @@
+"""What every dashboard page shares: permissions, rendering, URLs, the audit log, errors.
+
+Each page is a plain function ``view(model_admin, request, ...)``; the
+:class:`~django_redislock.admin.DashboardAdmin` routes to them through
+``admin_site.admin_view``, which already requires an active staff user, and
+each view then checks the one permission its action needs (a staff user who
+may only look must not be able to release a lock by crafting a POST).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import redis
+from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from ..exceptions import RedisLockError
+from ..models import VIEW, Dashboard
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+#: What a Redis call may raise that a page reports instead of failing with a 500:
+#: ``ConnectionFailed`` and ``InvalidArgument`` (our tree), and redis-py's own errors
+#: that ``backend.errors()`` does not translate (a cluster that lost a slot, OOM, ...).
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisLockError, redis.RedisError)
+#: The prefix of the dashboard's URL names (``admin:<prefix>_<page>``).
+URL_PREFIX = "admin:django_redislock_dashboard_"
+
+
+def can(request: HttpRequest, codename: str) -> bool:
+    """True when the user holds the dashboard permission ``codename``."""
+    return bool(request.user.has_perm(f"django_redislock.{codename}"))
+
+
+def require(request: HttpRequest, *codenames: str) -> None:
+    """Raise ``PermissionDenied`` (a 403) unless the user may view and do ``codenames``."""
+    for codename in (VIEW, *codenames):
+        if not can(request, codename):
+            raise PermissionDenied
+
+
+def url(name: str, *args: str, query: str = "") -> str:
+    """The URL of dashboard page ``name``; ``args`` (aliases, names, ids) are admin-quoted.
+
+    ``quote`` escapes ``/`` and other specials the way the admin does for primary
+    keys, so any lock name or task id fits one path segment, and ``reverse``
+    percent-encodes what is left (spaces, quotes, unicode).
+    """
+    path = reverse(URL_PREFIX + name, args=[quote(arg) for arg in args])
+    return f"{path}?{query}" if query else path
+
+
+def render(
+    model_admin: ModelAdmin[Any],
+    request: HttpRequest,
+    template: str,
+    title: str,
+    crumbs: Sequence[tuple[str, str]] = (),
+    **context: Any,
+) -> TemplateResponse:
+    """Render ``admin/django_redislock/<template>`` inside the admin's own layout.
+
+    ``crumbs`` are ``(label, url)`` pairs after Home and the app; the last
+    one may have an empty URL (the current page).
+    """
+    opts = model_admin.model._meta
+    page = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "app_label": opts.app_label,
+        "title": title,
+        "crumbs": crumbs,
+        "dashboard_url": url("changelist"),
+        **context,
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, f"admin/django_redislock/{template}", page)
+
+
+def log(request: HttpRequest, flag: int, objects: Sequence[tuple[str, str]], message: str) -> None:
+    """Record an action in the admin's ``LogEntry`` table, one row per ``(id, name)``.
+
+    Rows are created directly (not with ``log_action``/``log_actions``, whose
+    signatures changed between Django 4.2, 5.1 and 6.0) and point at the
+    ``Dashboard`` content type, so they show up in "Recent actions" and in
+    the ``LogEntry`` admin with the name of the lock, task or queue.
+    """
+    content_type = ContentType.objects.get_for_model(Dashboard)
+    LogEntry.objects.bulk_create(
+        LogEntry(
+            user_id=request.user.pk or 0,
+            content_type=content_type,
+            object_id=object_id,
+            object_repr=name[:200],
+            action_flag=flag,
+            change_message=message,
+        )
+        for object_id, name in objects
+    )
+
+
+def duration(seconds: float | None) -> str:
+    """A short human duration: ``0.4 s``, ``12 s``, ``3 min 5 s``, ``2 h 4 min``, ``3 d 2 h``."""
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    left = abs(seconds)
+    if left < 10:
+        return f"{sign}{left:.1f} s"
+    whole = int(left)
+    steps = ((86400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s"))
+    for big, big_name, small, small_name in steps:
+        if whole >= big:
+            rest = (whole % big) // small
+            tail = f" {rest} {small_name}" if rest else ""
+            return f"{sign}{whole // big} {big_name}{tail}"
+    return f"{sign}{whole} s"

@@ -1,0 +1,236 @@
+"""What the dashboard reads from Redis and does to it, in a fixed number of round trips.
+
+Every page must stay cheap with a million tasks in a queue and ten thousand
+held locks, so nothing here loads all ids or uses ``KEYS``/``SCAN``:
+
+* the overview sends one ``SMEMBERS`` of the alias's queue list and then one
+  summary script per queue, all in one pipeline (lock counts are one pipeline
+  over the lock index buckets);
+* a queue page is one script that finds the cursor by rank and returns a page,
+  the count of every state and a bounded payload preview;
+* an action is one script that re-checks the score the operator saw, so a
+  confirmation form that went stale is refused instead of applied.
+
+Payloads are never deserialized here: the admin shows the stored text (JSON by
+default), so a pickled payload written by someone else can't run code in the
+web process.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..backends.redis import RedisBackendMixin
+from ..exceptions import InvalidArgument
+from ..locks.index import HeldLock
+from ..locks.pipeline import run_scripts
+from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros, to_text
+
+#: Rows per page of the locks and queue pages.
+PAGE_SIZE = 50
+#: Bytes of each payload a queue page fetches for its preview column.
+PREVIEW_BYTES = 200
+#: The zset a state's tasks live in (1 pending, 2 in flight, 3 dead), as the scripts number them.
+WHERE = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
+#: Actions of the admin_task_action script, and the states each applies to.
+ACTIONS = {"run": (DELAYED, READY), "requeue": (DEAD,), "delete": STATES}
+#: Codes of the admin_task_action script.
+DONE, GONE, CHANGED, NOT_APPLICABLE = 1, 0, -1, -2
+
+
+def supports_scripts(backend: Any) -> bool:
+    """True when the dashboard can run its scripts on this backend (the Redis backends)."""
+    return isinstance(backend, RedisBackendMixin)
+
+
+def _results(backend: Any, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+    results = run_scripts(backend, calls)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """One queue's row on the overview."""
+
+    name: str
+    ready: int
+    delayed: int
+    in_flight: int
+    dead: int
+    expired_leases: int
+    oldest_due_age: float | None
+    next_lease_in: float | None
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.delayed + self.in_flight + self.dead
+
+
+def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueSummary]:
+    """A summary of every queue of the alias: two round trips (names, then one pipeline)."""
+    names = backend.queue_names() if names is None else names
+    calls: list[tuple[str, list[str], list[Any]]] = [
+        ("admin_queue_summary", backend.queue(name).keys, []) for name in names
+    ]
+    rows = []
+    for name, reply in zip(names, _results(backend, calls), strict=True):
+        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply)
+        rows.append(
+            QueueSummary(
+                name=name,
+                ready=due,
+                delayed=pending - due,
+                in_flight=flying,
+                dead=dead,
+                expired_leases=expired,
+                oldest_due_age=(now - oldest) / 1e6 if 0 <= oldest <= now else None,
+                next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
+            )
+        )
+    return rows
+
+
+@dataclass
+class TaskRow:
+    """A task as the dashboard shows it: raw payload text, never deserialized."""
+
+    id: str
+    state: str
+    score: int
+    attempts: int
+    payload: str
+    size: int
+    last_error: str
+    now: int
+    truncated: bool = False
+    urls: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def when(self) -> datetime:
+        """Due time (ready, delayed), lease deadline (in flight) or time of death (dead)."""
+        return from_micros(self.score)
+
+    @property
+    def seconds_from_now(self) -> float:
+        return (self.score - self.now) / 1e6
+
+    @property
+    def where(self) -> int:
+        return WHERE[self.state]
+
+    @property
+    def token(self) -> str:
+        """``score:id``, the value of the row's checkbox (the score makes stale picks fail)."""
+        return f"{self.score}:{self.id}"
+
+    def pretty(self) -> str:
+        """The payload indented when it is JSON, else as stored."""
+        try:
+            return json.dumps(json.loads(self.payload), indent=2, ensure_ascii=False)
+        except ValueError:
+            return self.payload
+
+
+def payload_text(raw: Any, serializer: str) -> str:
+    """Stored payload bytes as text; pickles are shown as their bytes' repr, never loaded."""
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    if serializer == "pickle":
+        return repr(data)
+    return data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class TaskPage:
+    """One page of a state: rows, counts of every state and where the page sits."""
+
+    state: str
+    rows: list[TaskRow]
+    counts: dict[str, int]
+    has_previous: bool
+    has_next: bool
+    start: int
+
+
+def task_page(
+    queue: Any,
+    state: str,
+    direction: str = "first",
+    cursor: tuple[int, str] | None = None,
+    size: int = PAGE_SIZE,
+) -> TaskPage:
+    """One page of ``state`` in one round trip; ``cursor`` is the ``(score, id)`` to page from."""
+    if state not in STATES:
+        raise InvalidArgument(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if direction not in ("first", "last", "after", "before") or (
+        direction in ("after", "before") and cursor is None
+    ):
+        raise InvalidArgument(f"bad page direction {direction!r}")
+    score, id = cursor or (0, "")
+    args = [state, direction, score, id, size, PREVIEW_BYTES]
+    (reply,) = _results(queue.backend, [("admin_queue_page", queue.keys, args)])
+    now, ready, delayed, flying, dead, start, low, high = (int(v) for v in reply[:8])
+    serializer = queue.backend.options["SERIALIZER"]
+    rows = []
+    flat = reply[8:]
+    for i in range(0, len(flat), 6):
+        raw_id, raw_score, attempts, preview, size_, error = flat[i : i + 6]
+        rows.append(
+            TaskRow(
+                id=to_text(raw_id),
+                state=state,
+                score=int(float(raw_score)),
+                attempts=int(attempts),
+                payload=payload_text(preview, serializer),
+                size=int(size_),
+                last_error=to_text(error),
+                now=now,
+                truncated=int(size_) > PREVIEW_BYTES,
+            )
+        )
+    counts = {READY: ready, DELAYED: delayed, IN_FLIGHT: flying, DEAD: dead}
+    return TaskPage(state, rows, counts, start > low, start + len(rows) < high, start)
+
+
+def find_task(queue: Any, id: str) -> TaskRow | None:
+    """The task ``id`` in whatever state, with its whole payload; one round trip."""
+    (reply,) = _results(queue.backend, [("queue_get", queue.keys, [id])])
+    if not reply:
+        return None
+    now, where, score, attempts, payload, error = reply
+    score = int(float(score))
+    state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
+    serializer = queue.backend.options["SERIALIZER"]
+    text = payload_text(payload, serializer)
+    return TaskRow(id, state, score, int(attempts), text, len(payload), to_text(error), int(now))
+
+
+def act(queue: Any, action: str, seen: list[tuple[str, int, int]]) -> list[int]:
+    """Apply ``action`` to tasks seen as ``(id, where, score)``; one code per task.
+
+    Codes: :data:`DONE`, :data:`GONE`, :data:`CHANGED` (its state or score moved
+    since the operator saw it), :data:`NOT_APPLICABLE`.
+    """
+    if action not in ACTIONS:
+        raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    if not seen:
+        return []
+    args: list[Any] = [action]
+    for id, where, score in seen:
+        args += [id, where, score]
+    (reply,) = _results(queue.backend, [("admin_task_action", queue.keys, args)])
+    return [int(code) for code in reply]
+
+
+def find_lock(backend: Any, name: str) -> HeldLock | None:
+    """The held lock ``name``, or None; one pipeline over the index buckets."""
+    page = backend.held_locks_page(prefix=name, limit=1)
+    if page.locks and page.locks[0].name == name:
+        held: HeldLock = page.locks[0]
+        return held
+    return None

@@ -1,0 +1,154 @@
+"""The locks page (held locks of one alias, by name, with a prefix filter) and force release.
+
+A page is one pipeline over the lock index buckets (``held_locks_page``),
+paged by name: the next page starts after the last name shown. Force release
+is confirmed on GET and done on POST; the form carries the fence the operator
+saw, and the POST refuses when the lock has changed hands since (a new
+holder has a new fence), so a stale tab can't release someone else's hold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.models import CHANGE
+from django.contrib.admin.utils import unquote
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.http import urlencode
+
+from ..exceptions import ConfigurationError
+from ..handlers import locks
+from ..locks.index import HeldLock
+from ..models import RELEASE_LOCKS
+from .common import REDIS_ERRORS, can, duration, log, render, require, url
+from .data import PAGE_SIZE, find_lock
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+
+def backend_of(alias: str) -> Any:
+    """The lock backend of ``alias``; 404 for an alias that isn't configured."""
+    try:
+        if alias not in locks:
+            return None
+        return locks[alias]
+    except ConfigurationError as exc:
+        raise Http404(str(exc)) from exc
+
+
+def holder(held: HeldLock) -> str:
+    """``host pid N, thread T`` (or ``task T``): enough to find the process."""
+    parts = [held.host or "?"]
+    if held.pid is not None:
+        parts.append(f"pid {held.pid}")
+    if held.task:
+        parts.append(f"task {held.task}")
+    elif held.thread:
+        parts.append(f"thread {held.thread}")
+    return ", ".join(parts)
+
+
+def lock_row(alias: str, held: HeldLock) -> dict[str, Any]:
+    return {
+        "lock": held,
+        "holder": holder(held),
+        "remaining": duration(held.expires_in),
+        "count_label": f"{held.count} readers" if held.kind == "read" else str(held.count),
+        "release_url": url("release", alias, held.name),
+    }
+
+
+def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    """Held locks of the chosen alias whose name starts with the ``prefix`` filter."""
+    require(request)
+    aliases = list(locks)
+    alias = request.GET.get("alias") or (aliases[0] if aliases else "")
+    backend = backend_of(alias)
+    if backend is None:
+        raise Http404(f"REDISLOCK_LOCKS has no alias {alias!r}")
+    prefix = request.GET.get("prefix", "")
+    after = request.GET.get("after") or None
+    rows: list[dict[str, Any]] = []
+    total, next_url, error = None, "", ""
+    try:
+        if not backend.supports_listing:
+            raise Http404(f"{type(backend).__name__} cannot list its locks")
+        page = backend.held_locks_page(prefix=prefix, limit=PAGE_SIZE, after=after)
+        rows = [lock_row(alias, held) for held in page.locks]
+        total = page.total
+        if page.next_after is not None:
+            query = urlencode({"alias": alias, "prefix": prefix, "after": page.next_after})
+            next_url = url("locks", query=query)
+    except REDIS_ERRORS as exc:
+        error = str(exc)
+    return render(
+        model_admin,
+        request,
+        "locks.html",
+        "Held locks",
+        crumbs=[("Held locks", "")],
+        aliases=[(name, url("locks", query=urlencode({"alias": name}))) for name in aliases],
+        alias=alias,
+        prefix=prefix,
+        after=after,
+        rows=rows,
+        total=total,
+        next_url=next_url,
+        first_url=url("locks", query=urlencode({"alias": alias, "prefix": prefix})),
+        error=error,
+        may_release=can(request, RELEASE_LOCKS),
+    )
+
+
+def release(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
+) -> HttpResponse:
+    """Force-release lock ``name``: a confirmation page on GET, the release on POST."""
+    require(request, RELEASE_LOCKS)
+    alias, name = unquote(alias), unquote(name)
+    backend = backend_of(alias)
+    if backend is None or not backend.supports_listing:
+        raise Http404(f"REDISLOCK_LOCKS has no listable alias {alias!r}")
+    back = url("locks", query=urlencode({"alias": alias}))
+    try:
+        held = find_lock(backend, name)
+        if held is None:
+            messages.warning(request, f"Lock “{name}” is not held any more; nothing to release.")
+            return HttpResponseRedirect(back)
+        if request.method != "POST":
+            return render(
+                model_admin,
+                request,
+                "release.html",
+                "Force-release a lock",
+                crumbs=[("Held locks", back), (name, "")],
+                row=lock_row(alias, held),
+                alias=alias,
+                back_url=back,
+            )
+        seen = request.POST.get("fence", "")
+        if str(held.fence) != seen:
+            messages.warning(
+                request,
+                f"Lock “{name}” changed hands since you looked (fence {seen or '?'} is now "
+                f"{held.fence}); nothing was released. Check the new holder first.",
+            )
+            return HttpResponseRedirect(back)
+        ended = backend.force_release(name)
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not release lock “{name}”: {exc}")
+        return HttpResponseRedirect(back)
+    log(
+        request,
+        CHANGE,
+        [(f"lock:{alias}:{name}", f"lock {name}")],
+        f"Force-released lock {name!r} on alias {alias!r} (fence {held.fence}, "
+        f"held by {holder(held)}).",
+    )
+    if ended:
+        messages.success(request, f"Released lock “{name}” (fence {held.fence}).")
+    else:
+        messages.warning(request, f"Lock “{name}” ended before the release reached it.")
+    return HttpResponseRedirect(back)

@@ -1,0 +1,172 @@
+"""The queue page (tasks of one state, keyset-paged) and the task detail page.
+
+Pages move by ``(score, id)`` cursors (``?after=<score>&id=<id>`` or
+``?before=...``), never by page number: a page number means counting past
+every earlier task, and the position of page 20,000 of a million tasks moves
+while workers pop from the front. Search is by exact id (one ``ZSCORE`` per
+state inside one script).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.utils import unquote
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.http import urlencode
+
+from ..exceptions import ConfigurationError, InvalidArgument
+from ..handlers import queues
+from ..models import MANAGE_TASKS, PURGE_QUEUES
+from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
+from .common import REDIS_ERRORS, can, duration, render, require, url
+from .data import ACTIONS, TaskPage, TaskRow, find_task, supports_scripts, task_page
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+#: What each state's time column means.
+WHEN_LABELS = {READY: "Due", DELAYED: "Due", IN_FLIGHT: "Lease deadline", DEAD: "Died"}
+STATE_LABELS = {READY: "Ready", DELAYED: "Delayed", IN_FLIGHT: "In flight", DEAD: "Dead"}
+
+
+def queue_of(alias: str, name: str) -> Any:
+    """The queue ``name`` of alias ``alias`` (both admin-quoted); 404 when either is bad."""
+    alias, name = unquote(alias), unquote(name)
+    try:
+        if alias not in queues or not supports_scripts(queues[alias]):
+            raise Http404(f"REDISLOCK_QUEUES has no Redis alias {alias!r}")
+        return queues[alias].queue(name)
+    except (ConfigurationError, InvalidArgument) as exc:
+        raise Http404(str(exc)) from exc
+
+
+def decorate(queue: Any, row: TaskRow) -> TaskRow:
+    """Add the row's links (detail and one per applicable action) and its relative time."""
+    alias, name = queue.backend.alias, queue.name
+    row.urls["detail"] = url("task", alias, name, row.id)
+    for action, states in ACTIONS.items():
+        if row.state in states:
+            row.urls[action] = url("task_action", alias, name, row.id, action)
+    row.urls["relative"] = duration(row.seconds_from_now)
+    return row
+
+
+def page_query(state: str, rows: list[TaskRow], page: TaskPage) -> dict[str, str]:
+    """Links to the first, previous, next and last pages of ``state``."""
+    links = {"first": urlencode({"state": state})}
+    if page.has_previous and rows:
+        links["previous"] = urlencode(
+            {"state": state, "before": str(rows[0].score), "id": rows[0].id}
+        )
+    if page.has_next and rows:
+        links["next"] = urlencode({"state": state, "after": str(rows[-1].score), "id": rows[-1].id})
+        links["last"] = urlencode({"state": state, "last": "1"})
+    return links
+
+
+def requested_page(request: HttpRequest) -> tuple[str, str, tuple[int, str] | None]:
+    """``(state, direction, cursor)`` from the query string; junk falls back to page one."""
+    state = request.GET.get("state", READY)
+    if state not in STATES:
+        state = READY
+    if request.GET.get("last"):
+        return state, "last", None
+    for direction in ("after", "before"):
+        raw = request.GET.get(direction, "")
+        if raw.lstrip("-").isdigit() and "id" in request.GET:
+            return state, direction, (int(raw), request.GET["id"])
+    return state, "first", None
+
+
+def queue_page(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
+) -> HttpResponse:
+    """Tasks of one state of one queue, 50 a page, with search by exact id."""
+    require(request)
+    queue = queue_of(alias, name)
+    state, direction, cursor = requested_page(request)
+    search = request.GET.get("q", "").strip()
+    rows: list[TaskRow] = []
+    page, links, error = None, {}, ""
+    try:
+        if search:
+            found = find_task(queue, search)
+            rows = [decorate(queue, found)] if found else []
+            if found is None:
+                messages.info(request, f"No task with the id “{search}” in this queue.")
+        page = task_page(queue, state, direction, cursor)
+        if not search:
+            rows = [decorate(queue, row) for row in page.rows]
+            links = {
+                k: url("queue", queue.backend.alias, queue.name, query=v)
+                for k, v in page_query(state, rows, page).items()
+            }
+    except REDIS_ERRORS as exc:
+        error = str(exc)
+    counts = page.counts if page else {}
+    tabs = [
+        (
+            s,
+            STATE_LABELS[s],
+            counts.get(s),
+            url("queue", queue.backend.alias, queue.name, query=urlencode({"state": s})),
+        )
+        for s in STATES
+    ]
+    return render(
+        model_admin,
+        request,
+        "queue.html",
+        f"Queue “{queue.name}”",
+        crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", "")],
+        queue=queue,
+        alias=queue.backend.alias,
+        state=state,
+        state_label=STATE_LABELS[state],
+        when_label=WHEN_LABELS[state],
+        tabs=tabs,
+        rows=rows,
+        page=page,
+        links=links,
+        search=search,
+        error=error,
+        actions_url=url("bulk", queue.backend.alias, queue.name),
+        requeue_dead_url=url("requeue_dead", queue.backend.alias, queue.name),
+        purge_url=url("purge", queue.backend.alias, queue.name),
+        may_manage=can(request, MANAGE_TASKS),
+        may_purge=can(request, PURGE_QUEUES),
+        actions=[a for a, states in ACTIONS.items() if state in states],
+    )
+
+
+def task_detail(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str, task_id: str
+) -> HttpResponse:
+    """One task with its pretty-printed payload and the actions its state allows."""
+    require(request)
+    queue = queue_of(alias, name)
+    task_id = unquote(task_id)
+    back = url("queue", queue.backend.alias, queue.name)
+    try:
+        task = find_task(queue, task_id)
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not read task “{task_id}”: {exc}")
+        return HttpResponseRedirect(back)
+    if task is None:
+        messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
+        return HttpResponseRedirect(back)
+    decorate(queue, task)
+    return render(
+        model_admin,
+        request,
+        "task.html",
+        f"Task “{task.id}”",
+        crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task.id, "")],
+        task=task,
+        queue=queue,
+        state_label=STATE_LABELS[task.state],
+        when_label=WHEN_LABELS[task.state],
+        may_manage=can(request, MANAGE_TASKS),
+    )

@@ -1,0 +1,75 @@
+"""Fixtures of the admin dashboard tests: aliases on a test server, users with some permissions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client, override_settings
+
+from django_redislock.handlers import locks, queues
+
+from ..conftest import RedisTarget
+
+
+@dataclass
+class Dashboard:
+    """The default lock and queue aliases, pointed at one test target."""
+
+    target: RedisTarget
+    kind: str
+
+    @property
+    def locks(self) -> Any:
+        return locks["default"]
+
+    @property
+    def queues(self) -> Any:
+        return queues["default"]
+
+    def queue(self, name: str = "orders") -> Any:
+        return queues["default"].queue(name)
+
+
+def point_at(target: RedisTarget) -> Any:
+    params = {**target.params(), "KEY_PREFIX": "adm"}
+    return override_settings(
+        REDISLOCK_LOCKS={"default": params}, REDISLOCK_QUEUES={"default": params}
+    )
+
+
+@pytest.fixture
+def dashboard(redis_target: RedisTarget) -> Iterator[Dashboard]:
+    """The dashboard's aliases on fakeredis, the single server and the cluster in turn."""
+    with point_at(redis_target):
+        yield Dashboard(redis_target, redis_target.kind)
+
+
+@pytest.fixture
+def single(single_target: RedisTarget) -> Iterator[Dashboard]:
+    """The dashboard's aliases on the real single server only."""
+    with point_at(single_target):
+        yield Dashboard(single_target, "single")
+
+
+@pytest.fixture
+def staff_client(django_user_model: Any, db: None) -> Callable[..., Client]:
+    """``staff_client("view_dashboard", ...)``: a logged-in staff user with those permissions."""
+
+    def make(*codenames: str, csrf: bool = False) -> Client:
+        user = django_user_model.objects.create_user(
+            username="staff-" + "-".join(codenames or ("none",)), password="pw", is_staff=True
+        )
+        perms = Permission.objects.filter(
+            content_type__app_label="django_redislock", codename__in=codenames
+        )
+        assert perms.count() == len(codenames)
+        user.user_permissions.add(*perms)
+        client = Client(enforce_csrf_checks=csrf)
+        client.force_login(user)
+        return client
+
+    return make

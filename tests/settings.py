@@ -5,6 +5,12 @@ fixture in ``conftest.py`` overrides them with the test's own server, so a
 test that escaped the fixtures fails loudly instead of touching a real Redis.
 """
 
+import sys
+from pathlib import Path
+
+# The example shop's app (``shop``) is tested here too: its project folder is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "example_project"))
+
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = True
 USE_TZ = True
@@ -21,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_redislock",
     "tests.testapp",
+    "shop",
 ]
 
 MIDDLEWARE = [

@@ -202,6 +202,7 @@ def test_restore_leaves_an_order_task_that_already_started(redis_target: RedisTa
     assert task is not None and task.state == IN_FLIGHT
 
 
+@pytest.mark.django_db  # the worker closes stale database connections around each task
 def test_drained_orders_get_their_reservations(redis_target: RedisTarget) -> None:
     inventory_tasks.ORDERS.clear()
     stock = make_stock(redis_target)

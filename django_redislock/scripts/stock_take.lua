@@ -28,14 +28,10 @@ redis.call('SADD', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ':' .. stamp .. ':' .. ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'taken', qty)
 if #KEYS >= 11 then
-  -- what queue_enqueue.lua does for one new id with no delay
-  local id = ARGV[3]
-  redis.call('ZADD', KEYS[5], now, id)
-  redis.call('ZREM', KEYS[7], id)
-  redis.call('HSET', KEYS[8], id, ARGV[4])
-  redis.call('HDEL', KEYS[9], id)
-  redis.call('HDEL', KEYS[10], id)
-  redis.call('LPUSH', KEYS[11], 1)
-  redis.call('LTRIM', KEYS[11], 0, 15)
+  -- what queue_enqueue.lua does for one fresh id with no delay: the reservation id is new,
+  -- so it has no attempts, error or dead letter to clear
+  redis.call('ZADD', KEYS[5], now, ARGV[3])
+  redis.call('HSET', KEYS[8], ARGV[3], ARGV[4])
+  if redis.call('LLEN', KEYS[11]) == 0 then redis.call('LPUSH', KEYS[11], 1) end
 end
 return {0, left, now}

@@ -1,0 +1,1 @@
+"""The example flash-sale shop: products, sales, orders, and the buy button."""

@@ -126,8 +126,9 @@ class BaseLock:
     # -- what subclasses provide -------------------------------------------------------------
 
     def _attempt(
-        self, owner: str, meta: str, blocking: bool, remaining: float
+        self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
+        """One acquire try; ``waited``: this call already waited for a wake-up."""
         raise NotImplementedError
 
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
@@ -336,15 +337,17 @@ class BaseLock:
         deadline = time.monotonic() + timeout
         owner = self._owner_for_attempt(user[0])
         meta = self.meta(owner, *user)
+        waited = False
         while True:
             remaining = deadline - time.monotonic()
-            result = self._call(self._attempt(owner, meta, blocking, remaining))
+            result = self._call(self._attempt(owner, meta, blocking, remaining, waited))
             if self._granted(owner, user[0], result):
                 return True
             seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
             if seconds is None:
                 return False
             wait_for_signal(self.backend, self._signal_key, seconds)
+            waited = True
 
     async def acquire_async(
         self, blocking: bool | None = None, timeout: float | None = None
@@ -356,15 +359,17 @@ class BaseLock:
         deadline = time.monotonic() + timeout
         owner = self._owner_for_attempt(user[0])
         meta = self.meta(owner, *user)
+        waited = False
         while True:
             remaining = deadline - time.monotonic()
-            result = await self._acall(self._attempt(owner, meta, blocking, remaining))
+            result = await self._acall(self._attempt(owner, meta, blocking, remaining, waited))
             if self._granted(owner, user[0], result):
                 return True
             seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
             if seconds is None:
                 return False
             await wait_for_signal_async(self.backend, self._signal_key, seconds)
+            waited = True
 
     def release(self) -> None:
         """Release one hold; raise :class:`LockLost` if it had already ended.

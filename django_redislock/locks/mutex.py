@@ -39,11 +39,12 @@ class Lock(BaseLock):
         return user if self.reentrant else new_token()
 
     def _attempt(
-        self, owner: str, meta: str, blocking: bool, remaining: float
+        self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
         ix = self._index
         keys = [self._key, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
-        args = [owner, to_ms(self.ttl), int(self.reentrant), self.name, meta]
+        mode = 2 if waited else int(blocking and remaining > 0)
+        args = [owner, to_ms(self.ttl), int(self.reentrant), self.name, meta, mode]
         return "lock_acquire", keys, args
 
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:

@@ -78,7 +78,7 @@ class ReadLock(_RWHold):
     mode = "r"
 
     def _attempt(
-        self, owner: str, meta: str, blocking: bool, remaining: float
+        self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index
@@ -94,7 +94,7 @@ class WriteLock(_RWHold):
     mode = "w"
 
     def _attempt(
-        self, owner: str, meta: str, blocking: bool, remaining: float
+        self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index

@@ -4,7 +4,8 @@
 -- ARGV[1] owner   ARGV[2] fence ("*": whichever hold this owner has, for a release from
 --         another process that knows only the explicit owner)   ARGV[3] lock name
 -- ARGV[4] signal lifetime ms
--- returns {1, remaining_count, fence}: released (0: the lock is free and one waiter was woken);
+-- returns {1, remaining_count, fence}: released (0: the lock is free; if a waiter had marked the
+--         hold, one waiter was woken);
 --         {2, 0}: this fence was already released (a retried release: a no-op success);
 --         {0, 0}: not held by (owner, fence): it expired, was force-released or never was
 local fence = redis.call('HGET', KEYS[1], 'f')
@@ -14,16 +15,21 @@ if redis.call('HGET', KEYS[1], 'o') == ARGV[1] and (ARGV[2] == '*' or fence == A
     redis.call('HSET', KEYS[7], ARGV[3], n)
     return {1, n, tonumber(fence)}
   end
+  local waited = redis.call('HGET', KEYS[1], 'w')
   redis.call('DEL', KEYS[1])
   redis.call('ZADD', KEYS[3], fence, fence)
-  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1025)
+  if redis.call('ZCARD', KEYS[3]) > 1088 then
+    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1025)
+  end
   redis.call('ZREM', KEYS[4], ARGV[3])
   redis.call('ZREM', KEYS[5], ARGV[3])
   redis.call('HDEL', KEYS[6], ARGV[3])
   redis.call('HDEL', KEYS[7], ARGV[3])
-  redis.call('LPUSH', KEYS[2], 1)
-  redis.call('LTRIM', KEYS[2], 0, 0)
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  if waited then
+    redis.call('LPUSH', KEYS[2], 1)
+    redis.call('LTRIM', KEYS[2], 0, 0)
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  end
   return {1, 0, tonumber(fence)}
 end
 if redis.call('ZSCORE', KEYS[3], ARGV[2]) then

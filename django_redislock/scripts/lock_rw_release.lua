@@ -27,7 +27,9 @@ if not released then
   return {0, 0}
 end
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[3])
-redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1025)
+if redis.call('ZCARD', KEYS[5]) > 1088 then
+  redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1025)
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)

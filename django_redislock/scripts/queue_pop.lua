@@ -71,7 +71,11 @@ end
 
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if first[2] then out[2] = first[2] end
-if not first[2] or tonumber(first[2]) > now then redis.call('DEL', KEYS[7]) end
+if not first[2] or tonumber(first[2]) > now then
+  redis.call('DEL', KEYS[7])
+elseif redis.call('LLEN', KEYS[7]) == 0 then
+  redis.call('LPUSH', KEYS[7], 1)  -- work is left: wake the next idle worker
+end
 local lease_first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if lease_first[2] then out[3] = lease_first[2] end
 return out

@@ -15,7 +15,6 @@ for i = 1, #ARGV, 2 do
   end
 end
 if released > 0 then
-  redis.call('LPUSH', KEYS[7], 1)
-  redis.call('LTRIM', KEYS[7], 0, 15)
+  if redis.call('LLEN', KEYS[7]) == 0 then redis.call('LPUSH', KEYS[7], 1) end
 end
 return released

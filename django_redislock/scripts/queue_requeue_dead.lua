@@ -21,7 +21,6 @@ for _, id in ipairs(ids) do
   end
 end
 if moved > 0 then
-  redis.call('LPUSH', KEYS[7], 1)
-  redis.call('LTRIM', KEYS[7], 0, 15)
+  if redis.call('LLEN', KEYS[7]) == 0 then redis.call('LPUSH', KEYS[7], 1) end
 end
 return moved

@@ -17,6 +17,5 @@ if attempts >= tonumber(ARGV[4]) then
   return 2
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), id)
-redis.call('LPUSH', KEYS[7], 1)
-redis.call('LTRIM', KEYS[7], 0, 15)
+if redis.call('LLEN', KEYS[7]) == 0 then redis.call('LPUSH', KEYS[7], 1) end
 return 1

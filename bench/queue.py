@@ -1,0 +1,287 @@
+"""Queue benchmark: django-redislock beside a raw pipelined ZADD baseline, RQ and Huey.
+
+For each library, on one private server in one run:
+
+* enqueue/s with one call per task, and in batches (where the library has them);
+* drain/s of N no-op tasks with one worker process (``drain_queue``'s Worker, RQ's
+  ``SimpleWorker`` in burst mode, Huey's consumer with one worker thread);
+* round trips per task, counted at the client (every ``send_packed_command`` of
+  redis-py is one request; a pipeline is one), and commands the server ran per
+  task (``INFO commandstats``; commands inside Lua scripts count).
+
+Each drain runs in a forked child process so no library shares a connection or
+a warm cache with the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from django.test import override_settings
+
+from bench.common import CommandCounter
+from django_redislock import queues, task
+from django_redislock.queue.worker import Worker
+
+BATCH = 1000
+COUNTS: dict[str, int] = {"huey": 0}
+
+
+def noop(*args: Any, **kwargs: Any) -> None:
+    """The task every library runs."""
+
+
+redislock_noop = task(queue="bench", using="bench", name="bench.queue.redislock_noop")(noop)
+
+
+@contextlib.contextmanager
+def round_trips() -> Iterator[list[int]]:
+    """Count requests redis-py sends in this process (a pipeline is one)."""
+    from redis.connection import AbstractConnection
+
+    counter = [0]
+    original = AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        counter[0] += 1
+        original(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+
+
+def fresh(client: redis.Redis) -> redis.Redis:
+    """A new client to the same server (for a forked child)."""
+    kwargs = client.connection_pool.connection_kwargs
+    return redis.Redis(host=kwargs["host"], port=kwargs["port"])
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, int]:
+    """Seconds ``fn`` took and the round trips it made."""
+    with round_trips() as counter:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start, counter[0]
+
+
+def in_child(fn: Callable[[], tuple[float, int]]) -> tuple[float, int]:
+    """Run ``fn`` in a forked process and return its (seconds, round trips)."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+
+    def target() -> None:
+        child.send(fn())
+
+    process = ctx.Process(target=target)
+    process.start()
+    result: tuple[float, int] = parent.recv()
+    process.join(60)
+    return result
+
+
+@dataclass
+class Suite:
+    """How one library enqueues one at a time, in batches (None: no batch API), and drains."""
+
+    one: Callable[[], Any]
+    batch: Callable[[], Any] | None
+    drain: Callable[[], tuple[float, int]]
+
+
+# -- one module per library: (enqueue one, enqueue batch, drain) ----------------------------
+
+
+def raw_suite(client: redis.Redis, n: int) -> Suite:
+    key = "raw:{q}"
+
+    def one() -> None:
+        for i in range(n):
+            client.zadd(key, {f"t{i}": i})
+
+    def batch() -> None:
+        for start in range(0, n, BATCH):
+            pipe = client.pipeline(transaction=False)
+            for i in range(start, min(start + BATCH, n)):
+                pipe.zadd(key, {f"t{i}": i})
+            pipe.execute()
+
+    def drain() -> tuple[float, int]:
+        local = fresh(client)
+        return timed(lambda: _zpop_all(local, key))
+
+    return Suite(one, batch, drain)
+
+
+def _zpop_all(client: redis.Redis, key: str) -> None:
+    while client.zpopmin(key, 100):
+        pass
+
+
+def redislock_suite(client: redis.Redis, n: int) -> Suite:
+    def one() -> None:
+        for i in range(n):
+            redislock_noop.delay(i)
+
+    def batch() -> None:
+        redislock_noop.enqueue_many((((i,), {}) for i in range(n)), batch_size=BATCH)
+
+    def drain() -> tuple[float, int]:
+        worker = Worker([queues["bench"].queue("bench")], batch=100, burst=True)
+        return timed(worker.run)
+
+    return Suite(one, batch, drain)
+
+
+def rq_suite(client: redis.Redis, n: int) -> Suite:
+    import rq
+
+    queue = rq.Queue("bench", connection=client)
+
+    def one() -> None:
+        for i in range(n):
+            queue.enqueue(noop, i)
+
+    def batch() -> None:
+        for start in range(0, n, BATCH):
+            queue.enqueue_many(
+                [rq.Queue.prepare_data(noop, (i,)) for i in range(start, min(start + BATCH, n))]
+            )
+
+    def drain() -> tuple[float, int]:
+        local = fresh(client)
+        worker = rq.SimpleWorker([rq.Queue("bench", connection=local)], connection=local)
+        return timed(lambda: worker.work(burst=True, logging_level="WARNING"))
+
+    return Suite(one, batch, drain)
+
+
+def huey_suite(client: redis.Redis, n: int) -> Suite:
+    from huey import RedisHuey  # type: ignore[import-untyped]
+
+    kwargs = client.connection_pool.connection_kwargs
+    huey = RedisHuey("bench", host=kwargs["host"], port=kwargs["port"])
+
+    @huey.task()  # type: ignore[untyped-decorator]
+    def huey_noop(i: int) -> None:
+        COUNTS["huey"] += 1
+
+    def one() -> None:
+        for i in range(n):
+            huey_noop(i)
+
+    def drain() -> tuple[float, int]:
+        logging.getLogger("huey").setLevel(logging.WARNING)
+        consumer = huey.create_consumer(workers=1, periodic=False, check_worker_health=False)
+
+        def run() -> None:
+            consumer.start()
+            while COUNTS["huey"] < n:
+                time.sleep(0.001)
+
+        result = timed(run)
+        consumer.stop(graceful=True)
+        return result
+
+    return Suite(one, None, drain)
+
+
+SUITES = {
+    "raw ZADD (baseline)": raw_suite,
+    "django-redislock": redislock_suite,
+    "RQ": rq_suite,
+    "Huey": huey_suite,
+}
+
+
+def measure(
+    name: str, client: redis.Redis, n_one: int, n_batch: int, n_drain: int
+) -> dict[str, Any]:
+    """One library's row."""
+    row: dict[str, Any] = {"library": name}
+    counter = CommandCounter(client)
+    client.flushall()
+    suite = SUITES[name](client, n_one)
+    seconds, trips = timed(suite.one)
+    row["enqueue/s (1 call)"] = n_one / seconds
+    row["round trips/task (enqueue)"] = trips / n_one
+    client.flushall()
+    suite = SUITES[name](client, n_batch)
+    if suite.batch is not None:
+        seconds, _ = timed(suite.batch)
+        row["enqueue/s (batch)"] = n_batch / seconds
+    else:
+        row["enqueue/s (batch)"] = "n/a"
+    client.flushall()
+    suite = SUITES[name](client, n_drain)
+    (suite.batch or suite.one)()
+    counter.reset()
+    seconds, trips = in_child(suite.drain)
+    row["drain/s"] = n_drain / seconds
+    row["round trips/task (drain)"] = trips / n_drain
+    row["server commands/task (drain)"] = counter.total() / n_drain
+    return row
+
+
+COLUMNS = [
+    "library",
+    "enqueue/s (1 call)",
+    "enqueue/s (batch)",
+    "drain/s",
+    "round trips/task (enqueue)",
+    "round trips/task (drain)",
+    "server commands/task (drain)",
+]
+
+
+def run(server: Any, quick: bool) -> dict[str, Any]:
+    n_one, n_batch, n_drain = (500, 2000, 2000) if quick else (5000, 20000, 20000)
+    client = server.client()
+    alias = {
+        "bench": {
+            "LOCATION": server.url,
+            "KEY_PREFIX": "bench",
+            "OPTIONS": {"COMMIT_MODE": "immediate"},
+        }
+    }
+    with override_settings(REDISLOCK_QUEUES=alias):
+        rows = [measure(name, client, n_one, n_batch, n_drain) for name in SUITES]
+    return {
+        "name": "queue",
+        "columns": COLUMNS,
+        "rows": rows,
+        "notes": notes(rows, n_one, n_batch, n_drain),
+    }
+
+
+def notes(rows: list[dict[str, Any]], n_one: int, n_batch: int, n_drain: int) -> list[str]:
+    by = {row["library"]: row for row in rows}
+    ours, rq_row, huey_row = by["django-redislock"], by["RQ"], by["Huey"]
+
+    def ratio(a: Any, b: Any) -> str:
+        return f"{a / b:.1f}x" if isinstance(a, float) and isinstance(b, float) else "n/a"
+
+    return [
+        f"{n_one} one-call enqueues, {n_batch} batch enqueues (batches of {BATCH}), "
+        f"{n_drain} no-op tasks drained by one worker process.",
+        "django-redislock enqueues through @task (JSON envelope, dedup script); its drain "
+        "claims 100 tasks per script call and acks them with the next claim (at-least-once). "
+        "RQ's SimpleWorker also keeps results and job hashes; Huey's consumer pops with BRPOP "
+        "and is at-most-once (a task popped by a dying consumer is lost). The raw row pops "
+        "with ZPOPMIN, at-most-once, and runs nothing.",
+        "one-call enqueue vs Huey: "
+        f"{ratio(ours['enqueue/s (1 call)'], huey_row['enqueue/s (1 call)'])} (target >= 1x)",
+        f"batch enqueue vs RQ enqueue_many: "
+        f"{ratio(ours['enqueue/s (batch)'], rq_row['enqueue/s (batch)'])} (target >= 3x)",
+        f"drain vs Huey: {ratio(ours['drain/s'], huey_row['drain/s'])} (target >= 4x); "
+        f"vs RQ: {ratio(ours['drain/s'], rq_row['drain/s'])} (target >= 40x)",
+    ]

@@ -88,17 +88,32 @@ def test_a_page_is_one_pipeline_whatever_the_number_held(
         return real_send(client, calls)
 
     monkeypatch.setattr(pipeline, "_send", counting_send)
+    from redis.connection import AbstractConnection
+
+    requests = [0]
+    real_request = AbstractConnection.send_packed_command
+
+    def counting_request(self: Any, command: Any, check_health: bool = True) -> None:
+        requests[0] += 1
+        real_request(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting_request)
     for held in (0, 10_000 if redis_target.kind != "fakeredis" else 2_000):
         if held:
             names = [f"lock:{i:05d}" for i in range(held)]
             for start in range(0, held, 2000):
                 grant_many(backend, names[start : start + 2000])
         sends.clear()
+        requests[0] = 0
         page = backend.held_locks_page(limit=100)
         assert len(page.locks) == min(held, 100) and page.total == held
         # One pipeline of one script per bucket: one round trip on a single server,
         # one per master on a cluster (redis-py groups a cluster pipeline by node).
         assert sends == [backend.options["LOCK_INDEX_BUCKETS"]]
+        if redis_target.kind == "single":
+            assert requests[0] == 1
+        elif redis_target.kind == "cluster":
+            assert 1 <= requests[0] <= 3  # one request per master
 
 
 def test_listing_bad_arguments(redis_target: RedisTarget) -> None:

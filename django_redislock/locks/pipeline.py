@@ -42,7 +42,42 @@ def run_scripts(backend: Any, calls: list[Call]) -> list[Any]:
 
 
 def _send(client: Any, calls: list[Call]) -> list[Any]:
+    if isinstance(client, redis.RedisCluster):
+        return _send_cluster(client, calls)
+    return _send_pipeline(client, calls)
+
+
+def _send_pipeline(client: Any, calls: list[Call]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     for name, keys, args in calls:
         pipe.execute_command("EVALSHA", sha_of(name), len(keys), *keys, *args)
     return list(pipe.execute(raise_on_error=False))
+
+
+def _send_cluster(client: Any, calls: list[Call]) -> list[Any]:
+    """One plain pipeline per master, grouped by the slot of each call's keys.
+
+    redis-py's cluster pipeline asks the server ``COMMAND GETKEYS`` once per
+    EVALSHA to route it, which would add a round trip per call. A call whose
+    slot moved meanwhile (MOVED/ASK) is resent through the cluster client.
+    """
+    by_node: dict[str, list[int]] = {}
+    nodes: dict[str, Any] = {}
+    for position, (_, keys, _) in enumerate(calls):
+        node = client.nodes_manager.get_node_from_slot(client.keyslot(keys[0]))
+        by_node.setdefault(node.name, []).append(position)
+        nodes[node.name] = node
+    results: list[Any] = [None] * len(calls)
+    for name, positions in by_node.items():
+        node_client = client.get_redis_connection(nodes[name])
+        replies = _send_pipeline(node_client, [calls[p] for p in positions])
+        for position, reply in zip(positions, replies, strict=True):
+            results[position] = reply
+    for position, reply in enumerate(results):
+        if isinstance(reply, redis.ResponseError) and str(reply).startswith(("MOVED", "ASK")):
+            script, keys, args = calls[position]
+            try:
+                results[position] = client.evalsha(sha_of(script), len(keys), *keys, *args)
+            except redis.ResponseError as exc:
+                results[position] = exc
+    return results

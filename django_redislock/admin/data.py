@@ -156,6 +156,20 @@ class TaskPage:
     has_next: bool
     start: int
 
+    @property
+    def first_row(self) -> int:
+        """1-based position of the page's first row in its state (for "rows 51-100")."""
+        return self.start + 1
+
+    @property
+    def last_row(self) -> int:
+        return self.start + len(self.rows)
+
+    @property
+    def total(self) -> int:
+        """Tasks in this page's state."""
+        return self.counts[self.state]
+
 
 def task_page(
     queue: Any,

@@ -73,3 +73,30 @@ def staff_client(django_user_model: Any, db: None) -> Callable[..., Client]:
         return client
 
     return make
+
+
+BASE = "/admin/django_redislock/dashboard/"
+
+
+def dead_task(queue: Any, id: str, error: str = "boom") -> None:
+    """Put ``id`` in the dead-letter set through the real pop/retry path."""
+    queue.enqueue(id, {"id": id})
+    claimed = queue.pop(100)
+    mine = [t for t in claimed if t.id == id]
+    assert mine, f"{id} was not claimed"
+    queue.release([t for t in claimed if t.id != id])  # the others go back in their place
+    assert queue.retry(mine[0], error=error, max_attempts=1) == "dead"
+
+
+def grant_many(backend: Any, names: list[str], ttl: float = 60) -> list[int]:
+    """Take many mutexes through the real acquire script in one pipeline; returns fences."""
+    from django_redislock.locks.pipeline import run_scripts
+
+    calls = []
+    for name in names:
+        lock = backend.lock(name, ttl=ttl)
+        owner = f"owner-{name}"
+        calls.append(lock._attempt(owner, lock.meta(owner, "u", "t", None), False, 0))
+    results = run_scripts(backend, calls)
+    assert all(int(r[0]) == 1 for r in results)
+    return [int(r[1]) for r in results]

@@ -49,6 +49,13 @@ def dashboard(redis_target: RedisTarget) -> Iterator[Dashboard]:
 
 
 @pytest.fixture
+def fake(fakeredis_target: RedisTarget) -> Iterator[Dashboard]:
+    """The dashboard's aliases on a private fakeredis (fast tests of views and permissions)."""
+    with point_at(fakeredis_target):
+        yield Dashboard(fakeredis_target, "fakeredis")
+
+
+@pytest.fixture
 def single(single_target: RedisTarget) -> Iterator[Dashboard]:
     """The dashboard's aliases on the real single server only."""
     with point_at(single_target):

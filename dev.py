@@ -85,8 +85,8 @@ def test() -> None:
 
 
 def demo() -> None:
-    ensure_venv("embedded")
-    run(BIN / "python", "-m", "django_redislock.demo", *sys.argv[2:])
+    ensure_venv("demo")
+    run(BIN / "python", ROOT / "example_project" / "demo.py", *sys.argv[2:])
 
 
 def bench() -> None:

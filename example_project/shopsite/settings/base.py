@@ -74,3 +74,11 @@ REDISLOCK_QUEUES = {
 
 #: Seconds a buyer has to pay before the order expires and its unit goes back on sale.
 SHOP_PAY_WITHIN = float(os.environ.get("SHOP_PAY_WITHIN", "900"))
+
+# A flash sale answers most requests with 409 (sold out, already bought): that is business as
+# usual, not a warning worth a log line per request.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "loggers": {"django.request": {"level": "ERROR"}},
+}

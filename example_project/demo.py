@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""The flash-sale demo behind ``python3 dev.py demo``.
+
+It migrates the shop's database, creates an admin user, opens a sale, starts the
+shop under gunicorn on 127.0.0.1, fires hundreds of concurrent buyers at it over
+HTTP (some of them twice), drains the order queue with ``drain_queue --burst``
+and prints what happened. It exits 1 when an invariant fails: units oversold,
+a buyer with two orders, or a sold unit without its order.
+
+Everything lives under ``--data-dir`` (default ``example_project/var``): the
+SQLite database and the embedded Redis, so the shop started afterwards with
+``manage.py runserver`` shows the same sale in its admin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+PROJECT_DIR = Path(__file__).resolve().parent
+ADMIN = ("admin", "admin")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--units", type=int, default=100, help="units on sale (100)")
+    parser.add_argument("--buyers", type=int, default=400, help="distinct buyers (400)")
+    parser.add_argument("--twice", type=float, default=0.1, help="share who buy twice (0.1)")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight (32)")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (4)")
+    parser.add_argument("--data-dir", type=Path, default=PROJECT_DIR / "var")
+    parser.add_argument("--seed", type=int, default=None, help="random seed for the buyer order")
+    args = parser.parse_args(argv)
+    if args.units < 1 or args.buyers < 1 or not 0 <= args.twice <= 1:
+        parser.error("--units and --buyers must be >= 1 and --twice in [0, 1]")
+    return args
+
+
+def setup_django(data_dir: Path) -> None:
+    """Configure this process (and, through the environment, its children) for the shop."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["SHOP_DATA_DIR"] = str(data_dir.resolve())
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shopsite.settings")
+    sys.path.insert(0, str(PROJECT_DIR))
+    import django
+
+    django.setup()
+
+
+def step(text: str) -> None:
+    print(f"==> {text}", flush=True)
+
+
+def prepare(units: int) -> Any:
+    """Migrate, make sure the admin user exists, open a sale of ``units``."""
+    from decimal import Decimal
+
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from shop.models import Product
+    from shop.services import open_sale
+
+    step("migrating the database")
+    call_command("migrate", verbosity=0)
+    if not User.objects.filter(username=ADMIN[0]).exists():
+        User.objects.create_superuser(ADMIN[0], "admin@example.com", ADMIN[1])
+    product, _ = Product.objects.get_or_create(name="Phone X", defaults={"price": Decimal(999)})
+    sale = open_sale(product, units)
+    step(f"opened sale {sale.pk}: {units} x {product.name} (stock in Redis: {sale.item})")
+    return sale
+
+
+def buyer_list(count: int, twice: float, seed: int | None) -> list[str]:
+    """``count`` buyers, a ``twice`` share of them twice, shuffled (repeats may overlap)."""
+    rng = random.Random(seed)
+    buyers = [f"buyer-{i:05d}" for i in range(count)]
+    buyers += rng.sample(buyers, round(count * twice))
+    rng.shuffle(buyers)
+    return buyers
+
+
+def fire(sale_id: int, buyers: list[str], concurrency: int, workers: int) -> tuple[Any, float]:
+    """Run gunicorn and the buyers; returns the answers and the seconds they took."""
+    from shop.server import running
+    from shop.swarm import Swarm
+
+    step(f"starting gunicorn with {workers} workers on 127.0.0.1")
+    with running(workers, {"SHOP_DATA_DIR": os.environ["SHOP_DATA_DIR"]}) as port:
+        swarm = Swarm(port, sale_id, concurrency)
+        swarm.fetch_csrf()
+        step(f"{len(buyers)} buy requests from {len(set(buyers))} buyers, {concurrency} at a time")
+        start = time.perf_counter()
+        answers = swarm.run(buyers)
+        return answers, time.perf_counter() - start
+
+
+def drain() -> int:
+    """``manage.py drain_queue orders --burst`` (its progress bar shows on a terminal)."""
+    step("draining the order queue")
+    command = [sys.executable, str(PROJECT_DIR / "manage.py"), "drain_queue", "orders", "--burst"]
+    return subprocess.run(command, check=False, timeout=300).returncode
+
+
+def report(sale: Any, answers: list[Any], seconds: float, drained: int) -> list[str]:
+    """Print the report; returns the failed invariants."""
+    from django.db.models import Count, Sum
+    from shop.models import Order
+    from shop.swarm import percentile
+
+    results = Counter(answer.result for answer in answers)
+    accepted = {answer.order for answer in answers if answer.status == 202}
+    orders = Order.objects.filter(sale=sale)
+    numbers = set(orders.values_list("number", flat=True))
+    ordered_units = orders.aggregate(total=Sum("quantity"))["total"] or 0
+    duplicates = orders.values("buyer").annotate(n=Count("pk")).filter(n__gt=1).count()
+    stats = sale.stock.stats()
+    latencies = [answer.seconds * 1000 for answer in answers]
+    errors = sum(1 for answer in answers if answer.status not in (202, 409))
+    checks = {
+        "oversold units": max(0, ordered_units - sale.units, -stats.remaining),
+        "duplicate orders": duplicates,
+        "sold units without an order": len(accepted - numbers),
+        "orders without a sale": len(numbers - accepted),
+        "stock that does not add up": abs(stats.remaining + stats.sold - sale.units),
+        "failed requests (not 202/409)": errors,
+        "drain_queue exit code": drained,
+    }
+    rows = [
+        ("requests", len(answers)),
+        ("sold (202)", results["ok"]),
+        ("sold out (409)", results["sold_out"]),
+        ("duplicates refused (409)", results["already_bought"]),
+        ("orders in the database", len(numbers)),
+        ("units left in Redis", stats.remaining),
+        (
+            "latency p50 / p99",
+            f"{percentile(latencies, 50):.1f} / {percentile(latencies, 99):.1f} ms",
+        ),
+        ("throughput", f"{len(answers) / seconds:,.0f} requests/s over {seconds:.2f}s"),
+    ]
+    rows += [(name, value) for name, value in checks.items()]
+    print("\nFlash sale report\n-----------------")
+    for name, value in rows:
+        print(f"{name:<32}{value}")
+    return [f"{name} = {value}" for name, value in checks.items() if value]
+
+
+def farewell(data_dir: Path) -> None:
+    manage = f"{Path(sys.executable)} {PROJECT_DIR / 'manage.py'}"
+    if data_dir.resolve() != (PROJECT_DIR / "var").resolve():
+        manage = f"SHOP_DATA_DIR={data_dir} {manage}"
+    print(
+        "\nTry the shop yourself (the sale above is still there):\n"
+        f"  {manage} runserver\n"
+        "      then open http://127.0.0.1:8000/ and press Buy now\n"
+        f"  {manage} drain_queue\n"
+        "      in a second terminal: the worker that turns reservations into orders\n"
+        f"  Admin: http://127.0.0.1:8000/admin/  user {ADMIN[0]!r}, password {ADMIN[1]!r}\n"
+        "      sales show their live Redis stock; the Redis dashboard lists locks and queues"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_django(args.data_dir)
+    from django.conf import settings
+
+    from django_redislock.embedded import stop_server
+
+    try:
+        sale = prepare(args.units)
+        buyers = buyer_list(args.buyers, args.twice, args.seed)
+        answers, seconds = fire(sale.pk, buyers, args.concurrency, args.workers)
+        failures = report(sale, answers, seconds, drain())
+    finally:
+        location = settings.REDISLOCK_QUEUES["default"]["LOCATION"]
+        if location.startswith("embedded://"):
+            stop_server(location.removeprefix("embedded://"))
+    if failures:
+        print("\nINVARIANTS FAILED: " + "; ".join(failures))
+        return 1
+    print("\nAll invariants hold: nothing oversold, one order per buyer, every sale has its order.")
+    farewell(args.data_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""``python3 dev.py demo`` end to end, with smaller numbers: its report and exit code."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def row(report: str, name: str) -> str:
+    found = re.search(rf"^{re.escape(name)}\s+(.+)$", report, re.MULTILINE)
+    assert found, f"no {name!r} line in:\n{report}"
+    return found.group(1).strip()
+
+
+def test_the_demo_sells_exactly_its_units_and_reports_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    data = tmp_path_factory.mktemp("demo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SHOP_"))}
+    env.pop("DATABASE_URL", None)
+    command = [sys.executable, str(ROOT / "example_project" / "demo.py")]
+    command += ["--units", "15", "--buyers", "60", "--workers", "2", "--concurrency", "8"]
+    command += ["--data-dir", str(data), "--seed", "3"]
+    result = subprocess.run(
+        command, check=False, env=env, capture_output=True, text=True, timeout=240
+    )
+    report = result.stdout
+    assert result.returncode == 0, report + result.stderr[-3000:]
+    assert row(report, "requests") == "66"
+    assert row(report, "sold (202)") == "15"
+    assert row(report, "orders in the database") == "15"
+    refused = int(row(report, "sold out (409)")) + int(row(report, "duplicates refused (409)"))
+    assert refused == 51
+    for name in ("oversold units", "duplicate orders", "sold units without an order"):
+        assert row(report, name) == "0"
+    assert "All invariants hold" in report and "/admin/" in report
+    assert not (data / "redis" / "redis.sock").exists()  # the embedded server was stopped

@@ -162,3 +162,19 @@ def test_on_commit_callbacks_in_a_test_case(
         tasks.remember.delay("captured")
         assert the_queue().stats()["ready"] == 0
     assert len(callbacks) == 1 and the_queue().stats()["ready"] == 1
+
+
+def test_enqueue_many_is_validated_first_then_batched(alias: RedisTarget) -> None:
+    q = the_queue()
+    with pytest.raises(InvalidArgument):
+        tasks.remember.enqueue_many([(("a",), {}), ((object(),), {})])
+    assert q.stats()["ready"] == 0
+    ids = tasks.remember.enqueue_many(((("t" + str(i),), {}) for i in range(25)), batch_size=10)
+    assert len(set(ids)) == 25
+    assert [t.id for t in q.top(25)] == ids
+
+
+def test_pickle_serializer_warns(redis_target: RedisTarget) -> None:
+    assert redis_target.queue_backend().check() == []
+    [warning] = redis_target.queue_backend(SERIALIZER="pickle").check()
+    assert warning.id == "redislock.W002" and "pickle" in warning.msg

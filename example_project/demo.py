@@ -95,6 +95,7 @@ def fire(sale_id: int, buyers: list[str], concurrency: int, workers: int) -> tup
     with running(workers, {"SHOP_DATA_DIR": os.environ["SHOP_DATA_DIR"]}) as port:
         swarm = Swarm(port, sale_id, concurrency)
         swarm.fetch_csrf()
+        swarm.warm_up(workers * 8)
         step(f"{len(buyers)} buy requests from {len(set(buyers))} buyers, {concurrency} at a time")
         start = time.perf_counter()
         answers = swarm.run(buyers)

@@ -52,6 +52,21 @@ class Swarm:
             raise RuntimeError(f"the sale page set no CSRF cookie (HTTP {response.status})")
         self.csrf = cookie["csrftoken"].value
 
+    def warm_up(self, requests: int) -> None:
+        """Concurrent GETs of the stock endpoint, so every worker has loaded Django and Redis."""
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="warm") as pool:
+            list(pool.map(self._get_stock, range(requests), timeout=self.timeout * 4))
+
+    def _get_stock(self, _: int) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        try:
+            conn.request("GET", f"/sale/{self.sale_id}/stock.json")
+            response = conn.getresponse()
+            response.read()
+            return response.status
+        finally:
+            conn.close()
+
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:

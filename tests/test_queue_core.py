@@ -235,3 +235,17 @@ def test_bad_queue_names(redis_target: RedisTarget, name: object) -> None:
     backend = redis_target.queue_backend()
     with pytest.raises(InvalidArgument, match="name"):
         backend.queue(name)  # type: ignore[arg-type]
+
+
+def test_unreachable_server_names_the_setting() -> None:
+    from django_redislock.backends.redis import RedisQueueBackend
+    from django_redislock.exceptions import ConnectionFailed
+
+    backend = RedisQueueBackend(
+        "down", {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2}}
+    )
+    q = backend.queue("jobs")
+    with pytest.raises(ConnectionFailed, match=r"REDISLOCK_QUEUES\['down'\]"):
+        q.pop()
+    with pytest.raises(ConnectionFailed, match="LOCATION"):
+        asyncio.run(q.stats_async())

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import redis
+
 from ..exceptions import InvalidArgument
 from .records import DEAD, DELAYED, IN_FLIGHT, READY, Task, micros, optional_score, parse_tasks
 from .serializers import get_serializer
@@ -82,14 +84,20 @@ class QueueCalls:
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
 
     def _run(self, call: Call[R]) -> R:
-        with self.backend.errors():
+        try:  # a plain try, not backend.errors(): this is the hot path of every operation
             reply = self.backend.script(call.script)(keys=self.keys, args=call.args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            with self.backend.errors():
+                raise
         return call.parse(reply)
 
     async def _arun(self, call: Call[R]) -> R:
         script = self.backend.script(call.script, self.backend.async_client())
-        with self.backend.errors():
+        try:
             reply = await script(keys=self.keys, args=call.args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            with self.backend.errors():
+                raise
         return call.parse(reply)
 
     def prepare(self, id: str, payload: Any = None, delay: float = 0) -> Entry:

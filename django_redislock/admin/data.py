@@ -28,6 +28,7 @@ from ..exceptions import InvalidArgument
 from ..locks.index import HeldLock
 from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros, to_text
+from .common import duration
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
@@ -119,6 +120,12 @@ class TaskRow:
     @property
     def seconds_from_now(self) -> float:
         return (self.score - self.now) / 1e6
+
+    @property
+    def relative(self) -> str:
+        """``in 4 min`` or ``3.2 s ago``."""
+        seconds = self.seconds_from_now
+        return f"in {duration(seconds)}" if seconds >= 0 else f"{duration(-seconds)} ago"
 
     @property
     def where(self) -> int:

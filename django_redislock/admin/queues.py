@@ -20,7 +20,7 @@ from ..exceptions import ConfigurationError, InvalidArgument
 from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
-from .common import REDIS_ERRORS, can, duration, render, require, url
+from .common import REDIS_ERRORS, can, render, require, url
 from .data import ACTIONS, TaskPage, TaskRow, find_task, supports_scripts, task_page
 
 if TYPE_CHECKING:
@@ -43,13 +43,12 @@ def queue_of(alias: str, name: str) -> Any:
 
 
 def decorate(queue: Any, row: TaskRow) -> TaskRow:
-    """Add the row's links (detail and one per applicable action) and its relative time."""
+    """Add the row's links: its detail page and one per action its state allows."""
     alias, name = queue.backend.alias, queue.name
     row.urls["detail"] = url("task", alias, name, row.id)
     for action, states in ACTIONS.items():
         if row.state in states:
             row.urls[action] = url("task_action", alias, name, row.id, action)
-    row.urls["relative"] = duration(row.seconds_from_now)
     return row
 
 

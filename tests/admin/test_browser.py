@@ -1,0 +1,133 @@
+"""The dashboard in a real browser: headless Chromium (Debian's package) driven by Playwright.
+
+Logs in on a live server, opens the overview with held locks and queued tasks,
+force-releases a lock and requeues a dead task, and saves a screenshot of each
+page in ``test-artifacts/admin/`` (the docs use copies of them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from django_redislock.exceptions import LockLost
+
+from .conftest import BASE, Dashboard, dead_task
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (dev.py test installs it)"
+    ),
+]
+
+
+def seed(dashboard: Dashboard) -> list[Any]:
+    """A flash sale in progress: held locks of every kind, a busy queue with dead letters."""
+    held = []
+    for name in ("order:1042", "order:1043"):
+        lock = dashboard.locks.lock(name, ttl=120)
+        assert lock.acquire(blocking=False)
+        held.append(lock)
+    stock = dashboard.locks.lock("stock:sku-7", ttl=90, reentrant=True)
+    assert stock.acquire(blocking=False) and stock.acquire(blocking=False)
+    catalog = dashboard.locks.read_write_lock("catalog", ttl=60)
+    readers = [catalog.read(), catalog.read()]
+    for reader in readers:
+        assert reader.acquire(blocking=False)
+    report = dashboard.locks.read_write_lock("report:daily", ttl=300).write()
+    assert report.acquire(blocking=False)
+    orders = dashboard.queue("orders")
+    for id, error in (("order-977", "PaymentDeclined: card expired"), ("order-978", "Timeout")):
+        dead_task(orders, id, error=error)
+    orders.enqueue_many(
+        [
+            (f"order-{1000 + i}", {"sale": 7, "user": 4200 + i, "sku": "sku-7", "qty": 1})
+            for i in range(23)
+        ]
+    )
+    orders.enqueue("order-reminder", {"user": 4242, "template": "<b>Your order</b>"}, delay=900)
+    orders.pop(2)
+    dashboard.queue("emails").enqueue_many(
+        [(f"mail-{i}", {"to": f"u{i}@example.com"}) for i in range(4)]
+    )
+    return [*held, stock, *readers, report]
+
+
+def test_operator_releases_a_lock_and_requeues_a_dead_task(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    held = seed(single)
+    shots = artifacts_dir / "admin"
+    shots.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+
+        def shot(name: str) -> None:
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+        page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        expect(page.locator("#lock-aliases")).to_contain_text("default 5")
+        expect(page.locator(".queue-alias")).to_contain_text("orders")
+        shot("overview")
+
+        page.click("text=Show held locks")
+        expect(page.locator("#result_list")).to_contain_text("stock:sku-7")
+        shot("locks")
+        page.locator("tr", has_text="order:1042").locator(".release-link").click()
+        expect(page.locator("#content")).to_contain_text("Force-release the lock")
+        shot("release-confirm")
+        page.click("input[value='Yes, release it']")
+        expect(page.locator(".messagelist")).to_contain_text("Released lock “order:1042”")
+        expect(page.locator("#result_list")).not_to_contain_text("order:1042")
+        shot("locks-released")
+
+        page.goto(f"{live_server.url}{BASE}queues/default/orders/")
+        expect(page.locator("#result_list")).to_contain_text("order-1002")
+        shot("queue")
+        page.click("#state-tabs >> text=Dead")
+        expect(page.locator("#result_list")).to_contain_text("PaymentDeclined")
+        shot("queue-dead")
+        page.click("text=order-977")
+        expect(page.locator("#payload")).to_contain_text('"id": "order-977"')
+        shot("task")
+        page.click("#requeue-button")
+        expect(page.locator(".messagelist")).to_contain_text("1 task(s) requeued")
+        shot("requeued")
+        browser.close()
+
+    with pytest.raises(LockLost):
+        held[0].ensure_held()
+    task = single.queue("orders").get("order-977")
+    assert task is not None and task.state == "ready"
+    for name in ("overview", "locks", "release-confirm", "queue", "queue-dead", "task"):
+        assert (shots / f"{name}.png").stat().st_size > 10_000
+
+
+def test_chromium_is_the_system_package() -> None:
+    """Guard against a stray ``playwright install``: the test must drive Debian's Chromium."""
+    assert shutil.which("chromium") == CHROMIUM or os.path.exists(CHROMIUM)

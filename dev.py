@@ -65,8 +65,22 @@ def find_python(version: str) -> str | None:
     return None
 
 
+def ensure_chromium() -> None:
+    """Install Debian's ``chromium`` for the admin browser test when root can and it is missing.
+
+    Playwright drives this system browser; ``playwright install`` is never run.
+    Elsewhere the browser test skips itself and says why.
+    """
+    if os.path.exists("/usr/bin/chromium") or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    if shutil.which("apt-get"):
+        run("apt-get", "update", "-qq")
+        run("apt-get", "install", "-y", "-qq", "chromium")
+
+
 def test() -> None:
     ensure_venv("test")
+    ensure_chromium()
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy", "django_redislock", "tests")

@@ -1,0 +1,315 @@
+"""Seckill benchmark: takes per second, beside the floor and beside a naive database.
+
+Rows, on one private server in one run:
+
+* raw DECR-with-check Lua script: the floor, one key, no buyer check, no order;
+* ``Stock.take`` without an order task (window, buyer set, units, reservation);
+* ``Stock.take`` with the order task queued in the same script (what the shop does);
+* a naive database implementation: ``select_for_update()`` on the stock row, a
+  duplicate-buyer query, the decrement and the order insert in one transaction, on
+  SQLite and on PostgreSQL (a bench-only pair of tables, created and dropped);
+* the example shop end to end: buy requests/s over HTTP under gunicorn with 4 workers.
+
+Each is measured from one client and from 8 threads of one process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.db import connections, models, transaction
+
+from bench.common import rate
+from django_redislock.backends.redis import RedisQueueBackend
+from django_redislock.inventory import Stock
+from django_redislock.queue.registry import task
+
+ROOT = Path(__file__).resolve().parent.parent
+UNITS = 10**9  # never sells out during a run
+PG = {
+    "ENGINE": "django.db.backends.postgresql",
+    "NAME": os.environ.get("BENCH_PG_NAME", "test"),
+    "USER": os.environ.get("BENCH_PG_USER", "postgres"),
+    "HOST": os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
+    "PORT": os.environ.get("BENCH_PG_PORT", "5432"),
+}
+FLOOR = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n < 1 then return -1 end
+return redis.call('DECR', KEYS[1])
+"""
+
+
+@task(queue="bench-orders", using="bench", name="bench.seckill.create_order")
+def create_order(reservation: dict[str, Any]) -> None:
+    """Never runs here: the bench measures the take and the enqueue only."""
+
+
+class NaiveStock(models.Model):
+    units = models.IntegerField()
+
+    class Meta:
+        app_label = "testapp"
+        db_table = "bench_seckill_stock"
+
+    def __str__(self) -> str:
+        return f"{self.units} units"
+
+
+class NaiveOrder(models.Model):
+    stock = models.ForeignKey(NaiveStock, on_delete=models.CASCADE)
+    buyer = models.CharField(max_length=64)
+
+    class Meta:
+        app_label = "testapp"
+        db_table = "bench_seckill_order"
+        unique_together = [("stock", "buyer")]
+
+    def __str__(self) -> str:
+        return self.buyer
+
+
+def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> tuple[float, int]:
+    """Calls per second of ``fn`` from ``threads`` threads, and how many raised."""
+    counts = [0] * threads
+    errors = [0] * threads
+    deadline = time.perf_counter() + seconds
+
+    def loop(i: int) -> None:
+        try:
+            while time.perf_counter() < deadline and counts[i] < 1_000_000:
+                try:
+                    fn()
+                except Exception:
+                    errors[i] += 1
+                counts[i] += 1
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(seconds + 60)
+    return sum(counts) / (time.perf_counter() - start), sum(errors)
+
+
+def buyers() -> Callable[[], str]:
+    counter = itertools.count()
+    return lambda: f"b{next(counter)}"
+
+
+def taker(stock: Stock) -> Callable[[], Any]:
+    """A take for a new buyer per call."""
+    next_buyer = buyers()
+    return lambda: stock.take(buyer=next_buyer())
+
+
+def measure(name: str, fn: Callable[[], Any], seconds: float) -> dict[str, Any]:
+    one = rate(fn, seconds=seconds)
+    eight, errors = threaded(fn, 8, seconds)
+    row: dict[str, Any] = {"implementation": name, "1 client/s": one, "8 threads/s": eight}
+    row["errors (8 threads)"] = errors
+    return row
+
+
+# -- Redis rows ------------------------------------------------------------------------
+
+
+def redis_rows(server: Any, seconds: float) -> list[dict[str, Any]]:
+    backend = RedisQueueBackend("bench", {"LOCATION": server.url, "KEY_PREFIX": "bench"})
+    client = server.client()
+    rows = []
+    client.flushall()
+    client.set("floor:stock", UNITS)
+    floor = backend.client.register_script(FLOOR)
+    rows.append(
+        measure("raw DECR-with-check Lua (floor)", lambda: floor(keys=["floor:stock"]), seconds)
+    )
+    for label, order_task in (
+        ("take, no order task", None),
+        ("take + order enqueue", create_order),
+    ):
+        client.flushall()
+        stock = Stock("bench-item", order_task=order_task, queue="bench-orders", using=backend)
+        stock.set(UNITS)
+        rows.append(measure(f"django-redislock {label}", taker(stock), seconds))
+    client.flushall()
+    return rows
+
+
+# -- naive database rows -----------------------------------------------------------------
+
+
+def naive_take(alias: str, next_buyer: Callable[[], str]) -> bool:
+    """The usual first attempt: lock the stock row, check, decrement, insert the order."""
+    with transaction.atomic(using=alias):
+        stock = NaiveStock.objects.using(alias).select_for_update().get(pk=1)
+        buyer = next_buyer()
+        if (
+            stock.units < 1
+            or NaiveOrder.objects.using(alias).filter(stock=stock, buyer=buyer).exists()
+        ):
+            return False
+        stock.units -= 1
+        stock.save(update_fields=["units"])
+        NaiveOrder.objects.using(alias).create(stock=stock, buyer=buyer)
+        return True
+
+
+def add_database(alias: str, params: dict[str, Any]) -> None:
+    """Register a database alias at run time (the bench runs under the tests' settings)."""
+    configured = connections.configure_settings(
+        {"default": connections.settings["default"], alias: params}
+    )
+    connections.settings[alias] = configured[alias]
+
+
+def database_row(alias: str, label: str, params: dict[str, Any], seconds: float) -> dict[str, Any]:
+    add_database(alias, params)
+    connection = connections[alias]
+    try:
+        with connection.schema_editor() as editor:
+            editor.create_model(NaiveStock)
+            editor.create_model(NaiveOrder)
+    except Exception as exc:
+        return {"implementation": label, "1 client/s": f"skipped ({type(exc).__name__})"}
+    try:
+        NaiveStock.objects.using(alias).create(pk=1, units=UNITS)
+        return measure(label, lambda: naive_take(alias, next_buyer), seconds)
+    finally:
+        connections.close_all()
+        with connections[alias].schema_editor() as editor:
+            editor.delete_model(NaiveOrder)
+            editor.delete_model(NaiveStock)
+        connections[alias].close()
+
+
+next_buyer = buyers()
+
+
+def database_rows(seconds: float, tmp: Path) -> list[dict[str, Any]]:
+    sqlite = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(tmp / "naive.sqlite3"),
+        "OPTIONS": {"timeout": 20},
+    }
+    return [
+        database_row("bench_sqlite", "naive select_for_update, SQLite", sqlite, seconds),
+        database_row("bench_pg", "naive select_for_update, PostgreSQL", PG, seconds),
+    ]
+
+
+# -- end to end --------------------------------------------------------------------------
+
+
+def shop_row(server: Any, requests: int, tmp: Path) -> dict[str, Any]:
+    """Buy requests/s through the example shop under gunicorn (4 workers)."""
+    sys.path.insert(0, str(ROOT / "example_project"))
+    from shop.server import running
+    from shop.swarm import Swarm, percentile
+
+    env = {
+        "SHOP_DATA_DIR": str(tmp / "shop"),
+        "SHOP_REDIS_URL": server.url,
+        "DJANGO_SETTINGS_MODULE": "shopsite.settings",
+    }
+    (tmp / "shop").mkdir()
+    sale_id = open_shop_sale(env)
+    label = "example shop over HTTP (gunicorn, 4 workers)"
+    rows = {}
+    with running(4, env) as port:
+        for threads in (1, 8):
+            swarm = Swarm(port, sale_id, concurrency=threads)
+            swarm.fetch_csrf()
+            swarm.warm_up(32)
+            start = time.perf_counter()
+            answers = swarm.run([f"h{threads}-{i}" for i in range(requests)])
+            elapsed = time.perf_counter() - start
+            good = sum(1 for answer in answers if answer.status == 202)
+            latencies = [answer.seconds * 1000 for answer in answers]
+            rows[threads] = (
+                requests / elapsed,
+                requests - good,
+                percentile(latencies, 50),
+                percentile(latencies, 99),
+            )
+    return {
+        "implementation": label,
+        "1 client/s": rows[1][0],
+        "8 threads/s": rows[8][0],
+        "errors (8 threads)": rows[8][1],
+        "p50 / p99 ms (8 threads)": f"{rows[8][2]:.1f} / {rows[8][3]:.1f}",
+    }
+
+
+def open_shop_sale(env: dict[str, str]) -> int:
+    code = (
+        "from decimal import Decimal; from django.core.management import call_command; "
+        "from shop.models import Product; from shop.services import open_sale; "
+        "call_command('migrate', verbosity=0); "
+        f"print(open_sale(Product.objects.create(name='bench', price=Decimal(1)), {UNITS}).pk)"
+    )
+    manage = str(ROOT / "example_project" / "manage.py")
+    out = subprocess.run(
+        [sys.executable, manage, "shell", "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if out.returncode:
+        raise RuntimeError(f"opening the shop's sale failed: {out.stderr[-2000:]}")
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+COLUMNS = [
+    "implementation",
+    "1 client/s",
+    "8 threads/s",
+    "errors (8 threads)",
+    "p50 / p99 ms (8 threads)",
+]
+
+
+def run(server: Any, quick: bool) -> dict[str, Any]:
+    seconds, requests = (0.5, 300) if quick else (3.0, 3000)
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        rows = redis_rows(server, seconds)
+        rows += database_rows(seconds, tmp)
+        rows.append(shop_row(server, requests, tmp))
+    return {
+        "name": "seckill",
+        "columns": COLUMNS,
+        "rows": rows,
+        "notes": notes(rows, seconds, requests),
+    }
+
+
+def notes(rows: list[dict[str, Any]], seconds: float, requests: int) -> list[str]:
+    by = {row["implementation"]: row for row in rows}
+    floor = by["raw DECR-with-check Lua (floor)"]["1 client/s"]
+    ours = by["django-redislock take + order enqueue"]["1 client/s"]
+    return [
+        f"Each Redis and database row runs {seconds:g}s from one client, then {seconds:g}s from 8 "
+        f"threads of one process (the GIL caps threads; the server is not the limit). The shop "
+        f"row sends {requests} buy requests from 1 and from 8 client threads.",
+        f"take + order enqueue runs at {ours / floor:.0%} of the floor from one client: it also "
+        "checks the window and the buyer set, records the reservation and queues the order task "
+        "in the same script.",
+        "The naive rows create the order in the same transaction (so they do more than a take); "
+        "errors are transactions that failed (SQLite: 'database is locked' under concurrent "
+        "writers).",
+    ]

@@ -158,6 +158,7 @@ def test_async_twins(redis_target: RedisTarget) -> None:
         out.append((await q.stats_async())["ready"])
         out.append(await q.remove_async("c"))
         out.append(await q.get_async("c"))
+        out.append([t.id for t in await q.tasks_async("ready")])
         await q.purge_async()
         return out
 
@@ -172,6 +173,7 @@ def test_async_twins(redis_target: RedisTarget) -> None:
         2,
         True,
         None,
+        ["b"],  # retried with no delay (c was removed)
     ]
 
 
@@ -249,3 +251,22 @@ def test_unreachable_server_names_the_setting() -> None:
         q.pop()
     with pytest.raises(ConnectionFailed, match="LOCATION"):
         asyncio.run(q.stats_async())
+
+
+def test_an_orphan_payload_field_does_not_block_an_enqueue(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    redis_target.raw.hset(q.keys[3], "ghost", b'"stale"')
+    assert q.enqueue("ghost", "fresh") is True
+    [task] = q.pop()
+    assert task.payload == "fresh"
+
+
+def test_a_dead_task_enqueued_again_starts_afresh(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, MAX_ATTEMPTS=1)
+    q.enqueue("a", 1)
+    [task] = q.pop()
+    assert q.retry(task, error="boom") == "dead"
+    assert q.enqueue("a", 2) is True
+    [again] = q.pop()
+    assert (again.payload, again.attempts, again.last_error) == (2, 1, "")
+    assert q.stats()["dead"] == 0

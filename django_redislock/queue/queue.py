@@ -205,6 +205,12 @@ class Queue(QueueCalls):
         """
         return self._run(self._list_call(state, count, after, offset))
 
+    async def tasks_async(
+        self, state: str = READY, count: int = 50, after: int | None = None, offset: int = 0
+    ) -> list[Task]:
+        """The asyncio twin of :meth:`tasks`."""
+        return await self._arun(self._list_call(state, count, after, offset))
+
     def remove(self, id: str) -> bool:
         """Delete a task in any state; True if it existed."""
         return self._run(self._remove_call(id))

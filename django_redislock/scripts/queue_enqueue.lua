@@ -7,6 +7,10 @@
 -- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy
 -- ARGV[2..] triples: id, delay in microseconds (>= 0), serialized payload
 -- returns one integer per task: 1 queued (or rescheduled), 0 an earlier copy was kept
+--
+-- Every script keeps a payload field exactly while the id is in one of the three zsets, so
+-- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
+-- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local replace = ARGV[1] == '1'
@@ -18,23 +22,23 @@ for i = 2, #ARGV, 3 do
   -- one microsecond per position keeps a batch in order, its scores distinct and not
   -- later than now + delay
   local score = now - total + (i + 1) / 3 + tonumber(ARGV[i + 1])
-  local queued = 0
-  if replace then
+  local queued = 1
+  if redis.call('HSETNX', KEYS[4], id, ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[1], score, id)
-    queued = 1
-  elseif not redis.call('ZSCORE', KEYS[2], id) then
-    queued = redis.call('ZADD', KEYS[1], 'NX', score, id)
-  end
-  if queued == 1 then
-    -- a fresh id has no attempts or error unless it comes back from the dead letters
-    local was_dead = redis.call('ZREM', KEYS[3], id) == 1
-    if replace or was_dead then
+  else
+    local live = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
+    if live and not replace then
+      queued = 0
+    else
+      -- rescheduled, back from the dead letters, or an orphan field: start afresh
+      redis.call('ZADD', KEYS[1], score, id)
+      redis.call('ZREM', KEYS[3], id)
+      redis.call('HSET', KEYS[4], id, ARGV[i + 2])
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
     end
-    redis.call('HSET', KEYS[4], id, ARGV[i + 2])
-    added = added + 1
   end
+  added = added + queued
   out[#out + 1] = queued
 end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then

@@ -44,6 +44,8 @@ def test_force_release_bumps_the_fence_and_is_logged(
     again.release()
     [(name, flag, message)] = entries()
     assert name == "lock order:42" and flag == CHANGE and f"fence {old}" in message
+    index = admin_client.get("/admin/")  # "Recent actions" lists it, without a broken link
+    assert index.status_code == 200 and "lock order:42" in index.content.decode()
 
 
 def test_stale_release_form_is_refused(dashboard: Dashboard, admin_client: Client) -> None:

@@ -168,12 +168,20 @@ def farewell(data_dir: Path) -> None:
     )
 
 
+def stop_embedded(location: str) -> None:
+    """Stop the embedded server unless another process (a runserver, a worker) still uses it."""
+    from django_redislock.embedded import stop_server, users
+
+    if location.startswith("embedded://"):
+        path = location.removeprefix("embedded://")
+        if not [pid for pid in users(path) if pid != os.getpid()]:
+            stop_server(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_django(args.data_dir)
     from django.conf import settings
-
-    from django_redislock.embedded import stop_server
 
     try:
         sale = prepare(args.units)
@@ -181,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         answers, seconds = fire(sale.pk, buyers, args.concurrency, args.workers)
         failures = report(sale, answers, seconds, drain())
     finally:
-        location = settings.REDISLOCK_QUEUES["default"]["LOCATION"]
-        if location.startswith("embedded://"):
-            stop_server(location.removeprefix("embedded://"))
+        stop_embedded(settings.REDISLOCK_QUEUES["default"]["LOCATION"])
     if failures:
         print("\nINVARIANTS FAILED: " + "; ".join(failures))
         return 1

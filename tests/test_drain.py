@@ -229,3 +229,23 @@ def test_queue_status_lists_every_queue(alias: RedisTarget) -> None:
         "dead",
         "oldest_due_age",
     ]
+
+
+def test_a_long_batch_keeps_its_leases(alias: RedisTarget) -> None:
+    for i in range(4):
+        tasks.slow.enqueue(args=[f"t{i}", 0.2], id=f"t{i}")
+    slow = queue("slow")
+    worker = Worker([slow], lease=0.3, batch=4, max_tasks=4)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        stolen = []
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            stolen += slow.pop(4)  # another worker: must never get a task of the batch
+            time.sleep(0.05)
+    finally:
+        thread.join(5)
+    assert stolen == []
+    assert [r for r in tasks.runs() if r.startswith("end")] == [f"end:t{i}" for i in range(4)]
+    assert worker.summary.processed == 4 and slow.stats()["in_flight"] == 0

@@ -185,7 +185,9 @@ class Worker:
                 return
             self._flush_acks()
             if lease and time.monotonic() - renewed > lease / 2:
-                # a long batch: keep the unstarted tasks from being handed out again
+                # a long batch: ack the finished tasks and keep the unstarted ones from being
+                # handed out again before their turn
+                self._flush_acks(force=True)
                 queue.extend_lease(claim.tasks[index:], lease)
                 renewed = time.monotonic()
             try:

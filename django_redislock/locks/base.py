@@ -13,20 +13,16 @@ when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from .. import signals
 from ..exceptions import InvalidArgument, LockLost, LockNotAcquired, LockNotOwned, LockUsageError
 from .keys import check_name, check_seconds, to_ms
+from .owners import Hold, check_owner, current_user, holder_meta, new_token
 from .wait import wait_for_signal, wait_for_signal_async
 
 logger = logging.getLogger("django_redislock.locks")
@@ -35,47 +31,6 @@ logger = logging.getLogger("django_redislock.locks")
 SIGNAL_MS = 1000
 #: Fraction of ``SOCKET_TIMEOUT`` one blocking read may use.
 BLOCK_FRACTION = 0.8
-
-_host = socket.gethostname()
-
-
-def current_user() -> tuple[str, str, str | None]:
-    """Return ``(id, thread name, task name)`` of the calling thread or asyncio task."""
-    thread = threading.current_thread()
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
-    if task is not None:
-        return f"{_host}:{os.getpid()}:task:{id(task)}", thread.name, task.get_name()
-    return f"{_host}:{os.getpid()}:thread:{threading.get_ident()}", thread.name, None
-
-
-def new_token() -> str:
-    """A token unique to one hold: the owner value of a non-reentrant hold."""
-    return f"{_host}:{os.getpid()}:{uuid.uuid4().hex}"
-
-
-def check_owner(owner: Any) -> str | None:
-    if owner is None:
-        return None
-    if not isinstance(owner, str) or not owner or len(owner) > 256:
-        raise InvalidArgument(f"owner must be a non-empty string of <= 256 characters: {owner!r}")
-    return owner
-
-
-class Hold:
-    """The state of one hold on the client side: who, which fence, how many times."""
-
-    __slots__ = ("count", "fence", "lost", "owner", "renew_at", "user")
-
-    def __init__(self, owner: str, fence: int, user: str) -> None:
-        self.owner = owner
-        self.fence = fence
-        self.user = user
-        self.count = 1
-        self.lost = False
-        self.renew_at = 0.0
 
 
 class BaseLock:
@@ -117,6 +72,7 @@ class BaseLock:
         self.on_lost = on_lost
         self._hold: Hold | None = None
         self._lost_hold: Hold | None = None  # the last hold, once known lost
+        self._wait_started = 0.0
         self._state = threading.Lock()
 
     def __repr__(self) -> str:
@@ -165,19 +121,7 @@ class BaseLock:
 
     def meta(self, owner: str, user: str, thread: str, task: str | None) -> str:
         """The holder metadata stored in the admin index (JSON)."""
-        return json.dumps(
-            {
-                "kind": self.kind,
-                "owner": owner,
-                "host": _host,
-                "pid": os.getpid(),
-                "thread": thread,
-                "task": task,
-                "acquired_at": round(time.time(), 3),
-                "ttl": self.ttl,
-            },
-            separators=(",", ":"),
-        )
+        return holder_meta(self.kind, owner, thread, task, self.ttl)
 
     # -- hold bookkeeping --------------------------------------------------------------------
 
@@ -218,8 +162,9 @@ class BaseLock:
                     from .watchdog import watchdog
 
                     watchdog.register(self)
+        waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
         signals.lock_acquired.send(
-            sender=type(self), alias=self.backend.alias, name=self.name, fence=fence
+            sender=type(self), alias=self.backend.alias, name=self.name, fence=fence, waited=waited
         )
         return True
 
@@ -334,7 +279,8 @@ class BaseLock:
         blocking, timeout = self._wait_args(blocking, timeout)
         user = current_user()
         self._before_acquire(user[0])
-        deadline = time.monotonic() + timeout
+        self._wait_started = time.monotonic()  # for the signal's ``waited`` (lock metrics)
+        deadline = self._wait_started + timeout
         owner = self._owner_for_attempt(user[0])
         meta = self.meta(owner, *user)
         waited = False
@@ -356,7 +302,8 @@ class BaseLock:
         blocking, timeout = self._wait_args(blocking, timeout)
         user = current_user()
         self._before_acquire(user[0])
-        deadline = time.monotonic() + timeout
+        self._wait_started = time.monotonic()  # for the signal's ``waited`` (lock metrics)
+        deadline = self._wait_started + timeout
         owner = self._owner_for_attempt(user[0])
         meta = self.meta(owner, *user)
         waited = False

@@ -5,7 +5,7 @@ Every lock name is assigned to one of ``LOCK_INDEX_BUCKETS`` buckets
 bucket share the hash tag ``{lk<bucket>}``, so each script touches one cluster
 slot and can update the lock and the index atomically::
 
-    <prefix>:{lk<b>}:l:<name>     hash   mutex/reentrant hold: o=owner, n=count, f=fence
+    <prefix>:{lk<b>}:l:<name>     hash   mutex/reentrant hold: o=owner, n=count, f=fence, w=waited
     <prefix>:{lk<b>}:s:<name>     list   wake-up signal of a mutex (short-lived)
     <prefix>:{lk<b>}:rw:<name>    hash   read-write lock writer: o=owner, f=fence
     <prefix>:{lk<b>}:rr:<name>    zset   read-write lock readers: owner -> deadline (ms)

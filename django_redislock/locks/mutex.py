@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import LockNotOwned
-from .base import SIGNAL_MS, BaseLock, Hold, new_token
+from .base import SIGNAL_MS, BaseLock
 from .keys import BucketKeys, bucket_keys, lock_key, to_ms
+from .owners import Hold, new_token
 
 
 class Lock(BaseLock):

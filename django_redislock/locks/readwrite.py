@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import InvalidArgument
-from .base import SIGNAL_MS, BaseLock, Hold, current_user
+from .base import SIGNAL_MS, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
+from .owners import Hold, current_user
 
 #: Extra life of a waiting writer's intent beyond its next wait (ms).
 INTENT_MARGIN_MS = 50

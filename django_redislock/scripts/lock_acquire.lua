@@ -9,8 +9,6 @@
 --         a waiter that gets the lock marks its own hold, as others may still be waiting.
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local ttl = tonumber(ARGV[2])
 local holder = redis.call('HGET', KEYS[1], 'o')
 if holder then
@@ -20,20 +18,26 @@ if holder then
     end
     return {0, redis.call('PTTL', KEYS[1])}
   end
+  local t = redis.call('TIME')
   local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('ZADD', KEYS[4], now + ttl, ARGV[4])
+  redis.call('ZADD', KEYS[4], t[1] * 1000 + math.floor(t[2] / 1000) + ttl, ARGV[4])
   redis.call('HSET', KEYS[6], ARGV[4], n)
   return {1, tonumber(redis.call('HGET', KEYS[1], 'f')), n}
 end
-local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)
-if #stale > 0 then
-  redis.call('ZREM', KEYS[3], unpack(stale))
-  redis.call('ZREM', KEYS[4], unpack(stale))
-  redis.call('HDEL', KEYS[5], unpack(stale))
-  redis.call('HDEL', KEYS[6], unpack(stale))
-end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local fence = redis.call('INCR', KEYS[2])
+if fence % 16 == 0 then
+  -- Every 16th grant of the bucket prunes up to 64 entries of locks that expired unreleased.
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 64)
+  if #stale > 0 then
+    redis.call('ZREM', KEYS[3], unpack(stale))
+    redis.call('ZREM', KEYS[4], unpack(stale))
+    redis.call('HDEL', KEYS[5], unpack(stale))
+    redis.call('HDEL', KEYS[6], unpack(stale))
+  end
+end
 if ARGV[6] == '2' then
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence, 'w', 1)
 else
@@ -43,4 +47,5 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[4])
 redis.call('HSET', KEYS[5], ARGV[4], string.sub(ARGV[5], 1, -2) .. ',"fence":' .. fence .. '}')
+redis.call('HDEL', KEYS[6], ARGV[4])
 return {1, fence, 1}

@@ -2,7 +2,8 @@
 -- KEYS[1] lock hash   KEYS[2] index expiry zset
 -- ARGV[1] owner   ARGV[2] fence   ARGV[3] new ttl ms (0: check only)   ARGV[4] lock name
 -- returns the hold's remaining PTTL in ms (> 0) when (owner, fence) holds it; -2 when it does not
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'f') ~= ARGV[2] then
+local hold = redis.call('HMGET', KEYS[1], 'o', 'f')
+if hold[1] ~= ARGV[1] or hold[2] ~= ARGV[2] then
   return -2
 end
 local ttl = tonumber(ARGV[3])

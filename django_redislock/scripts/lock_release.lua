@@ -8,14 +8,17 @@
 --         hold, one waiter was woken);
 --         {2, 0}: this fence was already released (a retried release: a no-op success);
 --         {0, 0}: not held by (owner, fence): it expired, was force-released or never was
-local fence = redis.call('HGET', KEYS[1], 'f')
-if redis.call('HGET', KEYS[1], 'o') == ARGV[1] and (ARGV[2] == '*' or fence == ARGV[2]) then
-  local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
-  if n > 0 then
-    redis.call('HSET', KEYS[7], ARGV[3], n)
-    return {1, n, tonumber(fence)}
+local hold = redis.call('HMGET', KEYS[1], 'o', 'f', 'n', 'w')
+local fence = hold[2]
+if hold[1] == ARGV[1] and (ARGV[2] == '*' or fence == ARGV[2]) then
+  if hold[3] ~= '1' then
+    local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
+    if n > 0 then
+      redis.call('HSET', KEYS[7], ARGV[3], n)
+      return {1, n, tonumber(fence)}
+    end
+    redis.call('HDEL', KEYS[7], ARGV[3])
   end
-  local waited = redis.call('HGET', KEYS[1], 'w')
   redis.call('DEL', KEYS[1])
   redis.call('ZADD', KEYS[3], fence, fence)
   if redis.call('ZCARD', KEYS[3]) > 1088 then
@@ -24,8 +27,7 @@ if redis.call('HGET', KEYS[1], 'o') == ARGV[1] and (ARGV[2] == '*' or fence == A
   redis.call('ZREM', KEYS[4], ARGV[3])
   redis.call('ZREM', KEYS[5], ARGV[3])
   redis.call('HDEL', KEYS[6], ARGV[3])
-  redis.call('HDEL', KEYS[7], ARGV[3])
-  if waited then
+  if hold[4] then
     redis.call('LPUSH', KEYS[2], 1)
     redis.call('LTRIM', KEYS[2], 0, 0)
     redis.call('PEXPIRE', KEYS[2], ARGV[4])

@@ -151,3 +151,16 @@ def test_forked_child_does_not_renew_the_parents_locks(redis_target: RedisTarget
     time.sleep(0.6)
     lock.ensure_held()  # the parent's watchdog still renews it
     lock.release()
+
+
+def test_only_a_waited_for_release_pushes_a_wake_up(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    signal_key = lock_key(backend, "flag", "s")
+    with backend.lock("flag", ttl=5):
+        pass
+    assert not redis_target.raw.exists(signal_key)  # nobody waited: no write
+    holder = backend.lock("flag", ttl=5)
+    holder.acquire()
+    assert backend.lock("flag", ttl=5).acquire(timeout=0.05) is False  # a waiter marks the hold
+    holder.release()
+    assert redis_target.raw.llen(signal_key) == 1

@@ -254,6 +254,7 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
     seconds = 0.5 if quick else 2.0
     samples = 8 if quick else 40
     expiry_samples = 4 if quick else 12
+    load_before = os.getloadavg()[0]
     adapters = [Adapter(library, url) for library in LIBRARIES]
     speeds = uncontended(adapters, seconds / 2, rounds=3 if quick else 5)
     rows: list[dict[str, Any]] = []
@@ -281,7 +282,11 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
         "name": "locks",
         "columns": COLUMNS,
         "rows": rows,
-        "notes": notes(rows),
+        "notes": [
+            *notes(rows),
+            f"1-minute load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after "
+            f"the run on {os.cpu_count()} CPUs (other work on the machine skews every column).",
+        ],
     }
 
 

@@ -189,3 +189,33 @@ def test_read_write_bad_input(redis_target: RedisTarget) -> None:
     with pytest.raises(InvalidArgument, match="unknown"):
         backend.read_write_lock("doc", reentrant=True)
     assert redis_target.raw.dbsize() == 0
+
+
+def test_async_read_write_and_reentrant(redis_target: RedisTarget) -> None:
+    import asyncio
+
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5)
+
+    async def main() -> list[int]:
+        async with rw.read() as a, rw.read() as b:
+            assert await a.locked_async()
+            assert await rw.write().acquire_async(timeout=0.05) is False
+            await b.ensure_held_async()
+        writer = rw.write()
+        assert await writer.acquire_async(timeout=1)
+        reader = await writer.downgrade_async()
+        await reader.release_async()
+        lock = backend.lock("re", ttl=5, reentrant=True)
+        async with lock, lock:
+            counts = [lock.count]
+
+            async def other_task() -> bool:
+                # Another asyncio task is another owner: it must wait.
+                return await backend.lock("re", ttl=5, reentrant=True).acquire_async(timeout=0)
+
+            counts.append(int(await asyncio.create_task(other_task())))
+        return counts
+
+    assert asyncio.run(main()) == [2, 0]
+    assert rw.state() == {"writer": False, "readers": 0, "writer_waiting": False}

@@ -36,7 +36,7 @@ def wait_for_signal(backend: Any, key: str, seconds: float) -> None:
             client.blpop([key], timeout=seconds)
             return
         if backend.is_cluster:
-            pool = client.get_node_from_key(key).redis_connection.connection_pool
+            pool = client.get_redis_connection(client.get_node_from_key(key)).connection_pool
         else:
             pool = client.connection_pool
         conn = pool.get_connection()

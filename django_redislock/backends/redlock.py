@@ -1,0 +1,206 @@
+"""The Redlock backend: mutexes on a quorum of independent Redis masters.
+
+::
+
+    REDISLOCK_LOCKS = {
+        "quorum": {
+            "BACKEND": "django_redislock.backends.redlock.RedlockBackend",
+            "LOCATION": ["redis://a:6379/0", "redis://b:6379/0", "redis://c:6379/0",
+                         "redis://d:6379/0", "redis://e:6379/0"],
+            "OPTIONS": {"MAX_TTL": 60.0},
+        },
+    }
+
+The masters are independent (no replication, no cluster between them): a lock
+survives the loss of any minority of them. Every call fans out to all masters
+in parallel from a small thread pool and is decided by a quorum of
+``N // 2 + 1``. What it does not support, and says so with its capability
+flags: reentrant locks and read-write locks. See ``docs/scale.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from django.core import checks
+
+from ..conf import CONNECTION_OPTIONS, LOCK_OPTIONS, REDLOCK_OPTIONS
+from ..connections import location_errors as url_errors
+from ..connections import redact
+from ..exceptions import ConnectionFailed
+from ..locks.index import HeldLock, LockPage, force_release_call
+from .base import BaseLockBackend
+
+T = TypeVar("T")
+
+#: Schemes a Redlock master may use (one plain server each).
+MASTER_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+class RedlockBackend(BaseLockBackend):
+    """Mutexes granted by a quorum of independent masters (LOCATION: a list of URLs)."""
+
+    option_schema = {
+        "CLIENT_KWARGS": CONNECTION_OPTIONS["CLIENT_KWARGS"],
+        "SOCKET_TIMEOUT": CONNECTION_OPTIONS["SOCKET_TIMEOUT"],
+        **LOCK_OPTIONS,
+        **REDLOCK_OPTIONS,
+    }
+    supports_reentrant = False
+    supports_read_write = False
+    supports_fencing = True
+    supports_push_wakeup = True
+    supports_watchdog = True
+    supports_listing = True
+
+    def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
+        super().__init__(alias, params)
+        from ..redlock.masters import Master
+
+        self.masters = [Master(self, url) for url in self.location]
+        self.quorum = len(self.masters) // 2 + 1
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._pool_lock = threading.Lock()
+
+    @classmethod
+    def location_errors(cls, params: Mapping[str, Any]) -> list[str]:
+        """LOCATION must list at least three distinct plain-server URLs."""
+        location = params.get("LOCATION")
+        if not isinstance(location, (list, tuple)) or len(location) < 3:
+            return [
+                f"LOCATION of a Redlock alias must be a list of at least 3 independent master "
+                f"URLs, got {redact(location) if location else location!r}"
+            ]
+        errors = []
+        for url in location:
+            if not isinstance(url, str) or not url.startswith(MASTER_SCHEMES):
+                errors.append(
+                    f"Redlock master {url!r} must be a redis://, rediss:// or unix:// URL"
+                )
+            else:
+                errors += url_errors(url, {})
+        if len(set(location)) != len(location):
+            errors.append("LOCATION lists the same Redlock master twice")
+        return errors
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """Warn (redislock.W003) about an even number of masters: it buys no extra safety."""
+        if len(self.masters) % 2:
+            return []
+        return [
+            checks.Warning(
+                f"{self.settings_name}[{self.alias!r}] lists {len(self.masters)} Redlock "
+                f"masters; a quorum of {self.quorum} tolerates as many failures as "
+                f"{len(self.masters) - 1} masters would.",
+                hint="Use an odd number of independent masters (3 or 5).",
+                id="redislock.W003",
+            )
+        ]
+
+    def key(self, tag: str, *parts: str) -> str:
+        """``<prefix>:{<tag>}:<part>:...``: the same layout as the Redis backend, per master."""
+        return ":".join((f"{self.key_prefix}:{{{tag}}}", *parts))
+
+    def each(self, func: Callable[[Any], T]) -> list[T | Exception]:
+        """Run ``func(master)`` on all masters in parallel; an exception is that master's result."""
+        futures = [self._executor().submit(func, master) for master in self.masters]
+        results: list[T | Exception] = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+    def _executor(self) -> ThreadPoolExecutor:
+        pool = self._pool
+        if pool is None or pool[0] != os.getpid():
+            with self._pool_lock:
+                pool = self._pool
+                if pool is None or pool[0] != os.getpid():
+                    workers = 4 * len(self.masters)
+                    executor = ThreadPoolExecutor(workers, thread_name_prefix="redlock")
+                    pool = self._pool = (os.getpid(), executor)
+        return pool[1]
+
+    def lock(  # type: ignore[override]
+        self,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        reentrant: bool = False,
+        owner: str | None = None,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """A mutex called ``name`` held on a quorum, not yet acquired (see RedisLockBackend.lock).
+
+        ``ttl`` may not exceed ``OPTIONS['MAX_TTL']``; ``reentrant=True`` is refused.
+        """
+        from ..redlock.lock import RedlockLock
+
+        return RedlockLock(
+            self,
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            blocking=blocking,
+            reentrant=reentrant,
+            owner=owner,
+            watchdog=watchdog,
+            on_lost=on_lost,
+        )
+
+    def renew_locks(self, pairs: list[tuple[Any, Any]]) -> list[Any]:
+        """The watchdog's renewals: one quorum extension per (lock, hold)."""
+        return [lock.renew_result(hold) for lock, hold in pairs]
+
+    def force_release(self, name: str) -> bool:
+        """End any hold on ``name`` on every master, bumping the fences; True if one ended."""
+        results = self.each(lambda master: master.run(force_release_call(master, name)))
+        answered = [r for r in results if not isinstance(r, Exception)]
+        if len(answered) < self.quorum:
+            raise ConnectionFailed(
+                f"only {len(answered)} Redlock masters of {self.settings_name}[{self.alias!r}] "
+                f"answered the force-release of {name!r}"
+            )
+        return any(int(r) > 0 for r in answered)
+
+    def held_locks(  # type: ignore[override]
+        self, prefix: str = "", limit: int = 100, after: str | None = None
+    ) -> list[HeldLock]:
+        """Locks held on a quorum, in name order (see :mod:`django_redislock.redlock.listing`)."""
+        return self.held_locks_page(prefix, limit, after).locks
+
+    def held_locks_page(
+        self, prefix: str = "", limit: int = 100, after: str | None = None
+    ) -> LockPage:
+        """Like :meth:`held_locks`, with the next page's cursor and the number held."""
+        from ..redlock.listing import merged_page
+
+        return merged_page(self, prefix, limit, after)
+
+    def held_lock_count(self) -> int:
+        """How many locks a quorum of masters holds."""
+        return self.held_locks_page(limit=0).total
+
+    def ping(self) -> bool:
+        """True when a quorum of masters answers; raise :class:`ConnectionFailed` otherwise."""
+        replies = self.each(lambda master: master.client.ping())
+        answered = sum(1 for r in replies if not isinstance(r, Exception))
+        if answered < self.quorum:
+            raise ConnectionFailed(
+                f"only {answered} of {len(self.masters)} Redlock masters of "
+                f"{self.settings_name}[{self.alias!r}] answered; a quorum is {self.quorum}"
+            )
+        return True
+
+    def close(self) -> None:
+        for master in self.masters:
+            master.reset()

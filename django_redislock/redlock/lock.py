@@ -1,0 +1,309 @@
+"""The Redlock mutex: the single-server lock scripts, run on every master, counted by quorum.
+
+One attempt (see :meth:`RedlockLock._try`):
+
+1. note the monotonic time, run ``lock_acquire`` on every master in parallel;
+2. count the masters that granted and are not quarantined; with a quorum
+   (``N // 2 + 1``) and time left (``ttl - elapsed - drift``), take the largest
+   of their fences as the grant's fence and write it, with ``redlock_fence``,
+   on every master (conditionally where the grant holds, as a counter floor
+   everywhere); the grant stands if a quorum still held when that landed and
+   the validity has not run out;
+3. otherwise release whatever was taken, on every master.
+
+The fence is therefore strictly larger than that of every earlier grant whose
+fence write reached one of the masters in this grant's quorum before this
+grant; see ``docs/scale.md`` for the exact statement.
+
+Waiting: an attempt that finds the lock held marks the holds (``w``), so the
+holder's release pushes the wake-up list on each master, and the waiter blocks
+on one of them (``BLPOP``) for at most the holder's remaining time. When no one
+holds a quorum (masters down, or a split between contenders) there is no
+release to wait for and the waiter sleeps a random pause below ``RETRY_DELAY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import ConnectionFailed, InvalidArgument, LockNotOwned
+from ..locks.keys import to_ms
+from ..locks.mutex import Lock
+from ..locks.owners import Hold, current_user
+from ..locks.wait import wait_for_signal
+from .masters import Master
+
+#: Longest single block on a master's wake-up list before the masters are asked again.
+MAX_BLOCK = 2.0
+
+
+@dataclass
+class Outcome:
+    """What one attempt on all masters found."""
+
+    fence: int = 0
+    valid_until: float = 0.0
+    wait_ms: int = 0
+    wait_on: Master | None = None
+    reachable: int = 0
+
+
+class RedlockLock(Lock):
+    """A mutex held on a quorum of independent masters (not reentrant)."""
+
+    def __init__(self, backend: Any, name: str, **kwargs: Any) -> None:
+        if kwargs.pop("reentrant", False):
+            raise InvalidArgument(
+                "reentrant=True is not supported by the Redlock backend (supports_reentrant "
+                "is False); use a Redis lock alias for reentrant locks"
+            )
+        super().__init__(backend, name, **kwargs)
+        self.kind = "quorum"
+        self._check_ttl(self.ttl, "ttl")
+        self._valid_until = 0.0
+
+    def _check_ttl(self, ttl: float, argument: str) -> None:
+        limit = self.backend.options["MAX_TTL"]
+        if ttl > limit:
+            raise InvalidArgument(
+                f"{argument} {ttl:g}s is above OPTIONS['MAX_TTL'] ({limit:g}s) of "
+                f"REDISLOCK_LOCKS[{self.backend.alias!r}]; raise MAX_TTL or use the watchdog"
+            )
+
+    def _validity(self, started: float, ttl: float) -> float:
+        """The monotonic time until which a hold taken at ``started`` is trusted."""
+        drift = ttl * float(self.backend.options["CLOCK_DRIFT_FACTOR"]) + 0.002
+        return started + ttl - drift
+
+    # -- one attempt ---------------------------------------------------------------------------
+
+    def _try(self, owner: str, meta: str, mode: int) -> Outcome:
+        backend = self.backend
+        started = time.monotonic()
+        script, keys, args = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
+        replies = backend.each(lambda master: master.run((script, keys, args)))
+        outcome = Outcome(reachable=sum(not isinstance(r, Exception) for r in replies))
+        granted: list[int] = []
+        held: list[tuple[int, Master]] = []
+        for master, reply in zip(backend.masters, replies, strict=True):
+            if isinstance(reply, Exception):
+                continue
+            if int(reply[0]) == 1 and master.counts():
+                granted.append(int(reply[1]))
+            elif int(reply[0]) == 0:
+                held.append((int(reply[1]), master))
+        if len(granted) >= backend.quorum and time.monotonic() < self._validity(started, self.ttl):
+            outcome.fence = max(granted)
+            if self._fence_everywhere(owner, outcome.fence) >= backend.quorum:
+                outcome.valid_until = self._validity(started, self.ttl)
+                if time.monotonic() < outcome.valid_until:
+                    return outcome
+            outcome.fence = 0
+        self._release_everywhere(owner)
+        if len(held) >= backend.quorum:
+            held.sort(key=lambda pair: pair[0])
+            outcome.wait_ms = held[-1][0]
+            outcome.wait_on = next((m for _, m in held if m.counts()), held[-1][1])
+        return outcome
+
+    def _fence_everywhere(self, owner: str, fence: int) -> int:
+        keys = [self._key, self._index.fence]
+        replies = self.backend.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
+        return sum(
+            1
+            for master, reply in zip(self.backend.masters, replies, strict=True)
+            if not isinstance(reply, Exception) and int(reply) == 1 and master.counts()
+        )
+
+    def _release_everywhere(self, owner: str) -> tuple[int, int]:
+        """Release ``owner``'s holds on every master: (released, unreachable)."""
+        script, keys, args = self._release_args(owner, "*")
+        replies = self.backend.each(lambda master: master.run((script, keys, args)))
+        released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) == 1)
+        return released, sum(isinstance(r, Exception) for r in replies)
+
+    # -- acquire -------------------------------------------------------------------------------
+
+    def _acquire(self, user: tuple[str, str, str | None], blocking: bool, timeout: float) -> bool:
+        self._before_acquire(user[0])
+        deadline = time.monotonic() + timeout
+        owner = self._owner_for_attempt(user[0])
+        meta = self.meta(owner, *user)
+        waited = False
+        while True:
+            remaining = deadline - time.monotonic()
+            mode = 2 if waited else int(blocking and remaining > 0)
+            outcome = self._try(owner, meta, mode)
+            if outcome.fence:
+                self._valid_until = outcome.valid_until
+                return self._granted(owner, user[0], [1, outcome.fence])
+            left = deadline - time.monotonic()
+            if not blocking or left <= 0:
+                return self._refused(outcome)
+            self._pause(outcome, left)
+            waited = True
+
+    def _refused(self, outcome: Outcome) -> bool:
+        if outcome.reachable < self.backend.quorum:
+            raise ConnectionFailed(
+                f"lock {self.name!r}: only {outcome.reachable} of {len(self.backend.masters)} "
+                f"Redlock masters of REDISLOCK_LOCKS[{self.backend.alias!r}] answered; a grant "
+                f"needs {self.backend.quorum}"
+            )
+        return False
+
+    def _pause(self, outcome: Outcome, left: float) -> None:
+        if outcome.wait_on is None:
+            pause = random.uniform(0.2, 1.0) * self.backend.options["RETRY_DELAY"]
+            time.sleep(min(left, pause))
+            return
+        seconds = min(left, (outcome.wait_ms + 1) / 1000, MAX_BLOCK)
+        try:
+            wait_for_signal(outcome.wait_on, self._signal_key, max(0.001, seconds))
+        except ConnectionFailed:
+            time.sleep(min(left, self.backend.options["RETRY_DELAY"]))
+
+    def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
+        """Take the lock on a quorum of masters; wait up to ``timeout`` seconds when ``blocking``.
+
+        Returns False when the lock stayed held; raises :class:`ConnectionFailed`
+        when, at the end of the wait, fewer than a quorum of masters answered.
+        """
+        blocking, timeout = self._wait_args(blocking, timeout)
+        return self._acquire(current_user(), blocking, timeout)
+
+    async def acquire_async(
+        self, blocking: bool | None = None, timeout: float | None = None
+    ) -> bool:
+        """The asyncio twin of :meth:`acquire` (the fan-out runs in a worker thread)."""
+        blocking, timeout = self._wait_args(blocking, timeout)
+        return await asyncio.to_thread(self._acquire, current_user(), blocking, timeout)
+
+    # -- release, extend, checks ---------------------------------------------------------------
+
+    def _release_result(self, hold: Hold) -> list[int]:
+        """The result the single-server release script would give, decided by quorum."""
+        released, unreachable = self._release_everywhere(hold.owner)
+        quorum = self.backend.quorum
+        valid = time.monotonic() < self._valid_until
+        if released >= quorum or (valid and released + unreachable >= quorum):
+            return [1, 0, hold.fence]
+        return [0, 0]
+
+    def _foreign(self) -> bool:
+        return self._hold is None and self.owner is not None
+
+    def release(self) -> None:
+        """Release on every master; raise :class:`LockLost` if the hold had already ended."""
+        if self._foreign():
+            return self._foreign_done(self._release_everywhere(str(self.owner))[0])
+        hold = self._require_hold("release")
+        self._released(hold, self._release_result(hold))
+
+    async def release_async(self) -> None:
+        """The asyncio twin of :meth:`release`."""
+        if self._foreign():
+            released = await asyncio.to_thread(self._release_everywhere, str(self.owner))
+            return self._foreign_done(released[0])
+        hold = self._require_hold("release")
+        self._released(hold, await asyncio.to_thread(self._release_result, hold))
+
+    def _foreign_done(self, released: int) -> None:
+        if released == 0:
+            raise LockNotOwned(
+                f"owner {self.owner!r} does not hold lock {self.name!r}", name=self.name
+            )
+
+    def quorum_extend(self, hold: Hold, ttl: float) -> int | Exception:
+        """Extend (``ttl`` > 0) or check (0) on every master.
+
+        Returns the remaining milliseconds when a quorum holds (or, for a check,
+        when not enough masters deny it while the validity lasts), ``-2`` when the
+        hold is gone, or a :class:`ConnectionFailed` when neither can be told.
+        """
+        started = time.monotonic()
+        keys = [self._key, self._index.expiry]
+        args = [hold.owner, hold.fence, to_ms(ttl) if ttl else 0, self.name]
+        replies = self.backend.each(lambda master: master.run(("lock_extend", keys, args)))
+        quorum, total = self.backend.quorum, len(self.backend.masters)
+        held = denied = 0
+        for master, reply in zip(self.backend.masters, replies, strict=True):
+            if isinstance(reply, Exception):
+                continue
+            if int(reply) > 0 and master.counts():
+                held += 1
+            elif int(reply) <= 0:
+                denied += 1
+        if ttl and held >= quorum and time.monotonic() < self._validity(started, ttl):
+            self._valid_until = self._validity(started, ttl)
+        left = self._valid_until - time.monotonic()
+        if left <= 0 or denied > total - quorum:
+            return -2
+        if held >= quorum or not ttl:
+            return max(1, int(left * 1000))
+        return ConnectionFailed(
+            f"lock {self.name!r}: only {held} of {total} Redlock masters confirmed the extension"
+        )
+
+    def _quorum_checked(self, hold: Hold, result: int | Exception) -> None:
+        if isinstance(result, Exception):
+            raise result
+        self._checked(hold, result)
+
+    def extend(self, ttl: float | None = None) -> None:
+        """Reset the hold to ``ttl`` seconds on a quorum of masters."""
+        seconds = self.ttl if ttl is None else self._ttl_ms(ttl) / 1000
+        self._check_ttl(seconds, "ttl")
+        hold = self._require_hold("extend")
+        self._quorum_checked(hold, self.quorum_extend(hold, seconds))
+
+    async def extend_async(self, ttl: float | None = None) -> None:
+        """The asyncio twin of :meth:`extend`."""
+        seconds = self.ttl if ttl is None else self._ttl_ms(ttl) / 1000
+        self._check_ttl(seconds, "ttl")
+        hold = self._require_hold("extend")
+        self._quorum_checked(hold, await asyncio.to_thread(self.quorum_extend, hold, seconds))
+
+    def ensure_held(self) -> None:
+        """Raise :class:`LockLost` unless the hold is still valid and not denied by a quorum."""
+        hold = self._require_hold("check")
+        if hold.lost:
+            raise self._lost_error(hold)
+        self._quorum_checked(hold, self.quorum_extend(hold, 0))
+
+    async def ensure_held_async(self) -> None:
+        """The asyncio twin of :meth:`ensure_held`."""
+        hold = self._require_hold("check")
+        if hold.lost:
+            raise self._lost_error(hold)
+        self._quorum_checked(hold, await asyncio.to_thread(self.quorum_extend, hold, 0))
+
+    def owned(self) -> bool:
+        """True when this object's hold is still valid (one parallel round trip)."""
+        hold = self._hold
+        if hold is None or hold.lost:
+            return False
+        result = self.quorum_extend(hold, 0)
+        return not isinstance(result, Exception) and result > 0
+
+    async def owned_async(self) -> bool:
+        """The asyncio twin of :meth:`owned`."""
+        return await asyncio.to_thread(self.owned)
+
+    def locked(self) -> bool:
+        """True when a quorum of masters has the lock held."""
+        replies = self.backend.each(lambda master: master.client.exists(self._key))
+        held = sum(1 for r in replies if not isinstance(r, Exception) and r)
+        return bool(held >= self.backend.quorum)
+
+    async def locked_async(self) -> bool:
+        """The asyncio twin of :meth:`locked`."""
+        return await asyncio.to_thread(self.locked)
+
+    def renew_result(self, hold: Hold) -> int | Exception:
+        """What the watchdog's renewal of ``hold`` found (see :meth:`quorum_extend`)."""
+        return self.quorum_extend(hold, self.ttl)

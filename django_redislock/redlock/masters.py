@@ -1,0 +1,144 @@
+"""The independent masters of a Redlock alias: one client each, run ids and quarantine.
+
+A master that restarted may have forgotten the holds it granted (without
+``appendfsync always`` it certainly did). If it counted toward the next quorum
+at once, two clients could hold the same lock: the old holder on the masters
+that kept its hold, the new one on the forgetful master plus the rest. So, as
+the Redlock paper asks, a master whose run id changed is left out of the
+quorum for ``MAX_TTL`` seconds, after which every hold it could have forgotten
+has expired anyway.
+
+The run id is read on every new connection (a restart always drops the old
+ones), by a ``redis_connect_func`` that runs ``INFO server`` right after the
+handshake: the check costs nothing on the hot path. A process that first meets
+a master cannot know whether it restarted a moment ago; with
+``QUARANTINE_FRESH_MASTERS`` it leaves out a master whose uptime is below
+``MAX_TTL`` until it is not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from ..connections import redact
+from ..exceptions import ConnectionFailed
+from ..locks.pipeline import Call, run_scripts
+
+logger = logging.getLogger("django_redislock.redlock")
+
+
+def parse_info(raw: Any) -> dict[str, str]:
+    """``INFO`` text as a dict of strings."""
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+class Master:
+    """One independent master, shaped like a Redis backend for the shared helpers.
+
+    It has the few attributes the single-server helpers use (``client``,
+    ``errors()``, ``options``, ``key()``, ``is_cluster``), so script pipelines,
+    index pages and the ``BLPOP`` wait of :mod:`django_redislock.locks` run
+    unchanged against one master.
+    """
+
+    is_cluster = False
+
+    def __init__(self, backend: Any, url: str) -> None:
+        self.backend = backend
+        self.url = url
+        self.options: dict[str, Any] = {**backend.options, "CLIENT_CLASS": None, "CLUSTER": False}
+        self.run_id: str | None = None
+        #: ``time.monotonic()`` from which this master counts toward a quorum.
+        self.counted_from = 0.0
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._pid = 0
+
+    def __repr__(self) -> str:
+        return f"<Master {redact(self.url)}>"
+
+    def key(self, tag: str, *parts: str) -> str:
+        return str(self.backend.key(tag, *parts))
+
+    @property
+    def client(self) -> Any:
+        """This process's client for the master: short timeouts, no retries."""
+        if self._client is None or self._pid != os.getpid():
+            with self._lock:
+                if self._client is None or self._pid != os.getpid():
+                    timeout = self.backend.options["MASTER_TIMEOUT"]
+                    self._client = redis.Redis.from_url(
+                        self.url,
+                        socket_timeout=timeout,
+                        socket_connect_timeout=timeout,
+                        retry=Retry(NoBackoff(), 0),
+                        redis_connect_func=self._on_connect,
+                        **self.backend.options["CLIENT_KWARGS"],
+                    )
+                    self._pid = os.getpid()
+        return self._client
+
+    def _on_connect(self, connection: Any) -> None:
+        """After redis-py's own handshake, read the run id and uptime (one ``INFO``)."""
+        connection.on_connect()
+        connection.send_command("INFO", "server")
+        info = parse_info(connection.read_response())
+        self.seen(info.get("run_id", ""), int(info.get("uptime_in_seconds", "0")))
+
+    def seen(self, run_id: str, uptime: float, now: float | None = None) -> None:
+        """Record the run id of a new connection; start a quarantine if it changed."""
+        now = time.monotonic() if now is None else now
+        quarantine = float(self.backend.options["MAX_TTL"])
+        with self._lock:
+            if self.run_id is None:
+                if self.backend.options["QUARANTINE_FRESH_MASTERS"] and uptime < quarantine:
+                    self.counted_from = now + quarantine - uptime
+            elif run_id != self.run_id:
+                self.counted_from = now + quarantine
+                logger.warning(
+                    "Redlock master %s restarted (run id %s -> %s): left out of the quorum for %gs",
+                    redact(self.url),
+                    self.run_id,
+                    run_id,
+                    quarantine,
+                )
+            self.run_id = run_id
+
+    def counts(self) -> bool:
+        """True when this master's answers count toward a quorum (not quarantined)."""
+        return time.monotonic() >= self.counted_from
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """redis-py connection errors as :class:`ConnectionFailed` naming this master."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectionFailed(
+                f"Redlock master {redact(self.url)} of REDISLOCK_LOCKS"
+                f"[{self.backend.alias!r}] is unreachable ({exc})"
+            ) from exc
+
+    def run(self, call: Call) -> Any:
+        """Run one script on this master; its result, or raise (errors as exceptions)."""
+        (result,) = run_scripts(self, [call])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def reset(self) -> None:
+        """Forget the client (after a settings change); the run id is kept."""
+        with self._lock:
+            self._client, self._pid = None, 0

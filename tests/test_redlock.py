@@ -1,0 +1,242 @@
+"""The Redlock backend on the session's 5 independent masters (fast tests).
+
+Dead masters are simulated here with URLs of ports nothing listens on; the
+fault tests with real processes stopped and restarted are in
+``test_redlock_faults.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from django_redislock import distributed_lock, locks, signals
+from django_redislock.backends.redlock import RedlockBackend
+from django_redislock.exceptions import (
+    ConfigurationError,
+    ConnectionFailed,
+    InvalidArgument,
+    LockLost,
+)
+from django_redislock.redlock.masters import Master
+
+from .servers import RedisProcess, free_port
+
+
+def dead_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+def redlock(urls: list[str], prefix: str | None = None, **options: Any) -> RedlockBackend:
+    """A Redlock backend on ``urls`` with its own key prefix (the masters are shared)."""
+    opts = {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 0.5, **options}
+    prefix = prefix or f"rl{uuid.uuid4().hex[:8]}"
+    return RedlockBackend("quorum", {"LOCATION": urls, "KEY_PREFIX": prefix, "OPTIONS": opts})
+
+
+@pytest.fixture
+def urls(redlock_servers: list[RedisProcess]) -> list[str]:
+    return [server.url for server in redlock_servers]
+
+
+def test_grant_is_exclusive_fenced_listed_and_released(urls: list[str]) -> None:
+    backend = redlock(urls)
+    first = backend.lock("order:1", ttl=5)
+    assert first.acquire(blocking=False)
+    assert first.fence >= 1 and first.locked() and first.owned()
+    assert not backend.lock("order:1", ttl=5).acquire(blocking=False)
+    (held,) = backend.held_locks()
+    assert (held.name, held.kind, held.fence) == ("order:1", "quorum", first.fence)
+    assert 0 < held.expires_in <= 5 and backend.held_lock_count() == 1
+    fence = first.fence
+    first.release()
+    assert not first.locked() and backend.held_locks() == []
+    second = backend.lock("order:1", ttl=5)
+    with second:
+        assert second.fence > fence
+
+
+def test_two_dead_masters_still_grant_three_do_not(urls: list[str]) -> None:
+    backend = redlock([*urls[:3], dead_url(), dead_url()])
+    with backend.lock("two-down", ttl=5) as lock:
+        assert not backend.lock("two-down", ttl=5).acquire(blocking=False)
+        assert lock.owned()
+    short = redlock([*urls[:2], dead_url(), dead_url(), dead_url()])
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailed, match="only 2 of 5 Redlock masters"):
+        short.lock("three-down", ttl=5).acquire(timeout=0.5)
+    assert time.monotonic() - started < 2.0
+
+
+def test_fence_grows_across_grants_on_different_quorums(urls: list[str]) -> None:
+    prefix = f"rl{uuid.uuid4().hex[:8]}"
+    everyone = redlock(urls, prefix)
+    probe = everyone.lock("f", ttl=5)
+    fence_key = probe._index.fence
+    everyone.masters[0].client.set(fence_key, 100)  # one master issued many more fences
+    with probe:
+        assert probe.fence == 101
+    # A later grant by a quorum without master 0 still gets a larger fence: the grant's
+    # fence was written as a floor into the counters of every master that answered.
+    others = redlock([*urls[1:], dead_url()], prefix)
+    with others.lock("f", ttl=5) as later:
+        assert later.fence > 101
+
+
+def test_waiter_wakes_on_release_without_polling(urls: list[str]) -> None:
+    backend = redlock(urls)
+    holder = backend.lock("wake", ttl=10)
+    holder.acquire()
+    woke: list[float] = []
+
+    def wait() -> None:
+        waiter = backend.lock("wake", ttl=10)
+        waiter.acquire(timeout=8)
+        woke.append(time.monotonic())
+        waiter.release()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    holder.release()
+    thread.join(10)
+    assert woke and woke[0] - released < 0.25
+
+
+def test_watchdog_renews_by_quorum_and_reports_loss(urls: list[str]) -> None:
+    backend = redlock(urls, DEFAULT_TTL=0.6)
+    lost: list[str] = []
+
+    def on_lost(sender: Any, name: str, **kwargs: Any) -> None:
+        lost.append(name)
+
+    signals.lock_lost.connect(on_lost)
+    try:
+        lock = backend.lock("renewed")  # no ttl: the watchdog renews it
+        lock.acquire()
+        time.sleep(1.5)
+        lock.ensure_held()
+        assert backend.force_release("renewed")
+        deadline = time.monotonic() + 3
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lost == ["renewed"]
+        with pytest.raises(LockLost):
+            lock.release()
+    finally:
+        signals.lock_lost.disconnect(on_lost)
+
+
+def test_paused_holder_is_refused_once_validity_ran_out(urls: list[str]) -> None:
+    backend = redlock(urls)
+    lock = backend.lock("short", ttl=0.3)
+    lock.acquire()
+    time.sleep(0.4)
+    assert not lock.owned()
+    newer = backend.lock("short", ttl=5)
+    assert newer.acquire(blocking=False) and newer.fence > lock.fence
+    with pytest.raises(LockLost):
+        lock.ensure_held()
+    newer.release()
+
+
+def test_async_twins(urls: list[str]) -> None:
+    backend = redlock(urls)
+
+    async def scenario() -> tuple[bool, bool]:
+        lock = backend.lock("async", ttl=5)
+        async with lock:
+            await lock.extend_async(3)
+            await lock.ensure_held_async()
+            inside = await lock.locked_async()
+        return inside, await lock.locked_async()
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_unsupported_kinds_and_bad_ttls_are_refused(urls: list[str]) -> None:
+    backend = redlock(urls, MAX_TTL=10.0)
+    assert not backend.supports_reentrant and not backend.supports_read_write
+    with pytest.raises(InvalidArgument, match="reentrant"):
+        backend.lock("x", reentrant=True)
+    with pytest.raises(NotImplementedError):
+        backend.read_write_lock("x")
+    with pytest.raises(InvalidArgument, match="MAX_TTL"):
+        backend.lock("x", ttl=11)
+
+
+def test_location_must_list_three_distinct_masters() -> None:
+    errors = RedlockBackend.location_errors
+    assert errors({"LOCATION": "redis://a/0"})[0].startswith("LOCATION of a Redlock alias")
+    assert errors({"LOCATION": ["redis://a/0", "redis://b/0"]})
+    assert errors({"LOCATION": ["redis://a/0", "redis://b/0", "cache://default"]}) == [
+        "Redlock master 'cache://default' must be a redis://, rediss:// or unix:// URL"
+    ]
+    assert errors({"LOCATION": ["redis://a/0", "redis://a/0", "redis://b/0"]}) == [
+        "LOCATION lists the same Redlock master twice"
+    ]
+    assert errors({"LOCATION": ["redis://a/0", "redis://b/0", "redis://c/0"]}) == []
+    with pytest.raises(ConfigurationError, match="CLOCK_DRIFT_FACTOR"):
+        RedlockBackend("q", {"LOCATION": ["redis://a/0"] * 3, "OPTIONS": {"CLOCK_DRIFT_FACTOR": 2}})
+    four = redlock(["redis://a/0", "redis://b/0", "redis://c/0", "redis://d/0"])
+    assert [m.id for m in four.check()] == ["redislock.W003"]
+
+
+def test_a_restarted_master_is_quarantined_for_max_ttl() -> None:
+    backend = redlock(["redis://a/0", "redis://b/0", "redis://c/0"], MAX_TTL=30.0)
+    master: Master = backend.masters[0]
+    now = time.monotonic()
+    master.seen("run-1", uptime=5, now=now)
+    assert master.counts()  # QUARANTINE_FRESH_MASTERS is off here
+    master.seen("run-1", uptime=6, now=now)
+    assert master.counts()
+    master.seen("run-2", uptime=0, now=now)
+    assert not master.counts() and master.counted_from == pytest.approx(now + 30)
+    fresh = redlock(["redis://a/0", "redis://b/0", "redis://c/0"], MAX_TTL=30.0)
+    fresh.options["QUARANTINE_FRESH_MASTERS"] = True
+    fresh.masters[0].seen("run-9", uptime=10, now=now)
+    assert fresh.masters[0].counted_from == pytest.approx(now + 20)
+
+
+def test_decorator_commands_and_listing_on_a_quorum_alias(urls: list[str]) -> None:
+    prefix = f"rl{uuid.uuid4().hex[:8]}"
+    alias = {
+        "BACKEND": "django_redislock.backends.redlock.RedlockBackend",
+        "LOCATION": urls,
+        "KEY_PREFIX": prefix,
+        "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False},
+    }
+    with override_settings(REDISLOCK_LOCKS={"default": {"LOCATION": urls[0]}, "quorum": alias}):
+        total = {"n": 0}
+
+        @distributed_lock("job:{n}", using="quorum", ttl=5, timeout=5)
+        def bump(n: int) -> None:
+            value = total["n"]
+            time.sleep(0.001)
+            total["n"] = value + 1
+
+        threads = [threading.Thread(target=lambda: [bump(1) for _ in range(10)]) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert total["n"] == 40
+        held = locks["quorum"].lock("listed", ttl=5)
+        held.acquire()
+        out = io.StringIO()
+        call_command("list_locks", "--using", "quorum", "--json", stdout=out)
+        listed = json.loads(out.getvalue())
+        assert [row["name"] for row in listed["locks"]] == ["listed"]
+        call_command("release_lock", "listed", "--using", "quorum", "--yes", stdout=io.StringIO())
+        assert not held.owned()
+        locks.reset()

@@ -1,0 +1,146 @@
+"""Redlock under faults: real masters stopped, restarted empty and started again.
+
+Each test starts its own 5 masters (the session's set is shared by the fast
+tests), and every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from django_redislock.exceptions import ConnectionFailed
+
+from .servers import RedisProcess
+from .test_redlock import redlock
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def masters(tmp_path: Path) -> Iterator[list[RedisProcess]]:
+    servers = [RedisProcess(tmp_path / f"master{i}").start() for i in range(5)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def restart_empty(server: RedisProcess) -> None:
+    """Stop a master and start a new one on the same port with no data (no persistence)."""
+    server.stop()
+    server.start()
+
+
+def test_two_of_five_stopped_still_grant_exclusive_locks(masters: list[RedisProcess]) -> None:
+    backend = redlock([m.url for m in masters])
+    masters[3].stop()
+    masters[4].stop()
+    total = {"n": 0, "inside": 0, "overlaps": 0}
+
+    def work() -> None:
+        for _ in range(25):
+            with backend.lock("shared", ttl=5, timeout=20):
+                total["inside"] += 1
+                total["overlaps"] += total["inside"] > 1
+                value = total["n"]
+                time.sleep(0.001)
+                total["n"] = value + 1
+                total["inside"] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert (total["n"], total["overlaps"]) == (100, 0)
+
+
+def test_three_of_five_stopped_fail_cleanly_within_the_timeout(
+    masters: list[RedisProcess],
+) -> None:
+    backend = redlock([m.url for m in masters])
+    for server in masters[2:]:
+        server.stop()
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailed, match="only 2 of 5"):
+        backend.lock("x", ttl=5).acquire(timeout=1.0)
+    assert 1.0 <= time.monotonic() - started < 1.6
+    started = time.monotonic()
+    lock = backend.lock("x", ttl=5)
+    with pytest.raises(ConnectionFailed):
+        lock.acquire(blocking=False)
+    assert time.monotonic() - started < 0.5
+    client = backend.masters[0].client
+    assert client.exists(lock._key, lock._index.names) == 0  # the failed attempts left no hold
+
+
+def test_a_master_restarted_empty_does_not_count(masters: list[RedisProcess]) -> None:
+    urls = [m.url for m in masters]
+    observer = redlock(urls, "fault", MAX_TTL=3.0)
+    observer.masters[0].client.ping()  # this process has seen master 0's first run id
+    masters[3].stop()
+    masters[4].stop()
+    holder = redlock(urls, "fault", MAX_TTL=3.0).lock("r", ttl=3)
+    assert holder.acquire(blocking=False)  # held on masters 0, 1, 2
+    restart_empty(masters[0])  # ... and master 0 forgets it
+    masters[3].start()
+    masters[4].start()
+    assert observer.lock("r", ttl=3).acquire(blocking=False) is False
+    assert not observer.masters[0].counts()
+    cautious = redlock(urls, "fault", MAX_TTL=3.0, QUARANTINE_FRESH_MASTERS=True)
+    assert cautious.lock("r", ttl=3).acquire(blocking=False) is False
+    # Without the run-id rule a client gets a second hold on masters 0, 3 and 4: the hazard.
+    naive = redlock(urls, "fault", MAX_TTL=3.0).lock("r", ttl=3)
+    assert naive.acquire(blocking=False) is True
+    assert time.monotonic() < holder._valid_until  # while the first grant is still valid
+    naive.release()
+    time.sleep(3.0)  # MAX_TTL after the restart was seen: master 0 counts again
+    with observer.lock("r", ttl=3, timeout=2) as later:
+        assert observer.masters[0].counts() and later.fence > holder.fence
+
+
+def worker(**args: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.fault_worker", "redlock-count", json.dumps(args)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_mutual_exclusion_of_4_processes_while_masters_stop_and_restart(
+    masters: list[RedisProcess], tmp_path: Path
+) -> None:
+    counter, log = tmp_path / "counter", tmp_path / "fences"
+    counter.write_text("0")
+    options = {"MAX_TTL": 1.0, "MASTER_TIMEOUT": 0.3}
+    common = {"urls": [m.url for m in masters], "options": options, "ttl": 1.0}
+    procs = [
+        worker(**common, counter=str(counter), log=str(log), n=60, deadline=60) for _ in range(4)
+    ]
+    faults = 0
+    deadline = time.monotonic() + 60
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        victim = masters[faults % 5]
+        victim.stop()  # one master down, and at times a second one still in quarantine
+        time.sleep(0.4)
+        victim.start()  # restarted empty: every client leaves it out for MAX_TTL
+        faults += 1
+        time.sleep(0.8)
+    results = [json.loads(p.communicate(timeout=30)[0].splitlines()[-1]) for p in procs]
+    done = sum(r["done"] for r in results)
+    fences = [int(line) for line in log.read_text().split()]
+    errors = {name for r in results for name in r["errors"]}
+    print(f"\nredlock chaos: {faults} master restarts, {done} grants, errors {errors}")
+    assert done == 240 and int(counter.read_text()) == 240 and faults >= 3
+    assert fences == sorted(fences) and len(set(fences)) == len(fences)
+    assert errors <= {"ConnectionFailed", "not acquired"}

@@ -96,6 +96,12 @@ def sentinel_list(value: Any) -> str | None:
     return None
 
 
+def drift_factor(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 0.5:
+        return f"must be a number from 0 to 0.5 (a share of the ttl), got {value!r}"
+    return None
+
+
 def one_of(*choices: str) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         return None if value in choices else f"must be one of {', '.join(choices)}; got {value!r}"
@@ -155,6 +161,42 @@ LOCK_OPTIONS: dict[str, Option] = {
         "bucket, so on a cluster this is also how many slots the locks spread over. Listing "
         "costs one script per bucket. Changing it moves names to other fence counters: only "
         "change it while no lock is held.",
+    ),
+}
+
+#: Options of the Redlock (quorum) backend, besides DEFAULT_TTL, DEFAULT_TIMEOUT and
+#: LOCK_INDEX_BUCKETS, which mean what they mean for the Redis lock backend.
+REDLOCK_OPTIONS: dict[str, Option] = {
+    "MAX_TTL": Option(
+        60.0,
+        positive_seconds,
+        "Longest ttl a lock of this alias may have. It is also how long a master whose run id "
+        "changed (a restart: it may have forgotten holds) is left out of the quorum.",
+    ),
+    "CLOCK_DRIFT_FACTOR": Option(
+        0.01,
+        drift_factor,
+        "Share of the ttl subtracted from the validity of a grant for clock drift between "
+        "masters (plus 2 ms), as in the Redlock algorithm.",
+    ),
+    "MASTER_TIMEOUT": Option(
+        0.25,
+        positive_seconds,
+        "Seconds one master may take to answer (socket and connect timeout). Keep it far "
+        "below the ttl: a dead master must not eat the validity of a grant.",
+    ),
+    "RETRY_DELAY": Option(
+        0.1,
+        positive_seconds,
+        "Longest pause before retrying when no quorum was reachable (there is no release to "
+        "wait for then); the actual pause is random between a fifth of it and all of it.",
+    ),
+    "QUARANTINE_FRESH_MASTERS": Option(
+        True,
+        boolean,
+        "Also leave out a master that this process sees for the first time with an uptime "
+        "below MAX_TTL (it may have restarted just before). Turn off only when masters "
+        "persist with appendfsync always, or in tests.",
     ),
 }
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import redis
 
+from ..exceptions import ConnectionFailed
 from .pipeline import run_scripts
 
 logger = logging.getLogger("django_redislock.locks")
@@ -112,8 +113,12 @@ class Watchdog:
         for pairs in by_backend.values():
             try:
                 backend = pairs[0][0].backend
-                results = run_scripts(backend, [lock.renew_call(h) for lock, h in pairs])
-            except redis.RedisError as exc:
+                renew_locks = getattr(backend, "renew_locks", None)  # e.g. Redlock: by quorum
+                if renew_locks is not None:
+                    results = renew_locks(pairs)
+                else:
+                    results = run_scripts(backend, [lock.renew_call(h) for lock, h in pairs])
+            except (redis.RedisError, ConnectionFailed) as exc:
                 logger.warning("lock renewal failed, retrying in %ss: %s", RETRY_SECONDS, exc)
                 for _, hold in pairs:
                     hold.renew_at = time.monotonic() + RETRY_SECONDS

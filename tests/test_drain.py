@@ -249,3 +249,22 @@ def test_a_long_batch_keeps_its_leases(alias: RedisTarget) -> None:
     assert stolen == []
     assert [r for r in tasks.runs() if r.startswith("end")] == [f"end:t{i}" for i in range(4)]
     assert worker.summary.processed == 4 and slow.stats()["in_flight"] == 0
+
+
+def test_idle_worker_of_several_queues_wakes_for_any(alias: RedisTarget) -> None:
+    worker = Worker([queue("slow"), queue()], timeout=5, max_tasks=1)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        started = time.monotonic()
+        tasks.remember.delay("second queue")
+        thread.join(5)
+        woke = time.monotonic() - started
+    finally:
+        worker.stop()
+        thread.join(5)
+    # one BLPOP over both lists; on a Cluster the lists are in different slots, so the
+    # worker waits on them in turn for at most 1 s each
+    assert woke < (2.2 if alias.kind == "cluster" else 0.2), woke
+    assert tasks.CALLS == ["second queue"]

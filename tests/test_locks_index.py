@@ -129,3 +129,17 @@ def test_listing_bad_arguments(redis_target: RedisTarget) -> None:
     with pytest.raises(InvalidArgument, match="name"):
         backend.force_release("")
     assert index.MAX_PAGE == 1000
+
+
+def test_a_stale_count_does_not_leak_into_the_next_hold(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    reentrant = backend.lock("job", ttl=0.2, reentrant=True)
+    reentrant.acquire()
+    reentrant.acquire()
+    time.sleep(0.3)  # expires with count 2, never released
+    with backend.lock("job", ttl=5):
+        [held] = backend.held_locks()
+        assert (held.kind, held.count) == ("mutex", 1)
+    with backend.lock("job", ttl=5, reentrant=True):
+        [held] = backend.held_locks()
+        assert (held.kind, held.count) == ("reentrant", 1)

@@ -91,7 +91,7 @@ def _parse(*row: bytes, now: int) -> HeldLock:
         expires_in=max(0.0, (float(expiry) - now) / 1000),
         ttl=info.get("ttl"),
         fence=info.get("fence"),
-        count=int(count) if count else 1,
+        count=int(count) if count and info.get("kind") in ("reentrant", "read") else 1,
     )
 
 

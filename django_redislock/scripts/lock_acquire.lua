@@ -47,5 +47,7 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[4])
 redis.call('HSET', KEYS[5], ARGV[4], string.sub(ARGV[5], 1, -2) .. ',"fence":' .. fence .. '}')
-redis.call('HDEL', KEYS[6], ARGV[4])
+if ARGV[3] == '1' then
+  redis.call('HDEL', KEYS[6], ARGV[4])  -- a stale count of an expired reentrant hold
+end
 return {1, fence, 1}

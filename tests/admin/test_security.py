@@ -142,3 +142,16 @@ def test_redis_down_shows_the_error_not_a_500(db: None, admin_client: Client) ->
             Q + "tasks/x/delete/", {"where": "1", "score": "1"}, follow=True
         )
         assert response.status_code == 200 and "unreachable" in response.content.decode()
+
+
+def test_permissions_without_a_table(db: None) -> None:
+    from django.contrib.auth.models import Permission
+    from django.db import connection
+
+    codenames = set(
+        Permission.objects.filter(content_type__app_label="django_redislock").values_list(
+            "codename", flat=True
+        )
+    )
+    assert codenames == {"view_dashboard", "release_locks", "manage_tasks", "purge_queues"}
+    assert not any("django_redislock" in name for name in connection.introspection.table_names())

@@ -70,6 +70,41 @@ def seed(dashboard: Dashboard) -> list[Any]:
     return [*held, stock, *readers, report]
 
 
+def release_a_lock(page: Any, expect: Any, shot: Any) -> None:
+    """From the overview: the locks page, the confirmation, the release."""
+    page.click("text=Show held locks")
+    expect(page.locator("#result_list")).to_contain_text("stock:sku-7")
+    shot("locks")
+    page.locator("tr", has_text="order:1042").locator(".release-link").click()
+    expect(page.locator("#content")).to_contain_text("Force-release the lock")
+    shot("release-confirm")
+    page.click("input[value='Yes, release it']")
+    expect(page.locator(".messagelist")).to_contain_text("Released lock “order:1042”")
+    expect(page.locator("#result_list")).not_to_contain_text("order:1042")
+    shot("locks-released")
+
+
+def requeue_dead_tasks(page: Any, expect: Any, shot: Any, queue_url: str) -> None:
+    """One dead task from its page, then the rest with "select all" and the bulk action."""
+    page.goto(queue_url)
+    expect(page.locator("#result_list")).to_contain_text("order-1002")
+    shot("queue")
+    page.click("#state-tabs >> text=Dead")
+    expect(page.locator("#result_list")).to_contain_text("PaymentDeclined")
+    shot("queue-dead")
+    page.click("text=order-977")
+    expect(page.locator("#payload")).to_contain_text('"id": "order-977"')
+    shot("task")
+    page.click("#requeue-button")
+    expect(page.locator(".messagelist")).to_contain_text("1 task(s) requeued")
+    shot("requeued")
+    page.check("#action-toggle")
+    expect(page.locator(".action-select").first).to_be_checked()
+    page.select_option("#bulk-action", "requeue")
+    page.click("#changelist-form button[type=submit]")
+    expect(page.locator(".messagelist")).to_contain_text("1 task(s) requeued: “order-978”")
+
+
 def test_operator_releases_a_lock_and_requeues_a_dead_task(
     single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
 ) -> None:
@@ -94,36 +129,15 @@ def test_operator_releases_a_lock_and_requeues_a_dead_task(
         expect(page.locator("#lock-aliases")).to_contain_text("default 5")
         expect(page.locator(".queue-alias")).to_contain_text("orders")
         shot("overview")
-
-        page.click("text=Show held locks")
-        expect(page.locator("#result_list")).to_contain_text("stock:sku-7")
-        shot("locks")
-        page.locator("tr", has_text="order:1042").locator(".release-link").click()
-        expect(page.locator("#content")).to_contain_text("Force-release the lock")
-        shot("release-confirm")
-        page.click("input[value='Yes, release it']")
-        expect(page.locator(".messagelist")).to_contain_text("Released lock “order:1042”")
-        expect(page.locator("#result_list")).not_to_contain_text("order:1042")
-        shot("locks-released")
-
-        page.goto(f"{live_server.url}{BASE}queues/default/orders/")
-        expect(page.locator("#result_list")).to_contain_text("order-1002")
-        shot("queue")
-        page.click("#state-tabs >> text=Dead")
-        expect(page.locator("#result_list")).to_contain_text("PaymentDeclined")
-        shot("queue-dead")
-        page.click("text=order-977")
-        expect(page.locator("#payload")).to_contain_text('"id": "order-977"')
-        shot("task")
-        page.click("#requeue-button")
-        expect(page.locator(".messagelist")).to_contain_text("1 task(s) requeued")
-        shot("requeued")
+        release_a_lock(page, expect, shot)
+        requeue_dead_tasks(page, expect, shot, f"{live_server.url}{BASE}queues/default/orders/")
         browser.close()
 
     with pytest.raises(LockLost):
         held[0].ensure_held()
-    task = single.queue("orders").get("order-977")
-    assert task is not None and task.state == "ready"
+    for id in ("order-977", "order-978"):
+        task = single.queue("orders").get(id)
+        assert task is not None and task.state == "ready"
     for name in ("overview", "locks", "release-confirm", "queue", "queue-dead", "task"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
 

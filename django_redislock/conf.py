@@ -60,6 +60,12 @@ def positive_int(value: Any) -> str | None:
     return None
 
 
+def non_negative_int(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return f"must be an integer >= 0, got {value!r}"
+    return None
+
+
 def optional_positive_int(value: Any) -> str | None:
     return None if value is None else positive_int(value)
 
@@ -161,6 +167,24 @@ LOCK_OPTIONS: dict[str, Option] = {
         "bucket, so on a cluster this is also how many slots the locks spread over. Listing "
         "costs one script per bucket. Changing it moves names to other fence counters: only "
         "change it while no lock is held.",
+    ),
+    "MIN_REPLICAS_ACK": Option(
+        0,
+        non_negative_int,
+        "Replicas that must acknowledge a grant (WAIT) before acquire() returns; 0 waits for "
+        "none. A grant that only the master knows is lost if the master fails before it "
+        "replicates, and the promoted replica hands the lock out again.",
+    ),
+    "REPLICA_ACK_TIMEOUT": Option(
+        0.1,
+        positive_seconds,
+        "Longest wait for MIN_REPLICAS_ACK acknowledgements of one grant.",
+    ),
+    "ON_REPLICA_TIMEOUT": Option(
+        "fail",
+        one_of("fail", "proceed"),
+        "When fewer replicas acknowledged in time: 'fail' releases the grant and raises "
+        "ReplicaAckTimeout (fail closed); 'proceed' keeps it and logs a warning (fail open).",
     ),
 }
 

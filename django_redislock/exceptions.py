@@ -46,6 +46,10 @@ class LockLost(LockError):
     """The hold ended without the holder releasing it (expired, stolen or force-released)."""
 
 
+class ReplicaAckTimeout(LockError):
+    """Fewer replicas than ``MIN_REPLICAS_ACK`` acknowledged a grant in time; it was undone."""
+
+
 class LockUsageError(LockError, RuntimeError):
     """A lock object was used wrongly: shared between threads or tasks, or acquired twice."""
 

@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -218,3 +219,66 @@ def _kill_leftovers() -> None:
             process.wait(timeout=5)
     if os.environ.get("REDISLOCK_TEST_DEBUG"):
         print(f"killed {len(_running)} leftover redis-server processes")
+
+
+def start_replica(directory: Path, master: RedisProcess, extra: Sequence[str] = ()) -> RedisProcess:
+    """Start a replica of ``master`` and wait until its link is up and in sync."""
+    master.client().config_set("repl-diskless-sync-delay", 0)  # sync now, not in 5 s
+    replica = RedisProcess(
+        directory, extra=["--replicaof", "127.0.0.1", str(master.port), *extra]
+    ).start()
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        info = replica.client().info("replication")
+        if info.get("master_link_status") == "up" and not info.get("master_sync_in_progress"):
+            return replica
+        time.sleep(0.05)
+    replica.stop()
+    raise RuntimeError(f"replica on {replica.port} did not sync with {master.port}")
+
+
+def start_sentinels(
+    directory: Path,
+    master: RedisProcess,
+    *,
+    service: str = "mymaster",
+    count: int = 3,
+    quorum: int = 2,
+    down_after_ms: int = 1000,
+) -> list[RedisProcess]:
+    """Start ``count`` sentinels monitoring ``master`` as ``service`` with ``quorum``.
+
+    The sentinels find each other (and the replicas) through the master, so wait
+    until each one knows the others before a test relies on a failover.
+    """
+    sentinels = []
+    for i in range(count):
+        where = directory / f"sentinel{i}"
+        where.mkdir(parents=True, exist_ok=True)
+        sentinel = RedisProcess(where)
+        config = where / "sentinel.conf"
+        config.write_text(
+            f"port {sentinel.port}\nbind 127.0.0.1\ndir {where}\nlogfile server.log\n"
+            f"sentinel monitor {service} 127.0.0.1 {master.port} {quorum}\n"
+            f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+            f"sentinel failover-timeout {service} 5000\n"
+            f"sentinel parallel-syncs {service} 1\n"
+        )
+        sentinel.config_file = config
+        sentinels.append(sentinel.start())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        known = [_other_sentinels(s, service) for s in sentinels]
+        if all(n >= count - 1 for n in known):
+            return sentinels
+        time.sleep(0.1)
+    for sentinel in sentinels:
+        sentinel.stop()
+    raise RuntimeError("the sentinels did not discover each other")
+
+
+def _other_sentinels(sentinel: RedisProcess, service: str) -> int:
+    reply = sentinel.client().execute_command("SENTINEL", "MASTER", service)
+    fields = dict(zip(reply[::2], reply[1::2], strict=True)) if isinstance(reply, list) else reply
+    value: Any = fields.get(b"num-other-sentinels", fields.get("num-other-sentinels", 0))
+    return int(value)

@@ -37,6 +37,8 @@ from .base import BaseLockBackend
 
 T = TypeVar("T")
 
+#: The Redis lock backend's options that mean the same here (no replicas: no WAIT options).
+REDLOCK_LOCK_KEYS = ("DEFAULT_TTL", "DEFAULT_TIMEOUT", "LOCK_INDEX_BUCKETS")
 #: Schemes a Redlock master may use (one plain server each).
 MASTER_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -47,7 +49,7 @@ class RedlockBackend(BaseLockBackend):
     option_schema = {
         "CLIENT_KWARGS": CONNECTION_OPTIONS["CLIENT_KWARGS"],
         "SOCKET_TIMEOUT": CONNECTION_OPTIONS["SOCKET_TIMEOUT"],
-        **LOCK_OPTIONS,
+        **{key: LOCK_OPTIONS[key] for key in REDLOCK_LOCK_KEYS},
         **REDLOCK_OPTIONS,
     }
     supports_reentrant = False

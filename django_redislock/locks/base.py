@@ -13,6 +13,7 @@ when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from .. import signals
 from ..exceptions import InvalidArgument, LockLost, LockNotAcquired, LockNotOwned, LockUsageError
 from .keys import check_name, check_seconds, to_ms
 from .owners import Hold, check_owner, current_user, holder_meta, new_token
+from .replicas import call_with_ack, wants_ack
 from .wait import wait_for_signal, wait_for_signal_async
 
 logger = logging.getLogger("django_redislock.locks")
@@ -264,12 +266,19 @@ class BaseLock:
         return hold is not None and not hold.lost
 
     def _call(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        if wants_ack(self.backend, call[0]):
+            return call_with_ack(self, call)  # OPTIONS['MIN_REPLICAS_ACK']: grant + WAIT
+        return self._call_plain(call)
+
+    def _call_plain(self, call: tuple[str, list[str], list[Any]]) -> Any:
         script, keys, args = call
         with self.backend.errors():
             return self.backend.script(script)(keys=keys, args=args)
 
     async def _acall(self, call: tuple[str, list[str], list[Any]]) -> Any:
         script, keys, args = call
+        if wants_ack(self.backend, script):
+            return await asyncio.to_thread(call_with_ack, self, call)
         client = self.backend.async_client()
         with self.backend.errors():
             return await self.backend.script(script, client)(keys=keys, args=args)

@@ -82,7 +82,7 @@ def redis_load(args: dict[str, Any]) -> dict[str, Any]:
             i += 1
             started = time.monotonic()
             try:
-                with lock_backend.lock(f"load:{i % 4}", ttl=5, timeout=2):
+                with lock_backend.lock(f"load:{i % 4}", ttl=1, timeout=2):
                     ok["lock"] += 1
                 queue.enqueue(f"{worker}-{i}", payload={"i": i})
                 for task in queue.pop(count=2, lease=30):

@@ -145,6 +145,13 @@ def test_bad_item_names(item: Any) -> None:
         Stock(item)
 
 
+def test_the_order_task_must_be_a_registered_task() -> None:
+    with pytest.raises(InvalidArgument, match="order_task"):
+        Stock("x", order_task=print)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="name"):
+        Stock("x", order_task=inventory_tasks.record_order, queue="a{b}")
+
+
 def test_bad_set_and_add_arguments(redis_target: RedisTarget) -> None:
     stock = make_stock(redis_target)
     stock.set(5)

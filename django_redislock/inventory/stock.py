@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
+from ..queue.registry import TaskFunction
 from ..queue.validation import check_name
 from .calls import (
     KEY_PARTS,
@@ -35,7 +36,6 @@ from .validation import check_buyer, check_item, check_units, window_micros
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
     from ..queue.queue import Queue
-    from ..queue.registry import TaskFunction
 
 R = TypeVar("R")
 
@@ -59,6 +59,10 @@ class Stock:
         using: str | RedisQueueBackend | None = None,
     ) -> None:
         self.item = check_item(item)
+        if order_task is not None and not isinstance(order_task, TaskFunction):
+            raise InvalidArgument(
+                f"order_task must be a function decorated with @task, got {order_task!r}"
+            )
         self.order_task = order_task
         if queue is None and order_task is not None:
             queue = order_task.queue_name

@@ -112,13 +112,14 @@ def watchdog_hold(args: dict[str, Any]) -> dict[str, Any]:
     }
     lock = RedisLockBackend("pause", params).lock(args["name"])  # no ttl: watchdog on
     lock.acquire()
-    print(json.dumps({"fence": lock.fence}), flush=True)
+    fence = lock.fence  # what the holder's code carries around to its writes
+    print(json.dumps({"fence": fence}), flush=True)
     sys.stdin.readline()  # the parent SIGSTOPs us before this line arrives
     deadline = time.monotonic() + 5
     while not lost and time.monotonic() < deadline:
         time.sleep(0.02)  # the watchdog's first renewal after SIGCONT finds the hold gone
     rows = FencedRecord.objects.filter(name=args["record"])
-    applied = fenced_update(rows, lock.fence, value="paused holder")
+    applied = fenced_update(rows, fence, value="paused holder")
     return {"lost": lost, "applied": applied, "owned": lock.owned()}
 
 

@@ -12,3 +12,4 @@ class RedisLockConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration only)
+        from .metrics import histograms  # noqa: F401  (lock timing receivers)

@@ -12,7 +12,7 @@ from django.dispatch import Signal, receiver
 
 from .conf import LOCKS_SETTING, QUEUES_SETTING
 
-#: A lock was granted: ``alias``, ``name``, ``fence``.
+#: A lock was granted: ``alias``, ``name``, ``fence``, ``waited`` (seconds spent in acquire).
 lock_acquired = Signal()
 #: A lock was released by its holder: ``alias``, ``name``.
 lock_released = Signal()

@@ -60,3 +60,12 @@ STATIC_URL = "/static/"
 UNREACHABLE = "redis://127.0.0.1:1/0"
 REDISLOCK_LOCKS = {"default": {"LOCATION": UNREACHABLE}}
 REDISLOCK_QUEUES = {"default": {"LOCATION": UNREACHABLE}}
+
+# Django's tasks framework (django.tasks on Django 6, the django-tasks backport before): the
+# calls in tests/djtasks.py run on this app's queue (ignored where neither is installed).
+TASKS = {
+    "default": {
+        "BACKEND": "django_redislock.tasks.RedisTaskBackend",
+        "QUEUES": ["default", "django-tasks"],
+    }
+}

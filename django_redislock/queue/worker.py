@@ -17,6 +17,7 @@ import contextlib
 import signal
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
@@ -35,6 +36,20 @@ from .registry import TaskFunction, resolve
 MAX_IDLE_WAIT = 5.0
 #: Finished tasks are acked at least this often (seconds) even inside a long batch.
 ACK_INTERVAL = 1.0
+#: The per-queue outcome counters (for the metrics endpoint) are written at most this often.
+COUNTER_INTERVAL = 1.0
+
+
+def counters_key(queue: Queue) -> str:
+    """The hash of a queue's outcome counters (``succeeded``, ``failed``, ``retried``, ``dead``).
+
+    Workers add to it with ``HINCRBY`` at most every :data:`COUNTER_INTERVAL` seconds
+    and when they stop, so the counters cost one round trip per second per worker,
+    not one per task; a worker killed with SIGKILL loses at most that last second.
+    The key shares the queue's hash tag but is not in ``Queue.keys``: a purge keeps it,
+    as monotonic counters should survive.
+    """
+    return queue.backend.key(f"q:{queue.name}", "counters")
 
 
 class Interrupted(Exception):
@@ -109,6 +124,8 @@ class Worker:
         self._acks: dict[str, list[str]] = {q.name: [] for q in queues}
         self._last_ack = time.monotonic()
         self._hints: dict[str, Claim] = {}
+        self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._last_counted = time.monotonic()
 
     # -- control --------------------------------------------------------------------------
 
@@ -153,8 +170,10 @@ class Worker:
                     if self.burst:
                         break
                     self._wait()
+                self._flush_counters()
         finally:
             self._flush_acks(force=True)
+            self._flush_counters(force=True)
             self.summary.elapsed = self._elapsed()
         return self.summary
 
@@ -209,6 +228,24 @@ class Worker:
                 queue.ack(ids)
         self._last_ack = time.monotonic()
 
+    def _flush_counters(self, force: bool = False) -> None:
+        """Add this worker's outcome counts to each queue's counters hash (one pipeline)."""
+        if not force and time.monotonic() - self._last_counted < COUNTER_INTERVAL:
+            return
+        self._last_counted = time.monotonic()
+        pending = [(q, self._counts[q.name]) for q in self.queues if self._counts[q.name]]
+        if not pending:
+            return
+        with self.backend.errors():
+            pipe = self.backend.client.pipeline(transaction=False)
+            for queue, counts in pending:
+                key = counters_key(queue)
+                for outcome, value in counts.items():
+                    pipe.hincrby(key, outcome, value)
+            pipe.execute()
+        for _, counts in pending:
+            counts.clear()
+
     # -- one task -------------------------------------------------------------------------
 
     def _execute(self, queue: Queue, task: Task) -> None:
@@ -228,6 +265,7 @@ class Worker:
         else:
             self._acks[queue.name].append(task.id)
             self.summary.succeeded += 1
+            self._counts[queue.name]["succeeded"] += 1
             signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
         finally:
             close_old_connections()
@@ -235,6 +273,11 @@ class Worker:
 
     def _resolve(self, task: Task) -> TaskFunction[Any, Any]:
         payload = task.payload
+        if isinstance(payload, dict) and isinstance(payload.get("django_task"), str):
+            # a call queued through Django's tasks framework (django_redislock.tasks)
+            from ..tasks.runner import django_task_function
+
+            return django_task_function(task)  # type: ignore[return-value]  # run/max_attempts/lease
         if not (isinstance(payload, dict) and isinstance(payload.get("task"), str)):
             raise TaskNotRegistered(f"task {task.id!r} has no @task payload: {payload!r:.200}")
         return resolve(payload["task"])
@@ -243,6 +286,7 @@ class Worker:
         """Dead-letter a task that can never run here, and keep going."""
         queue.retry(task, delay=0, error=error, max_attempts=1)
         self.summary.dead += 1
+        self._counts[queue.name]["dead"] += 1
         signals.task_dead.send(sender=Queue, queue=queue, task=task, error=TaskNotRegistered(error))
         self._count()
 
@@ -253,6 +297,8 @@ class Worker:
             task, error=f"{error}\n\n{detail[-3000:]}", max_attempts=fn.max_attempts
         )
         self.summary.failed += 1
+        self._counts[queue.name]["failed"] += 1
+        self._counts[queue.name][outcome] += 1  # "retried", "dead", "dropped" or "lost"
         if outcome == "dead":
             self.summary.dead += 1
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)

@@ -130,7 +130,8 @@ class RedlockLock(Lock):
 
     def _acquire(self, user: tuple[str, str, str | None], blocking: bool, timeout: float) -> bool:
         self._before_acquire(user[0])
-        deadline = time.monotonic() + timeout
+        self._wait_started = time.monotonic()  # for lock_acquired's ``waited`` (metrics)
+        deadline = self._wait_started + timeout
         owner = self._owner_for_attempt(user[0])
         meta = self.meta(owner, *user)
         waited = False

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import redis
+
 from .. import signals
 from ..exceptions import InvalidArgument, LockLost, LockNotAcquired, LockNotOwned, LockUsageError
 from .keys import check_name, check_seconds, to_ms
@@ -189,9 +191,10 @@ class BaseLock:
         with self._state:
             if self._hold is hold:
                 self._hold = None
-        from .watchdog import watchdog
+        if self.watchdog:
+            from .watchdog import watchdog
 
-        watchdog.unregister(self)
+            watchdog.unregister(self)
 
     def _released(self, hold: Hold, result: Any) -> None:
         code = int(result[0])
@@ -272,8 +275,11 @@ class BaseLock:
 
     def _call_plain(self, call: tuple[str, list[str], list[Any]]) -> Any:
         script, keys, args = call
-        with self.backend.errors():
+        try:  # no context manager on the hot path: it costs more than the call's own Python
             return self.backend.script(script)(keys=keys, args=args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            with self.backend.errors():
+                raise
 
     async def _acall(self, call: tuple[str, list[str], list[Any]]) -> Any:
         script, keys, args = call

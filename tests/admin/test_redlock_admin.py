@@ -1,0 +1,68 @@
+"""The admin dashboard with a Redlock alias: counts, merged pages and force release."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from html import unescape
+from typing import Any
+
+import pytest
+from django.test import Client, override_settings
+
+from django_redislock.handlers import locks
+
+from ..servers import RedisProcess
+from .conftest import BASE
+from .test_pages import rows
+
+
+@pytest.fixture
+def quorum(redlock_servers: list[RedisProcess], redis_server: RedisProcess) -> Iterator[Any]:
+    alias = {
+        "BACKEND": "django_redislock.backends.redlock.RedlockBackend",
+        "LOCATION": [server.url for server in redlock_servers],
+        "KEY_PREFIX": f"adm{uuid.uuid4().hex[:8]}",
+        "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False},
+    }
+    default = {"LOCATION": redis_server.url, "KEY_PREFIX": "adm"}
+    with override_settings(
+        REDISLOCK_LOCKS={"default": default, "quorum": alias}, REDISLOCK_QUEUES={"default": default}
+    ):
+        yield locks["quorum"]
+
+
+def test_overview_and_pages_merge_the_masters(quorum: Any, admin_client: Client) -> None:
+    names = [f"job:{i:03d}" for i in range(120)]
+    held = [quorum.lock(name, ttl=60) for name in names]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    overview = admin_client.get(BASE).content.decode()
+    assert re.search(r'<th scope="row">quorum</th>\s*<td class="numeric">120</td>', overview)
+    seen: list[str] = []
+    link = BASE + "locks/?alias=quorum"
+    for _ in range(5):
+        html = admin_client.get(link).content.decode()
+        seen += rows(html)
+        found = re.search(r'<a href="([^"]+)" class="next-page">', html)
+        if not found:
+            break
+        link = unescape(found.group(1))
+    assert seen == names
+    for lock in held:
+        lock.release()
+
+
+def test_force_release_from_the_admin(quorum: Any, admin_client: Client) -> None:
+    lock = quorum.lock("order:42", ttl=60)
+    lock.acquire()
+    url = BASE + "locks/quorum/order%3A42/release/"
+    confirm = admin_client.get(url).content.decode()
+    fence = re.search(r'name="fence" value="(\d+)"', confirm)
+    assert fence and int(fence.group(1)) == lock.fence
+    done = admin_client.post(url, {"fence": fence.group(1)}, follow=True)
+    assert done.status_code == 200 and not lock.owned()
+    again = quorum.lock("order:42", ttl=5)
+    assert again.acquire(blocking=False) and again.fence > lock.fence
+    again.release()

@@ -270,3 +270,12 @@ def test_a_dead_task_enqueued_again_starts_afresh(redis_target: RedisTarget) -> 
     [again] = q.pop()
     assert (again.payload, again.attempts, again.last_error) == (2, 1, "")
     assert q.stats()["dead"] == 0
+
+
+def test_the_largest_batches_fit_in_one_script(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue_many([(f"t{i}", None) for i in range(5000)], batch_size=5000)
+    claimed = q.pop(5000)
+    assert len(claimed) == 5000 and {t.attempts for t in claimed} == {1}
+    assert q.claim(0, ack=[t.id for t in claimed]).acked == 5000
+    assert q.stats()["in_flight"] == 0 and not redis_target.raw.exists(q.keys[3])

@@ -44,11 +44,11 @@ def from_micros(score: int) -> datetime:
 class Task:
     """One task as Redis held it when it was read.
 
-    ``score`` is the due time (microseconds since the epoch) for ready and
-    delayed tasks, the lease deadline for in-flight tasks and the time of death
-    for dead ones; pass a ready task's score to :meth:`Queue.dequeue`.
-    ``due_score`` keeps the due time of a claimed task so a stopping worker can
-    give it back in its place.
+    ``score`` (microseconds since the epoch) is the due time for ready and
+    delayed tasks and for tasks returned by ``pop`` (their deadline is
+    ``lease_deadline``), the lease deadline for tasks listed as in flight, and
+    the time of death for dead ones; pass a ready task's score to
+    :meth:`Queue.dequeue`.
     """
 
     queue: str
@@ -59,7 +59,6 @@ class Task:
     attempts: int = 0
     last_error: str = ""
     lease_deadline: int | None = None
-    due_score: int | None = None
 
     @property
     def when(self) -> datetime:

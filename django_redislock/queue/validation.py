@@ -14,8 +14,9 @@ from ..exceptions import InvalidArgument
 
 #: Longest queue name or task id (keys and hash fields stay small).
 MAX_ID_LENGTH = 512
-#: Most tasks one call may touch (a script's work stays bounded).
-MAX_COUNT = 10_000
+#: Most tasks one call may touch: a script's work stays bounded, and its id lists stay
+#: below Lua's limit on unpacked arguments (about 8,000).
+MAX_COUNT = 5_000
 
 
 def check_name(name: Any) -> str:

@@ -1,18 +1,23 @@
 -- Acknowledge finished tasks: they leave the in-flight set and never come back.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
--- ARGV[1..] task ids
+-- ARGV[1..] task ids (at most a few thousand: they are passed to single commands)
 -- returns how many of them were in flight
 -- (A newer copy queued with replace=True keeps its data.)
-local acked = 0
-for _, id in ipairs(ARGV) do
-  if redis.call('ZREM', KEYS[2], id) == 1 then
-    acked = acked + 1
-    if not redis.call('ZSCORE', KEYS[1], id) then
-      redis.call('HDEL', KEYS[4], id)
-      redis.call('HDEL', KEYS[5], id)
-      redis.call('HDEL', KEYS[6], id)
-    end
+if #ARGV == 0 then return 0 end
+local flying = redis.call('ZMSCORE', KEYS[2], unpack(ARGV))
+local queued = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
+local done, gone = {}, {}
+for i, id in ipairs(ARGV) do
+  if flying[i] then
+    done[#done + 1] = id
+    if not queued[i] then gone[#gone + 1] = id end
   end
 end
-return acked
+if #done > 0 then redis.call('ZREM', KEYS[2], unpack(done)) end
+if #gone > 0 then
+  redis.call('HDEL', KEYS[4], unpack(gone))
+  redis.call('HDEL', KEYS[5], unpack(gone))
+  redis.call('HDEL', KEYS[6], unpack(gone))
+end
+return #done

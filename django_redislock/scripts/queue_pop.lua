@@ -1,7 +1,7 @@
 -- Acknowledge finished tasks, return expired leases, then claim due tasks under a lease.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
--- ARGV[1] how many due tasks to claim (>= 0)
+-- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
 -- ARGV[3] at most this many expired leases are handled (bounds the work of one call)
 -- ARGV[4] attempts after which a task whose lease expired goes to the dead-letter set
@@ -15,16 +15,25 @@ local lease = tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[4])
 
 local acked = 0
-for i = 5, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZREM', KEYS[2], id) == 1 then
-    acked = acked + 1
-    if not redis.call('ZSCORE', KEYS[1], id) then
-      redis.call('HDEL', KEYS[4], id)
-      redis.call('HDEL', KEYS[5], id)
-      redis.call('HDEL', KEYS[6], id)
+if #ARGV >= 5 then
+  local ids = {}
+  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
+  local flying = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  local queued = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+  local done, gone = {}, {}
+  for i, id in ipairs(ids) do
+    if flying[i] then
+      done[#done + 1] = id
+      if not queued[i] then gone[#gone + 1] = id end
     end
   end
+  if #done > 0 then redis.call('ZREM', KEYS[2], unpack(done)) end
+  if #gone > 0 then
+    redis.call('HDEL', KEYS[4], unpack(gone))
+    redis.call('HDEL', KEYS[5], unpack(gone))
+    redis.call('HDEL', KEYS[6], unpack(gone))
+  end
+  acked = #done
 end
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
@@ -56,13 +65,25 @@ if count > 0 then
       claims[2 * i] = ids[i]
     end
     redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
-    redis.call('ZADD', KEYS[2], unpack(claims))
+    for i = 1, 2 * n, 1000 do
+      redis.call('ZADD', KEYS[2], unpack(claims, i, math.min(i + 999, 2 * n)))
+    end
     local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
     local errors = redis.call('HMGET', KEYS[6], unpack(ids))
+    local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
+    local counted = {}
+    for i = 1, n do
+      attempts[i] = tonumber(attempts[i] or '0') + 1
+      counted[2 * i - 1] = ids[i]
+      counted[2 * i] = attempts[i]
+    end
+    for i = 1, 2 * n, 1000 do
+      redis.call('HSET', KEYS[5], unpack(counted, i, math.min(i + 999, 2 * n)))
+    end
     for i = 1, n do
       out[#out + 1] = ids[i]
       out[#out + 1] = due[2 * i]
-      out[#out + 1] = redis.call('HINCRBY', KEYS[5], ids[i], 1)
+      out[#out + 1] = attempts[i]
       out[#out + 1] = payloads[i] or ''
       out[#out + 1] = errors[i] or ''
     end

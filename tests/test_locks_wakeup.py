@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from django_redislock import signals
-from django_redislock.exceptions import LockLost
+from django_redislock.exceptions import LockLost, LockUsageError
 from django_redislock.locks import watchdog
 from django_redislock.locks.keys import lock_key
 
@@ -145,6 +145,11 @@ def test_forked_child_does_not_renew_the_parents_locks(redis_target: RedisTarget
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through its exit code
         code = 0 if watchdog.registered() == 0 else 3
+        try:
+            lock.release()  # the child must not end the parent's hold either
+            code = 4
+        except LockUsageError:
+            pass
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -132,6 +132,12 @@ class BaseLock:
     def _check_user(self, user: str, action: str) -> Hold | None:
         hold = self._hold
         if hold is not None and hold.user != user:
+            if hold.user.split(":")[:2] != user.split(":")[:2]:
+                raise LockUsageError(
+                    f"lock {self.name!r} was acquired by the parent of this forked process; "
+                    f"only the parent can {action} it",
+                    name=self.name,
+                )
             raise LockUsageError(
                 f"lock {self.name!r} is held by another thread or task of this process; "
                 f"create one lock object per thread or task instead of sharing it ({action})",

@@ -30,6 +30,13 @@ When the lock stays taken for the whole wait, ``on_locked`` decides:
 The default (``None``) is ``"response"`` when an argument of the call is an
 ``HttpRequest`` (a view) and ``"raise"`` otherwise. As a context manager the
 lock always raises when it is not acquired: a ``with`` body cannot be skipped.
+
+``owner`` names the holder instead of a random per-hold token: a string, a
+callable given the call's arguments, or ``"celery"`` for the id of the Celery
+task being run (see :mod:`django_redislock.celery`). Anyone who knows the owner
+can then release the hold from another process
+(``locks[alias].lock(name, owner=...).release()``), for example the next
+attempt of a task whose worker died.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ class distributed_lock:
         on_locked: str | Callable[..., Any] | None = None,
         reentrant: bool = False,
         watchdog: bool | None = None,
+        owner: str | Callable[..., str] | None = None,
     ) -> None:
         if not callable(name):
             check_template(name)
@@ -79,6 +87,9 @@ class distributed_lock:
             )
         if not isinstance(blocking, bool):
             raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
+        if owner is not None and not callable(owner) and (not isinstance(owner, str) or not owner):
+            raise InvalidArgument(f"owner must be a string, a callable or 'celery', not {owner!r}")
+        self.owner = owner
         self.name = name
         self.using = using
         self.blocking = blocking
@@ -96,12 +107,25 @@ class distributed_lock:
 
     # -- building the lock for one call ----------------------------------------------------
 
-    def lock_for(self, name: str) -> BaseLock:
-        """A fresh lock object for ``name`` on the ``using`` alias."""
+    def lock_for(self, name: str, owner: str | None = None) -> BaseLock:
+        """A fresh lock object for ``name`` on the ``using`` alias (held as ``owner``)."""
         from .handlers import locks
 
-        lock: BaseLock = locks[self.using].lock(name, **self.lock_kwargs)
+        extra = {} if owner is None else {"owner": owner}
+        lock: BaseLock = locks[self.using].lock(name, **self.lock_kwargs, **extra)
         return lock
+
+    def resolve_owner(self, args: Any, kwargs: Any) -> str | None:
+        """The owner of one call's hold: ``None`` (a random token), a string, or computed."""
+        if self.owner is None:
+            return None
+        if self.owner == "celery":
+            from .celery import current_task_id
+
+            return current_task_id()
+        if callable(self.owner):
+            return self.owner(*args, **kwargs)
+        return self.owner
 
     def resolve_name(self, func: Callable[..., Any] | None, args: Any, kwargs: Any) -> str:
         """The lock name for one call: the template filled from the bound arguments."""
@@ -154,7 +178,8 @@ class distributed_lock:
     def _wrap_sync(self, func: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            lock = self.lock_for(self.resolve_name(func, args, kwargs))
+            name = self.resolve_name(func, args, kwargs)
+            lock = self.lock_for(name, self.resolve_owner(args, kwargs))
             if not lock.acquire(blocking=self.blocking):
                 return cast(R, self._when_locked(lock, lock_pttl(lock), args, kwargs))
             try:
@@ -167,7 +192,8 @@ class distributed_lock:
     def _wrap_async(self, func: Callable[P, Any]) -> Callable[P, Any]:
         @functools.wraps(func)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-            lock = self.lock_for(self.resolve_name(func, args, kwargs))
+            name = self.resolve_name(func, args, kwargs)
+            lock = self.lock_for(name, self.resolve_owner(args, kwargs))
             if not await lock.acquire_async(blocking=self.blocking):
                 return self._when_locked(lock, await lock_pttl_async(lock), args, kwargs)
             try:
@@ -201,7 +227,7 @@ class distributed_lock:
         return lock
 
     def __enter__(self) -> BaseLock:
-        lock = self.lock_for(self.resolve_name(None, (), {}))
+        lock = self.lock_for(self.resolve_name(None, (), {}), self.resolve_owner((), {}))
         if not lock.acquire(blocking=self.blocking):
             raise lock._not_acquired()
         return self._enter(lock)
@@ -210,7 +236,7 @@ class distributed_lock:
         self._exit().release()
 
     async def __aenter__(self) -> BaseLock:
-        lock = self.lock_for(self.resolve_name(None, (), {}))
+        lock = self.lock_for(self.resolve_name(None, (), {}), self.resolve_owner((), {}))
         if not await lock.acquire_async(blocking=self.blocking):
             raise lock._not_acquired()
         return self._enter(lock)

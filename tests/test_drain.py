@@ -270,3 +270,13 @@ def test_idle_worker_of_several_queues_wakes_for_any(alias: RedisTarget) -> None
     # worker waits on them in turn for at most 1 s each
     assert woke < (2.2 if alias.kind == "cluster" else 0.2), woke
     assert tasks.CALLS == ["second queue"]
+
+
+def test_connections_are_checked_between_tasks(alias: RedisTarget) -> None:
+    from unittest import mock
+
+    for i in range(3):
+        tasks.remember.delay(f"t{i}")
+    with mock.patch("django_redislock.queue.worker.close_old_connections") as close:
+        Worker([queue()], burst=True, batch=10).run()
+    assert close.call_count == 4  # before each of the 3 tasks and after the last

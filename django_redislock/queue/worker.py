@@ -195,6 +195,12 @@ class Worker:
         return worked
 
     def _run_batch(self, queue: Queue, claim: Claim) -> None:
+        try:
+            self._run_tasks(queue, claim)
+        finally:
+            close_old_connections()
+
+    def _run_tasks(self, queue: Queue, claim: Claim) -> None:
         first = claim.tasks[0].lease_deadline
         lease = (first - claim.now) / 1e6 if first is not None else 0.0
         renewed = time.monotonic()
@@ -254,6 +260,8 @@ class Worker:
         except TaskNotRegistered as exc:
             self._bury(queue, task, str(exc))
             return
+        # as around a request: one call between two tasks closes what the previous one left
+        # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         if fn.lease is not None:
@@ -268,7 +276,6 @@ class Worker:
             self._counts[queue.name]["succeeded"] += 1
             signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
         finally:
-            close_old_connections()
             self._count()
 
     def _resolve(self, task: Task) -> TaskFunction[Any, Any]:

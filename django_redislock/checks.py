@@ -9,6 +9,7 @@
 ``redislock.E006``         unknown key in an alias dict, or bad ``KEY_PREFIX``
 ``redislock.W001``         ``embedded://`` with ``DEBUG = False``
 ``redislock.W002``         a queue alias pickles payloads (``SERIALIZER``)
+``redislock.W003``         a Redlock alias lists an even number of masters
 =========================  ==========================================================
 """
 

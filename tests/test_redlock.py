@@ -240,3 +240,26 @@ def test_decorator_commands_and_listing_on_a_quorum_alias(urls: list[str]) -> No
         call_command("release_lock", "listed", "--using", "quorum", "--yes", stdout=io.StringIO())
         assert not held.owned()
         locks.reset()
+
+
+def test_system_checks_of_a_redlock_alias() -> None:
+    from django.core import checks
+
+    backend = "django_redislock.backends.redlock.RedlockBackend"
+    four = ["redis://a/0", "redis://b/0", "redis://c/0", "redis://d/0"]
+    aliases = {
+        "default": {"LOCATION": "redis://x/0"},
+        "bad": {"BACKEND": backend, "LOCATION": "redis://a/0"},
+        "even": {"BACKEND": backend, "LOCATION": four},
+    }
+    with override_settings(REDISLOCK_LOCKS=aliases):
+        found = [(m.id, m.msg.split(":")[0]) for m in checks.run_checks(tags=["redislock"])]
+    locks.reset()
+    assert ("redislock.E005", "REDISLOCK_LOCKS['bad']") in found
+    assert [m for m in found if m[0] == "redislock.W003"] == [
+        (
+            "redislock.W003",
+            "REDISLOCK_LOCKS['even'] lists 4 Redlock masters; a quorum of 3 "
+            "tolerates as many failures as 3 masters would.",
+        )
+    ]

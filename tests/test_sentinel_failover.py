@@ -1,6 +1,6 @@
 """Sentinel: 1 master, 1 replica, 3 sentinels; the master is killed mid-run.
 
-Lock and queue clients configured from settings-shaped params (``SENTINELS``,
+Lock and queue aliases configured in settings (``SENTINELS``,
 ``LOCATION = redis://<service>/0``) keep working on the promoted replica. The
 test prints how many operations failed during the failover and checks that
 every failure was one of this library's exceptions, never a raw redis-py one.
@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
-from django_redislock.backends.redis import RedisLockBackend, RedisQueueBackend
+from django_redislock import locks, queues
 from django_redislock.exceptions import RedisLockError
 
 from .servers import RedisProcess, start_replica, start_sentinels
@@ -43,9 +44,9 @@ def topology(tmp_path: Path) -> Iterator[dict[str, Any]]:
 class Load:
     """Two threads of lock + queue operations, counting outcomes by kind and time."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
-        self.locks = RedisLockBackend("sentinel", params)
-        self.queue = RedisQueueBackend("sentinel", params).queue("failover")
+    def __init__(self) -> None:
+        self.locks = locks["default"]
+        self.queue = queues["default"].queue("failover")
         self.ok = 0
         self.failures: Counter[str] = Counter()
         self.foreign: list[BaseException] = []
@@ -78,7 +79,14 @@ class Load:
 def test_clients_follow_a_failover_with_only_library_errors(topology: dict[str, Any]) -> None:
     sentinels = [f"127.0.0.1:{s.port}" for s in topology["sentinels"]]
     options = {"SENTINELS": sentinels, "SOCKET_TIMEOUT": 1.0, "SOCKET_CONNECT_TIMEOUT": 0.5}
-    load = Load({"LOCATION": "redis://shop/0", "KEY_PREFIX": "failover", "OPTIONS": options})
+    alias = {"LOCATION": "redis://shop/0", "KEY_PREFIX": "failover", "OPTIONS": options}
+    with override_settings(REDISLOCK_LOCKS={"default": alias}, REDISLOCK_QUEUES={"default": alias}):
+        run_failover(topology, Load())
+    locks.reset()
+    queues.reset()
+
+
+def run_failover(topology: dict[str, Any], load: Load) -> None:
     threads = [threading.Thread(target=load.run, args=(n,)) for n in range(2)]
     for thread in threads:
         thread.start()

@@ -34,7 +34,17 @@ def numeric_columns(result: dict[str, Any]) -> list[str]:
     if result.get("plots"):
         return list(result["plots"])
     columns = result["columns"][1:]
-    return [c for c in columns if all(isinstance(r.get(c), (int, float)) for r in result["rows"])]
+    return [c for c in columns if _plottable([r.get(c) for r in result["rows"]])]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _plottable(values: list[Any]) -> bool:
+    """Numbers, where rows that did not measure it (missing, empty, "n/a") are allowed."""
+    present = [v for v in values if v not in (None, "", "n/a")]
+    return bool(present) and all(_number(v) for v in present)
 
 
 def caption(machine: dict[str, Any]) -> str:
@@ -58,9 +68,11 @@ def plot(result: dict[str, Any]) -> Path | None:
         len(columns), 1, figsize=(8, 1.1 + 0.32 * len(rows) * len(columns)), squeeze=False
     )
     for ax, column in zip(axes[:, 0], columns, strict=False):
-        values = [float(row.get(column) or 0) for row in rows]
+        measured = [row.get(column) if _number(row.get(column)) else None for row in rows]
+        values = [float(v) if v is not None else 0.0 for v in measured]
         bars = ax.barh(names, values, color="#417690")
-        ax.bar_label(bars, labels=[_short(v) for v in values], padding=3, fontsize=8)
+        labels = [_short(v) if v is not None else "n/a" for v in measured]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize=8)
         ax.set_title(column, fontsize=10, loc="left")
         ax.invert_yaxis()
         ax.tick_params(labelsize=8)

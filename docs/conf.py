@@ -20,7 +20,8 @@ extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "redis
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build"]
+# docs/bench/*.md are fragments written by `python -m bench.plot`, included by benchmarks.md
+exclude_patterns = ["_build", "bench/*.md"]
 html_theme = "alabaster"
 html_static_path = ["_static"]
 autodoc_member_order = "bysource"

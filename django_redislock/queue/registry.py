@@ -25,7 +25,7 @@ import hashlib
 import importlib
 import inspect
 import json
-import uuid
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -166,7 +166,7 @@ class TaskFunction(Generic[P, R]):
         if id is not None:
             return check_id(id)
         if not self.unique:
-            return uuid.uuid4().hex
+            return os.urandom(16).hex()  # 128 random bits, like uuid4().hex but cheaper
         try:  # canonical: the same call gives the same id whatever the kwargs order
             data = json.dumps(payload, sort_keys=True, cls=DjangoJSONEncoder).encode()
         except (TypeError, ValueError):  # pickle-only arguments

@@ -31,9 +31,13 @@ class Serializer(Protocol):
 class JSONSerializer:
     """Compact JSON with :class:`~django.core.serializers.json.DjangoJSONEncoder`."""
 
+    def __init__(self) -> None:
+        # one encoder per serializer, not one per call: enqueue is a hot path
+        self.encoder = DjangoJSONEncoder(separators=(",", ":"), allow_nan=False)
+
     def dumps(self, value: Any) -> bytes:
         try:
-            text = json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"), allow_nan=False)
+            text = self.encoder.encode(value)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"payload is not JSON-serializable: {exc}") from exc
         return text.encode()

@@ -143,3 +143,20 @@ def test_a_stale_count_does_not_leak_into_the_next_hold(redis_target: RedisTarge
     with backend.lock("job", ttl=5, reentrant=True):
         [held] = backend.held_locks()
         assert (held.kind, held.count) == ("reentrant", 1)
+
+
+def test_pages_through_one_full_bucket(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend(LOCK_INDEX_BUCKETS=1)
+    names = [f"n:{i:02d}" for i in range(25)]
+    grant_many(backend, names)
+    seen: list[str] = []
+    after = None
+    for _ in range(5):
+        page = backend.held_locks_page(limit=10, after=after)
+        seen += [h.name for h in page.locks]
+        after = page.next_after
+        if after is None:
+            break
+    assert seen == names
+    exact = backend.held_locks_page(limit=25)
+    assert len(exact.locks) == 25 and exact.next_after is None

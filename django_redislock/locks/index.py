@@ -105,8 +105,9 @@ def page(backend: Any, prefix: str = "", limit: int = 100, after: str | None = N
         raise InvalidArgument(f"limit must be an int from 0 to {MAX_PAGE}, got {limit!r}")
     low, high = _lex_range(prefix, after)
     buckets = [BucketKeys.build(backend, b) for b in range(backend.options["LOCK_INDEX_BUCKETS"])]
+    fetch = limit + 1 if limit else 0  # one more than a page tells whether another page exists
     calls = [
-        ("lock_list", [b.names, b.expiry, b.meta, b.count], [low, high, limit, PRUNE_LIMIT])
+        ("lock_list", [b.names, b.expiry, b.meta, b.count], [low, high, fetch, PRUNE_LIMIT])
         for b in buckets
     ]
     found: list[HeldLock] = []

@@ -15,6 +15,7 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_redislock import locks, queues
+from django_redislock.exceptions import LockLost
 from django_redislock.metrics import render_text, timings
 from django_redislock.metrics.families import Family
 from django_redislock.queue import Queue
@@ -239,3 +240,13 @@ def test_queue_status_check_fails_when_redis_is_down() -> None:
     down = {"default": {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": {"SOCKET_TIMEOUT": 0.5}}}
     with override_settings(REDISLOCK_QUEUES=down), pytest.raises(CommandError):
         status("--check", "--max-age", "60")
+
+
+def test_lost_holds_are_forgotten(target: RedisTarget) -> None:
+    lock = locks["default"].lock("lost", ttl=0.05, watchdog=False)
+    assert lock.acquire()
+    assert len(timings._open) == 1
+    time.sleep(0.1)
+    with pytest.raises(LockLost):
+        lock.release()
+    assert timings._open == {} and "default" not in timings.hold

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from ..signals import lock_acquired, lock_released
+from ..signals import lock_acquired, lock_lost, lock_released
 
 #: Upper bounds in seconds: from a round trip on loopback to a long batch job.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -94,6 +94,11 @@ class LockTimings:
         if started is not None:
             self._histogram(self.hold, alias).observe(time.monotonic() - started)
 
+    def lost(self, alias: str, name: str, fence: int | None) -> None:
+        """A hold ended without a release: forget its start (it has no hold time)."""
+        with self._lock:
+            self._open.pop((alias, name, fence or 0), None)
+
     def reset(self) -> None:
         """Forget everything (tests)."""
         with self._lock:
@@ -114,3 +119,8 @@ def _on_acquired(*, alias: str, name: str, fence: int, **kwargs: Any) -> None:
 @receiver(lock_released, dispatch_uid="django_redislock.metrics.released")
 def _on_released(*, alias: str, name: str, **kwargs: Any) -> None:
     timings.released(alias, name, kwargs.get("fence"))
+
+
+@receiver(lock_lost, dispatch_uid="django_redislock.metrics.lost")
+def _on_lost(*, alias: str, name: str, **kwargs: Any) -> None:
+    timings.lost(alias, name, kwargs.get("fence"))

@@ -44,6 +44,8 @@ def find_task(path: str) -> Any:
     :class:`TaskImportError` (the worker stops, as for ``@task`` functions).
     """
     module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise TaskNotRegistered(f"{path!r} is not the dotted path of a Django task")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

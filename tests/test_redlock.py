@@ -70,6 +70,7 @@ def test_two_dead_masters_still_grant_three_do_not(urls: list[str]) -> None:
     with backend.lock("two-down", ttl=5) as lock:
         assert not backend.lock("two-down", ttl=5).acquire(blocking=False)
         assert lock.owned()
+        assert [held.name for held in backend.held_locks()] == ["two-down"]
     short = redlock([*urls[:2], dead_url(), dead_url(), dead_url()])
     started = time.monotonic()
     with pytest.raises(ConnectionFailed, match="only 2 of 5 Redlock masters"):
@@ -110,7 +111,7 @@ def test_waiter_wakes_on_release_without_polling(urls: list[str]) -> None:
     released = time.monotonic()
     holder.release()
     thread.join(10)
-    assert woke and woke[0] - released < 0.25
+    assert woke and woke[0] - released < 0.5  # the holder's TTL is 10 s: no wait for expiry
 
 
 def test_watchdog_renews_by_quorum_and_reports_loss(urls: list[str]) -> None:

@@ -8,6 +8,7 @@ every failure was one of this library's exceptions, never a raw redis-py one.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter
@@ -120,3 +121,10 @@ def run_failover(topology: dict[str, Any], load: Load) -> None:
     assert load.queue.backend.client.connection_pool.get_master_address()[1] == (
         topology["replica"].port
     )
+
+    async def asyncio_clients() -> bool:
+        # The asyncio clients ask the sentinels too: they reach the promoted replica.
+        async with locks["default"].lock("async-after-failover", ttl=5):
+            return await load.queue.enqueue_async("async-after-failover", payload={})
+
+    assert asyncio.run(asyncio_clients()) is True

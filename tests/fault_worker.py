@@ -54,6 +54,7 @@ def redlock_count(args: dict[str, Any]) -> dict[str, Any]:
             errors[type(exc).__name__] += 1
             continue
         value = int(counter.read_text() or 0)
+        time.sleep(args.get("hold", 0))  # a wider window for a second holder to show up
         counter.write_text(str(value + 1))
         with log.open("a") as out:
             out.write(f"{lock.fence}\n")

@@ -279,3 +279,11 @@ def test_the_largest_batches_fit_in_one_script(redis_target: RedisTarget) -> Non
     assert len(claimed) == 5000 and {t.attempts for t in claimed} == {1}
     assert q.claim(0, ack=[t.id for t in claimed]).acked == 5000
     assert q.stats()["in_flight"] == 0 and not redis_target.raw.exists(q.keys[3])
+
+
+def test_scripts_flushed_from_the_server_are_loaded_again(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a")
+    redis_target.raw.script_flush()
+    assert q.enqueue("b") is True
+    assert [t.id for t in q.pop(5)] == ["a", "b"]

@@ -155,7 +155,9 @@ class TaskFunction(Generic[P, R]):
 
     def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
         """The envelope a worker needs to make the call."""
-        if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        if not isinstance(args, (list, tuple)) and (
+            isinstance(args, (str, bytes)) or not isinstance(args, Sequence)
+        ):
             raise InvalidArgument(f"args must be a list or tuple, got {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise InvalidArgument(f"kwargs must be a dict, got {type(kwargs).__name__}")

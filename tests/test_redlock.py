@@ -264,3 +264,26 @@ def test_system_checks_of_a_redlock_alias() -> None:
             "tolerates as many failures as 3 masters would.",
         )
     ]
+
+
+def test_masters_on_unix_sockets(redlock_servers: list[RedisProcess]) -> None:
+    backend = redlock([f"unix://{server.socket_path}?db=0" for server in redlock_servers])
+    with backend.lock("over-unix", ttl=5) as lock:
+        assert lock.fence > 0 and backend.ping()
+
+
+def test_a_master_that_refuses_info_still_serves_locks(
+    redlock_servers: list[RedisProcess], caplog: pytest.LogCaptureFixture
+) -> None:
+    admin = redlock_servers[0].client()
+    admin.acl_setuser(
+        "noinfo", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"]
+    )
+    try:
+        urls = [f"redis://noinfo:pw@127.0.0.1:{s.port}/0" for s in redlock_servers[:1]]
+        backend = redlock(urls + [s.url for s in redlock_servers[1:]])
+        with caplog.at_level("WARNING", "django_redislock.redlock"), backend.lock("acl", ttl=5):
+            pass
+        assert "refused INFO" in caplog.text and ":pw@" not in caplog.text  # redacted
+    finally:
+        admin.acl_deluser("noinfo")

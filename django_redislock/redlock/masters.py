@@ -94,7 +94,16 @@ class Master:
         """After redis-py's own handshake, read the run id and uptime (one ``INFO``)."""
         connection.on_connect()
         connection.send_command("INFO", "server")
-        info = parse_info(connection.read_response())
+        try:
+            info = parse_info(connection.read_response())
+        except redis.ResponseError as exc:  # e.g. NOPERM: an ACL user without INFO
+            logger.warning(
+                "Redlock master %s refused INFO (%s): its restarts cannot be detected; allow "
+                "INFO for this user",
+                redact(self.url),
+                exc,
+            )
+            return
         self.seen(info.get("run_id", ""), int(info.get("uptime_in_seconds", "0")))
 
     def seen(self, run_id: str, uptime: float, now: float | None = None) -> None:

@@ -287,3 +287,16 @@ def test_a_master_that_refuses_info_still_serves_locks(
         assert "refused INFO" in caplog.text and ":pw@" not in caplog.text  # redacted
     finally:
         admin.acl_deluser("noinfo")
+
+
+def test_a_refused_attempt_never_releases_the_holder_with_the_same_explicit_owner(
+    urls: list[str],
+) -> None:
+    backend = redlock(urls)
+    first = backend.lock("job", ttl=5, owner="celery-task-7")
+    assert first.acquire(blocking=False)
+    again = backend.lock("job", ttl=5, owner="celery-task-7")  # e.g. a retried task
+    assert again.acquire(blocking=False) is False
+    assert first.owned()
+    backend.lock("job", owner="celery-task-7").release()  # released elsewhere, by owner
+    assert not first.locked()

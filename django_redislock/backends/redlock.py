@@ -107,9 +107,15 @@ class RedlockBackend(BaseLockBackend):
         """``<prefix>:{<tag>}:<part>:...``: the same layout as the Redis backend, per master."""
         return ":".join((f"{self.key_prefix}:{{{tag}}}", *parts))
 
-    def each(self, func: Callable[[Any], T]) -> list[T | Exception]:
-        """Run ``func(master)`` on all masters in parallel; an exception is that master's result."""
-        futures = [self._executor().submit(func, master) for master in self.masters]
+    def each(
+        self, func: Callable[[Any], T], masters: list[Any] | None = None
+    ) -> list[T | Exception]:
+        """Run ``func(master)`` on all masters (or ``masters``) in parallel.
+
+        Returns one result per master, in order; an exception is that master's result.
+        """
+        chosen = self.masters if masters is None else masters
+        futures = [self._executor().submit(func, master) for master in chosen]
         results: list[T | Exception] = []
         for future in futures:
             try:

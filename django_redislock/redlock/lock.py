@@ -89,12 +89,20 @@ class RedlockLock(Lock):
         outcome = Outcome(reachable=sum(not isinstance(r, Exception) for r in replies))
         granted: list[int] = []
         held: list[tuple[int, Master]] = []
+        # Where a failed attempt may have left a hold: masters that granted, and (for a fresh
+        # token only) masters whose reply was lost. An explicit owner may legitimately hold
+        # the lock from elsewhere, so its cleanup touches only what this attempt was granted.
+        ours: list[Master] = []
         for master, reply in zip(backend.masters, replies, strict=True):
             if isinstance(reply, Exception):
+                if owner != self.owner:
+                    ours.append(master)
                 continue
-            if int(reply[0]) == 1 and master.counts():
-                granted.append(int(reply[1]))
-            elif int(reply[0]) == 0:
+            if int(reply[0]) == 1:
+                ours.append(master)
+                if master.counts():
+                    granted.append(int(reply[1]))
+            else:
                 held.append((int(reply[1]), master))
         if len(granted) >= backend.quorum and time.monotonic() < self._validity(started, self.ttl):
             outcome.fence = max(granted)
@@ -103,7 +111,8 @@ class RedlockLock(Lock):
                 if time.monotonic() < outcome.valid_until:
                     return outcome
             outcome.fence = 0
-        self._release_everywhere(owner)
+        if ours:
+            self._release_everywhere(owner, ours)
         if len(held) >= backend.quorum:
             held.sort(key=lambda pair: pair[0])
             outcome.wait_ms = held[-1][0]
@@ -119,10 +128,10 @@ class RedlockLock(Lock):
             if not isinstance(reply, Exception) and int(reply) == 1 and master.counts()
         )
 
-    def _release_everywhere(self, owner: str) -> tuple[int, int]:
-        """Release ``owner``'s holds on every master: (released, unreachable)."""
-        script, keys, args = self._release_args(owner, "*")
-        replies = self.backend.each(lambda master: master.run((script, keys, args)))
+    def _release_everywhere(self, owner: str, only: list[Master] | None = None) -> tuple[int, int]:
+        """Release ``owner``'s holds on all masters (or ``only``): (released, unreachable)."""
+        call = self._release_args(owner, "*")
+        replies = self.backend.each(lambda master: master.run(call), only)
         released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) == 1)
         return released, sum(isinstance(r, Exception) for r in replies)
 

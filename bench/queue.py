@@ -94,9 +94,16 @@ def in_child(fn: Callable[[], tuple[float, int]]) -> tuple[float, int]:
 class Suite:
     """How one library enqueues one at a time, in batches (None: no batch API), and drains."""
 
-    one: Callable[[], Any]
+    single: Callable[[int], Any]
     batch: Callable[[], Any] | None
     drain: Callable[[], tuple[float, int]]
+
+    def one(self) -> None:
+        """Enqueue tasks 0..n-1 one call each (how the drain queue is filled without a batch)."""
+        for i in range(self.size):
+            self.single(i)
+
+    size: int = 0
 
 
 # -- one module per library: (enqueue one, enqueue batch, drain) ----------------------------
@@ -105,9 +112,8 @@ class Suite:
 def raw_suite(client: redis.Redis, n: int) -> Suite:
     key = "raw:{q}"
 
-    def one() -> None:
-        for i in range(n):
-            client.zadd(key, {f"t{i}": i})
+    def single(i: int) -> None:
+        client.zadd(key, {f"t{i}": i})
 
     def batch() -> None:
         for start in range(0, n, BATCH):
@@ -120,7 +126,7 @@ def raw_suite(client: redis.Redis, n: int) -> Suite:
         local = fresh(client)
         return timed(lambda: _zpop_all(local, key))
 
-    return Suite(one, batch, drain)
+    return Suite(single, batch, drain, n)
 
 
 def _zpop_all(client: redis.Redis, key: str) -> None:
@@ -129,9 +135,8 @@ def _zpop_all(client: redis.Redis, key: str) -> None:
 
 
 def redislock_suite(client: redis.Redis, n: int) -> Suite:
-    def one() -> None:
-        for i in range(n):
-            redislock_noop.delay(i)
+    def single(i: int) -> None:
+        redislock_noop.delay(i)
 
     def batch() -> None:
         redislock_noop.enqueue_many((((i,), {}) for i in range(n)), batch_size=BATCH)
@@ -140,7 +145,7 @@ def redislock_suite(client: redis.Redis, n: int) -> Suite:
         worker = Worker([queues["bench"].queue("bench")], batch=100, burst=True)
         return timed(worker.run)
 
-    return Suite(one, batch, drain)
+    return Suite(single, batch, drain, n)
 
 
 def rq_suite(client: redis.Redis, n: int) -> Suite:
@@ -148,9 +153,8 @@ def rq_suite(client: redis.Redis, n: int) -> Suite:
 
     queue = rq.Queue("bench", connection=client)
 
-    def one() -> None:
-        for i in range(n):
-            queue.enqueue(noop, i)
+    def single(i: int) -> None:
+        queue.enqueue(noop, i)
 
     def batch() -> None:
         for start in range(0, n, BATCH):
@@ -163,7 +167,7 @@ def rq_suite(client: redis.Redis, n: int) -> Suite:
         worker = rq.SimpleWorker([rq.Queue("bench", connection=local)], connection=local)
         return timed(lambda: worker.work(burst=True, logging_level="WARNING"))
 
-    return Suite(one, batch, drain)
+    return Suite(single, batch, drain, n)
 
 
 def huey_suite(client: redis.Redis, n: int) -> Suite:
@@ -172,13 +176,12 @@ def huey_suite(client: redis.Redis, n: int) -> Suite:
     kwargs = client.connection_pool.connection_kwargs
     huey = RedisHuey("bench", host=kwargs["host"], port=kwargs["port"])
 
-    @huey.task()  # type: ignore[untyped-decorator]
+    @huey.task()
     def huey_noop(i: int) -> None:
         COUNTS["huey"] += 1
 
-    def one() -> None:
-        for i in range(n):
-            huey_noop(i)
+    def single(i: int) -> None:
+        huey_noop(i)
 
     def drain() -> tuple[float, int]:
         logging.getLogger("huey").setLevel(logging.WARNING)
@@ -193,7 +196,7 @@ def huey_suite(client: redis.Redis, n: int) -> Suite:
         consumer.stop(graceful=True)
         return result
 
-    return Suite(one, None, drain)
+    return Suite(single, None, drain, n)
 
 
 SUITES = {
@@ -204,31 +207,59 @@ SUITES = {
 }
 
 
-#: Enqueue measurements are repeated this many times, interleaved across libraries, and the
+#: Batch-enqueue passes are repeated this many times, interleaved across libraries, and the
 #: best rate kept: on a shared 2-core machine a single pass mostly measures the neighbours.
 ROUNDS = 3
 
 
-def enqueue_rate(name: str, client: redis.Redis, n: int, batch: bool) -> tuple[Any, float]:
-    """(tasks/s, round trips per task) of one enqueue pass, or ("n/a", 0) without a batch API."""
+def one_call_rates(client: redis.Redis, n: int) -> dict[str, tuple[float, float]]:
+    """(tasks/s, round trips per task) of one-call enqueues, the libraries taking turns.
+
+    Every iteration enqueues one task with each library, in a rotating order, timing each
+    call: a burst of load from a neighbour then hits every library alike, which separate
+    passes on a shared 2-core machine do not guarantee.
+    """
+    client.flushall()
+    suites = {name: SUITES[name](client, n) for name in SUITES}
+    for suite in suites.values():
+        suite.single(-1)  # connections, scripts and registrations happen before the clock
+    spent = dict.fromkeys(suites, 0.0)
+    names = list(suites)
+    clock = time.perf_counter
+    for i in range(n):
+        turn = i % len(names)
+        for name in names[turn:] + names[:turn]:
+            start = clock()
+            suites[name].single(i)
+            spent[name] += clock() - start
+    result = {}
+    for name, suite in suites.items():
+        with round_trips() as counter:
+            for i in range(n, n + 200):
+                suite.single(i)
+        result[name] = (n / spent[name], counter[0] / 200)
+    return result
+
+
+def batch_rate(name: str, client: redis.Redis, n: int) -> Any:
+    """Tasks/s of one batch-enqueue pass, or "n/a" without a batch API."""
     client.flushall()
     suite = SUITES[name](client, n)
-    fn = suite.batch if batch else suite.one
-    if fn is None:
-        return "n/a", 0.0
-    seconds, trips = timed(fn)
-    return n / seconds, trips / n
+    if suite.batch is None:
+        return "n/a"
+    seconds, _ = timed(suite.batch)
+    return n / seconds
 
 
 def measure_enqueues(client: redis.Redis, n_one: int, n_batch: int) -> dict[str, dict[str, Any]]:
-    """Best-of-ROUNDS enqueue rates per library, the libraries interleaved in every round."""
+    """One-call rates with the libraries taking turns; batch rates best of ROUNDS passes."""
     rows: dict[str, dict[str, Any]] = {name: {"library": name} for name in SUITES}
+    for name, (rate, trips) in one_call_rates(client, n_one).items():
+        rows[name]["enqueue/s (1 call)"] = rate
+        rows[name]["round trips/task (enqueue)"] = trips
     for _ in range(ROUNDS):
         for name, row in rows.items():
-            rate, trips = enqueue_rate(name, client, n_one, batch=False)
-            row["enqueue/s (1 call)"] = max(rate, row.get("enqueue/s (1 call)", 0.0))
-            row["round trips/task (enqueue)"] = trips
-            rate, _ = enqueue_rate(name, client, n_batch, batch=True)
+            rate = batch_rate(name, client, n_batch)
             best = row.get("enqueue/s (batch)", 0.0)
             row["enqueue/s (batch)"] = rate if rate == "n/a" else max(rate, best)
     return rows
@@ -289,9 +320,10 @@ def notes(rows: list[dict[str, Any]], n_one: int, n_batch: int, n_drain: int) ->
         return f"{a / b:.1f}x" if isinstance(a, float) and isinstance(b, float) else "n/a"
 
     return [
-        f"{n_one} one-call enqueues and {n_batch} batch enqueues (batches of {BATCH}), best of "
-        f"{ROUNDS} interleaved passes; {n_drain} no-op tasks drained by one worker process, "
-        f"once. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.",
+        f"{n_one} one-call enqueues per library, the libraries taking turns call by call; "
+        f"{n_batch} batch enqueues (batches of {BATCH}), best of {ROUNDS} interleaved passes; "
+        f"{n_drain} no-op tasks drained by one worker process, once. Load average at the end: "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.",
         "django-redislock enqueues through @task (JSON envelope, dedup script); its drain "
         "claims 100 tasks per script call and acks them with the next claim (at-least-once). "
         "RQ's SimpleWorker also keeps results and job hashes; Huey's consumer pops with BRPOP "

@@ -300,3 +300,13 @@ def test_a_refused_attempt_never_releases_the_holder_with_the_same_explicit_owne
     assert first.owned()
     backend.lock("job", owner="celery-task-7").release()  # released elsewhere, by owner
     assert not first.locked()
+
+
+def test_close_drops_clients_and_threads_and_the_backend_still_works(urls: list[str]) -> None:
+    backend = redlock(urls)
+    with backend.lock("before-close", ttl=5):
+        pass
+    backend.close()
+    assert backend._pool is None and all(m._client is None for m in backend.masters)
+    with backend.lock("after-close", ttl=5) as lock:
+        assert lock.fence > 0

@@ -210,5 +210,10 @@ class RedlockBackend(BaseLockBackend):
         return True
 
     def close(self) -> None:
+        """Drop the masters' clients and this process's thread pool; both come back on use."""
         for master in self.masters:
             master.reset()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None and pool[0] == os.getpid():
+            pool[1].shutdown(wait=False)

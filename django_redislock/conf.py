@@ -88,6 +88,12 @@ def optional_string(value: Any) -> str | None:
     return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
 
 
+def non_empty_string(value: Any) -> str | None:
+    return (
+        None if isinstance(value, str) and value else f"must be a non-empty string, got {value!r}"
+    )
+
+
 def sentinel_list(value: Any) -> str | None:
     if value is None:
         return None
@@ -261,6 +267,31 @@ QUEUE_OPTIONS: dict[str, Option] = {
         100,
         positive_int,
         "Expired leases that one pop returns to the ready set (bounds the work per pop).",
+    ),
+}
+
+
+#: ``OPTIONS`` of a ``TASKS`` alias that uses ``django_redislock.tasks.RedisTaskBackend``.
+TASK_OPTIONS: dict[str, Option] = {
+    "USING": Option(
+        DEFAULT_ALIAS,
+        non_empty_string,
+        "The REDISLOCK_QUEUES alias whose queues run the tasks.",
+    ),
+    "RESULT_TTL": Option(
+        24 * 3600.0, positive_seconds, "Seconds a result is kept after its last change."
+    ),
+    "MAX_ATTEMPTS": Option(
+        1,
+        positive_int,
+        "Runs before a failing call is FAILED and dead-lettered (Django's framework itself "
+        "never retries, hence 1).",
+    ),
+    "LEASE": Option(
+        None,
+        optional_positive_seconds,
+        "Seconds one run may take before it is handed out again (None: the queue alias's "
+        "VISIBILITY_TIMEOUT).",
     ),
 }
 

@@ -250,7 +250,10 @@ def test_both_kinds_of_task_share_a_queue(single: RedisTarget) -> None:
 
 
 def test_bad_options_name_the_alias() -> None:
-    with pytest.raises(ImproperlyConfigured, match=r"TASKS\['x'\]\['OPTIONS'\]: unknown key"):
+    with pytest.raises(
+        ImproperlyConfigured,
+        match=r"TASKS\['x'\]: unknown OPTIONS key\(s\) 'TTL'; valid keys are LEASE",
+    ):
         RedisTaskBackend("x", {"OPTIONS": {"TTL": 1}})
     with pytest.raises(ImproperlyConfigured, match="RESULT_TTL"):
         RedisTaskBackend("x", {"OPTIONS": {"RESULT_TTL": 0}})

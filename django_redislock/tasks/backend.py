@@ -34,7 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
-from ..conf import DEFAULT_ALIAS, MAX_SECONDS
+from ..conf import TASK_OPTIONS, option_errors, with_defaults
 from .compat import (
     BaseTaskBackend,
     Task,
@@ -51,39 +51,13 @@ from .results import (
     write_call,
 )
 
-#: OPTIONS of a ``TASKS`` alias using this backend, with their defaults.
-DEFAULTS: dict[str, Any] = {
-    "USING": DEFAULT_ALIAS,  # the REDISLOCK_QUEUES alias
-    "RESULT_TTL": 24 * 3600.0,  # seconds a result is kept after its last change
-    "MAX_ATTEMPTS": 1,  # runs before a failing call is FAILED and dead-lettered
-    "LEASE": None,  # seconds one run may take (None: the queue's VISIBILITY_TIMEOUT)
-}
-
 
 def parse_options(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """Merge ``OPTIONS`` with the defaults; unknown keys and bad values name the alias."""
-    where = f"TASKS[{alias!r}]['OPTIONS']"
-    unknown = sorted(set(options) - set(DEFAULTS))
-    if unknown:
-        raise ImproperlyConfigured(
-            f"{where}: unknown key(s) {', '.join(unknown)}; valid keys are "
-            f"{', '.join(sorted(DEFAULTS))}"
-        )
-    merged = {**DEFAULTS, **options}
-    if not isinstance(merged["USING"], str) or not merged["USING"]:
-        raise ImproperlyConfigured(f"{where}['USING'] must be a REDISLOCK_QUEUES alias")
-    for name in ("RESULT_TTL", "LEASE"):
-        value = merged[name]
-        if value is None and name == "LEASE":
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ImproperlyConfigured(f"{where}['{name}'] must be a number of seconds")
-        if not 0 < value <= MAX_SECONDS:
-            raise ImproperlyConfigured(f"{where}['{name}'] must be > 0 and <= {MAX_SECONDS:g}")
-    attempts = merged["MAX_ATTEMPTS"]
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ImproperlyConfigured(f"{where}['MAX_ATTEMPTS'] must be a positive integer")
-    return merged
+    errors = option_errors(options, TASK_OPTIONS)
+    if errors:
+        raise ImproperlyConfigured(f"TASKS[{alias!r}]: {errors[0]}")
+    return with_defaults(options, TASK_OPTIONS)
 
 
 def worker_id() -> str:

@@ -106,6 +106,7 @@ def demo() -> None:
 def bench() -> None:
     ensure_venv("test,bench")
     run(BIN / "python", "-m", "bench", *sys.argv[2:])
+    run(BIN / "python", "-m", "bench.plot")  # refresh the docs' plots and tables
 
 
 COMMANDS = {"test": test, "demo": demo, "bench": bench}

@@ -280,3 +280,26 @@ def test_connections_are_checked_between_tasks(alias: RedisTarget) -> None:
     with mock.patch("django_redislock.queue.worker.close_old_connections") as close:
         Worker([queue()], burst=True, batch=10).run()
     assert close.call_count == 4  # before each of the 3 tasks and after the last
+
+
+def test_waiting_tasks_keep_their_leases_during_a_long_task(alias: RedisTarget) -> None:
+    # t0 is short (no renewal before t1 starts); t1 runs 0.3 s of its 0.4 s lease but ends
+    # after the batch's claim + 0.4 s: without the keeper thread t1 (running), t2 (waiting)
+    # and t0 (finished, not yet acked) would all be handed out again
+    for tag, seconds in (("t0", 0.15), ("t1", 0.3), ("t2", 0.01)):
+        tasks.slow.enqueue(args=[tag, seconds], id=tag)
+    slow = queue("slow")
+    worker = Worker([slow], lease=0.4, batch=3, max_tasks=3)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        stolen: list[Any] = []
+        while "start:t0" not in " ".join(tasks.CALLS) and thread.is_alive():
+            time.sleep(0.005)
+        while thread.is_alive():
+            stolen += slow.pop(3)
+            time.sleep(0.02)
+    finally:
+        thread.join(5)
+    assert stolen == []
+    assert [r for r in tasks.runs() if r.startswith("end")] == ["end:t0", "end:t1", "end:t2"]

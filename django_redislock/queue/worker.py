@@ -28,6 +28,7 @@ from django.db import close_old_connections
 from .. import signals
 from ..exceptions import TaskImportError, TaskNotRegistered
 from .calls import Claim
+from .keeper import LeaseKeeper
 from .queue import Queue
 from .records import Task
 from .registry import TaskFunction, resolve
@@ -124,6 +125,8 @@ class Worker:
         self._acks: dict[str, list[str]] = {q.name: [] for q in queues}
         self._last_ack = time.monotonic()
         self._hints: dict[str, Claim] = {}
+        self._keeper = LeaseKeeper()
+        self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         self._last_counted = time.monotonic()
 
@@ -172,6 +175,7 @@ class Worker:
                     self._wait()
                 self._flush_counters()
         finally:
+            self._keeper.stop()
             self._flush_acks(force=True)
             self._flush_counters(force=True)
             self.summary.elapsed = self._elapsed()
@@ -198,6 +202,7 @@ class Worker:
         try:
             self._run_tasks(queue, claim)
         finally:
+            self._keeper.clear()
             close_old_connections()
 
     def _run_tasks(self, queue: Queue, claim: Claim) -> None:
@@ -215,6 +220,7 @@ class Worker:
                 self._flush_acks(force=True)
                 queue.extend_lease(claim.tasks[index:], lease)
                 renewed = time.monotonic()
+            self._rest = (claim.tasks[index + 1 :], lease)
             try:
                 self._execute(queue, task)
             except TaskImportError:
@@ -266,6 +272,7 @@ class Worker:
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         if fn.lease is not None:
             queue.extend_lease(task, fn.lease)
+        self._keep_rest(queue, task, fn)
         try:
             result = fn.run(task.payload)
         except Exception as exc:
@@ -277,6 +284,18 @@ class Worker:
             signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
         finally:
             self._count()
+
+    def _keep_rest(self, queue: Queue, task: Task, fn: TaskFunction[Any, Any]) -> None:
+        """Let the keeper give this run its whole lease and keep the rest of the batch leased."""
+        rest, lease = self._rest
+        if lease > 0:
+            self._keeper.watch(
+                queue,
+                task.id,
+                lambda: [t.id for t in rest] + list(self._acks[queue.name]),
+                lease,
+                fn.lease or lease,
+            )
 
     def _resolve(self, task: Task) -> TaskFunction[Any, Any]:
         payload = task.payload

@@ -7,6 +7,10 @@ Public entry points::
 
 from __future__ import annotations
 
+# The subpackage ``locks`` (the lock classes) shares its name with the ``locks`` handler, and
+# importing a subpackage binds its name on this package: import it first so that the handler
+# bound below wins (tests/test_package.py guards this).
+from . import locks as _lock_classes  # noqa: F401
 from .decorators import distributed_lock
 from .handlers import locks, queues
 from .queue.registry import task

@@ -215,9 +215,33 @@ BAD_CALLS = [
     ("task", lambda q: q.retry("a")),
     ("max_attempts", lambda q: q.retry(q.get("a"), max_attempts=0)),
     ("state", lambda q: q.tasks("running")),
+    ("after", lambda q: q.tasks(READY, after=12345)),
     ("ids", lambda q: q.requeue_dead("abc")),
     ("chunk", lambda q: q.purge(0)),
 ]
+
+
+def test_task_pages_keep_tasks_that_share_a_score(redis_target: RedisTarget) -> None:
+    """requeue_dead() gives a whole batch one score: paging must neither skip nor repeat."""
+    q = make_queue(redis_target)
+    ids = [f"t{i:02d}" for i in range(7)]
+    q.enqueue_many([(i, i) for i in ids])
+    for task in q.pop(7):
+        q.retry(task, error="boom", max_attempts=1)
+    assert q.requeue_dead() == 7
+    seen: list[str] = []
+    page = q.tasks(READY, count=3)
+    for _ in range(5):  # bounded: 7 tasks in pages of 3
+        seen += [task.id for task in page]
+        if not page:
+            break
+        page = q.tasks(READY, count=3, after=page[-1])
+    assert sorted(seen) == ids
+    assert len(seen) == len(set(seen))
+    everything = q.tasks(READY, count=10)
+    assert len({task.score for task in everything}) < 7  # the scores really tie
+    pair = (everything[3].score, everything[3].id)  # a (score, id) cursor works like a task
+    assert [t.id for t in q.tasks(READY, count=10, after=pair)] == [t.id for t in everything[4:]]
 
 
 @pytest.mark.parametrize(("argument", "call"), BAD_CALLS)

@@ -194,7 +194,7 @@ def task_page(
         raise InvalidArgument(f"bad page direction {direction!r}")
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
-    (reply,) = _results(queue.backend, [("admin_queue_page", queue.keys, args)])
+    (reply,) = _results(queue.backend, [("queue_page", queue.keys, args)])
     now, ready, delayed, flying, dead, start, low, high = (int(v) for v in reply[:8])
     serializer = queue.backend.options["SERIALIZER"]
     rows = []

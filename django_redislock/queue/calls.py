@@ -26,12 +26,31 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 TaskRef = Task | str
+#: Where a page of :meth:`Queue.tasks` starts: after this task, or this ``(score, id)``.
+Cursor = Task | tuple[int, str] | None
 #: Retry outcomes, from the retry script's reply codes.
 RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead", 3: "dropped"}
 #: The zset each listable state lives in (index into the scripts' KEYS).
 STATE_SETS = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
 #: The queue's keys, in the order of every script's KEYS.
 KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "signal")
+
+
+def cursor_of(after: Cursor) -> tuple[int, str] | None:
+    """The ``(score, id)`` a page starts after; ``after`` is a task, such a pair, or None."""
+    if after is None:
+        return None
+    if isinstance(after, Task):
+        return after.score, after.id
+    if (
+        isinstance(after, tuple)
+        and len(after) == 2
+        and isinstance(after[0], int)
+        and not isinstance(after[0], bool)
+        and isinstance(after[1], str)
+    ):
+        return after
+    raise InvalidArgument(f"after must be a Task or a (score, id) pair, got {after!r}")
 
 
 @dataclass(frozen=True)
@@ -171,32 +190,25 @@ class QueueCalls:
 
         return Call("queue_pop", args, parse)
 
-    def _list_call(
-        self, state: str, count: int, after: int | None, offset: int = 0
-    ) -> Call[list[Task]]:
+    def _list_call(self, state: str, count: int, after: Cursor = None) -> Call[list[Task]]:
         if state not in STATE_SETS:
             raise InvalidArgument(f"state must be one of {', '.join(STATE_SETS)}, got {state!r}")
         check_count(count)
-        check_count(offset, "offset", allow_zero=True)
-        low = "now" if state == DELAYED else "-inf"
-        if after is not None:
-            low = f"({int(after)}"
-        high = "now" if state == READY else "+inf"
+        cursor = cursor_of(after)
+        score, id = cursor or (0, "")
+        # Paged by (score, id), not by score alone: tasks that share a score (a batch
+        # requeued at once) are neither skipped nor repeated. Preview 0 = whole payloads.
+        args = [state, "first" if cursor is None else "after", score, id, count, 0]
 
         def parse(reply: list[Any]) -> list[Task]:
-            now = int(reply[0])
-
-            def name_state(score: int) -> str:
-                if state in (READY, DELAYED):
-                    return READY if score <= now else DELAYED
-                return state
-
-            tasks = parse_tasks(self.name, reply[1:], self.serializer.loads, name_state)
+            # queue_page sends six fields per task; the fifth (the payload size) is not kept
+            flat = [value for i, value in enumerate(reply[8:]) if i % 6 != 4]
+            tasks = parse_tasks(self.name, flat, self.serializer.loads, lambda _score: state)
             for task in tasks:
                 task.lease_deadline = task.score if state == IN_FLIGHT else None
-            return [task for task in tasks if task.state == state]
+            return tasks
 
-        return Call("queue_list", [STATE_SETS[state], low, high, offset, count], parse)
+        return Call("queue_page", args, parse)
 
     def _retry_call(
         self, task: Task, delay: float | None, error: str, max_attempts: int | None

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Claim, Entry, QueueCalls, TaskRef
+from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef
 from .records import READY, Task
 from .validation import check_count
 
@@ -195,21 +195,20 @@ class Queue(QueueCalls):
         """The asyncio twin of :meth:`get`."""
         return await self._arun(self._get_call(id))
 
-    def tasks(
-        self, state: str = READY, count: int = 50, after: int | None = None, offset: int = 0
-    ) -> list[Task]:
-        """A page of tasks in ``state`` by score; pass the last score seen as ``after``.
+    def tasks(self, state: str = READY, count: int = 50, after: Cursor = None) -> list[Task]:
+        """A page of tasks in ``state``, by score then id; pass the last task seen as ``after``.
 
-        Keyset pagination (for the admin): no id list is loaded. ``state`` is one
-        of ``ready``, ``delayed``, ``in_flight``, ``dead``.
+        Keyset pagination: no id list is loaded, a page costs O(log N + count)
+        whatever the queue holds, and tasks that share a score are neither skipped
+        nor repeated. ``state`` is one of ``ready``, ``delayed``, ``in_flight``, ``dead``.
         """
-        return self._run(self._list_call(state, count, after, offset))
+        return self._run(self._list_call(state, count, after))
 
     async def tasks_async(
-        self, state: str = READY, count: int = 50, after: int | None = None, offset: int = 0
+        self, state: str = READY, count: int = 50, after: Cursor = None
     ) -> list[Task]:
         """The asyncio twin of :meth:`tasks`."""
-        return await self._arun(self._list_call(state, count, after, offset))
+        return await self._arun(self._list_call(state, count, after))
 
     def remove(self, id: str) -> bool:
         """Delete a task in any state; True if it existed."""

@@ -1,4 +1,5 @@
--- One admin page of a queue's tasks in one state, by (score, id), and the count of each state.
+-- One page of a queue's tasks in one state, by (score, id), and the count of each state
+-- (Queue.tasks() and the admin's queue page).
 -- The cursor's place is found by rank (ZCOUNT, then a binary search among equal scores), so a
 -- page costs O(log N + page size) whatever the queue holds, and equal scores are never skipped.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
@@ -6,7 +7,7 @@
 -- ARGV[1] state: "ready", "delayed", "in_flight" or "dead"
 -- ARGV[2] direction: "first", "last", "after" or "before" (the cursor)
 -- ARGV[3] cursor score, ARGV[4] cursor id (ignored for "first" and "last")
--- ARGV[5] page size, ARGV[6] bytes of each payload to return (a preview)
+-- ARGV[5] page size, ARGV[6] bytes of each payload to return (a preview; 0: all of it)
 -- returns {now, ready, delayed, in flight, dead, rank of the first row, first rank of the
 --          state, end rank of the state, then per task: id, score, attempts, payload preview,
 --          payload size, last error}
@@ -68,7 +69,7 @@ for i = 1, #ids do
   out[#out + 1] = ids[i]
   out[#out + 1] = page[2 * i]
   out[#out + 1] = tonumber(attempts[i] or '0')
-  out[#out + 1] = string.sub(payload, 1, preview)
+  out[#out + 1] = preview > 0 and string.sub(payload, 1, preview) or payload
   out[#out + 1] = #payload
   out[#out + 1] = errors[i] or ''
 end

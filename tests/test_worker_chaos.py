@@ -1,11 +1,11 @@
 """Worker chaos: 4 ``drain_queue`` processes, one SIGKILLed every second while orders flow.
 
-A buyer process takes units of a flash sale for 400 buyers over about ten
-seconds; each take queues the idempotent ``create_order`` task in the same
+A buyer process takes units of a flash sale for 400 buyers spread over the
+chaos; each take queues the idempotent ``create_order`` task in the same
 script. Four workers drain the queue with 1-second leases; every second one of
 them, chosen at random, is killed with SIGKILL (mid-task or not) and replaced.
-The issue asks for 30 seconds of this; the test runs 12 kills to keep the suite
-inside its time budget on a 2-core machine (set ``CHAOS_SECONDS`` to run longer).
+It runs for 30 seconds, as the issue asks (``CHAOS_SECONDS`` shortens it for a
+quick local run).
 At the end, after a last worker has drained whatever the killed ones held:
 every sold unit has exactly one order (every task ran, none was lost), and the
 order table has no duplicate row.
@@ -28,7 +28,7 @@ from .test_seckill import ROOT, drain_command, finish, order_count, process_env,
 
 pytestmark = pytest.mark.slow
 
-CHAOS_SECONDS = int(os.environ.get("CHAOS_SECONDS", "12"))
+CHAOS_SECONDS = int(os.environ.get("CHAOS_SECONDS", "30"))
 
 
 def start_worker(env: dict[str, str]) -> subprocess.Popen[str]:

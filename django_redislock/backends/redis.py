@@ -213,7 +213,9 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
         super().__init__(alias, params)
         self._queues: dict[str, Any] = {}
-        self._registered: tuple[int, set[str]] = (os.getpid(), set())
+        self._registered_pid = os.getpid()
+        #: Queue names this process has recorded in :attr:`names_key` (a fork starts afresh).
+        self.registered: set[str] = set()
 
     def queue(self, name: str) -> Any:
         """Return the :class:`~django_redislock.queue.Queue` called ``name``."""
@@ -236,31 +238,29 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     def _needs_registering(self, name: str) -> bool:
-        pid, seen = self._registered
-        if pid != os.getpid():
-            self._registered = (os.getpid(), set())
-            seen = self._registered[1]
-        return name not in seen
+        if self._registered_pid != os.getpid():
+            self._registered_pid, self.registered = os.getpid(), set()
+        return name not in self.registered
 
     def register_queue(self, name: str) -> None:
         """Record ``name`` in the alias's queue list (once per process)."""
         if self._needs_registering(name):
             with self.errors():
                 self.client.sadd(self.names_key, name)
-            self._registered[1].add(name)
+            self.registered.add(name)
 
     async def register_queue_async(self, name: str) -> None:
         """The asyncio twin of :meth:`register_queue`."""
         if self._needs_registering(name):
             with self.errors():
                 await self.async_client().sadd(self.names_key, name)
-            self._registered[1].add(name)
+            self.registered.add(name)
 
     def forget_queue(self, name: str) -> None:
         """Drop ``name`` from the queue list (after a purge, for example)."""
         with self.errors():
             self.client.srem(self.names_key, name)
-        self._registered[1].discard(name)
+        self.registered.discard(name)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """Warn (redislock.W002) when payloads are pickled."""

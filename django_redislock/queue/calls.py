@@ -20,6 +20,7 @@ from ..exceptions import InvalidArgument
 from .records import DEAD, DELAYED, IN_FLIGHT, READY, Task, micros, optional_score, parse_tasks
 from .serializers import get_serializer
 from .validation import check_count, check_id, check_ids, check_name, check_seconds
+from .wire import DirectSender, direct_sender
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -83,6 +84,19 @@ class Call(Generic[R]):
     parse: Callable[[Any], R]
 
 
+def enqueue_args(entries: Iterable[Entry], replace: bool) -> list[Any]:
+    """The enqueue script's ARGV: the replace flag, then id, delay, data per entry."""
+    args: list[Any] = ["1" if replace else "0"]
+    for entry in entries:
+        args += [entry.id, entry.delay, entry.data]
+    return args
+
+
+def parse_flags(reply: list[Any]) -> list[bool]:
+    """The enqueue script's reply: 1 queued (or rescheduled), 0 an earlier copy was kept."""
+    return [bool(flag) for flag in reply]
+
+
 def task_ids(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
     """Ids of one task, one id, or an iterable of either."""
     if isinstance(refs, (Task, str)):
@@ -101,6 +115,8 @@ class QueueCalls:
         self.serializer = get_serializer(backend.options["SERIALIZER"])
         self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
+        #: (client, EVALSHA head, its DirectSender or None) for send_entries
+        self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
     def _run(self, call: Call[R]) -> R:
         script = self.backend.script(call.script)
@@ -127,10 +143,40 @@ class QueueCalls:
                 raise
         return call.parse(reply)
 
-    def prepare(self, id: str, payload: Any = None, delay: float = 0) -> Entry:
-        """Validate and serialize one task without sending it (raises InvalidArgument)."""
-        check_id(id)
-        seconds = check_seconds(delay, "delay")
+    def send_entries(self, args: list[Any]) -> list[bool]:
+        """Run the enqueue script with ``args`` as ARGV (replace flag, then id/delay/data triples).
+
+        The hot path of every blocking enqueue. Per client (first call, a forked
+        child, a settings reset) the EVALSHA head (sha, key count, keys) is built
+        once, packed once for a :class:`~.wire.DirectSender` where the client
+        allows one, and the queue name is registered
+        (:meth:`~django_redislock.backends.redis.RedisQueueBackend.register_queue`)
+        then, or again after it was forgotten, rather than checked on every call.
+        """
+        backend = self.backend
+        client = backend.client
+        hot = self._enqueue_head
+        if hot is None or hot[0] is not client or self.name not in backend.registered:
+            backend.register_queue(self.name)
+            script = backend.script("queue_enqueue", client)
+            head = ("EVALSHA", script.sha, len(self.keys), *self.keys)
+            hot = self._enqueue_head = (client, head, direct_sender(client, head))
+        try:  # a plain try, not backend.errors(), as in _run
+            try:
+                sender = hot[2]
+                if sender is not None:
+                    reply = sender.call(args)
+                else:
+                    reply = client.execute_command(*hot[1], *args)
+            except redis.exceptions.NoScriptError:
+                reply = backend.script("queue_enqueue", client)(keys=self.keys, args=args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            with backend.errors():
+                raise
+        return parse_flags(reply)
+
+    def encode(self, payload: Any) -> bytes:
+        """Serialize a payload, refusing one over ``OPTIONS['MAX_PAYLOAD_BYTES']``."""
         data = self.serializer.dumps(payload)
         limit = self.backend.options["MAX_PAYLOAD_BYTES"]
         if len(data) > limit:
@@ -138,7 +184,13 @@ class QueueCalls:
                 f"payload is {len(data)} bytes serialized, over OPTIONS['MAX_PAYLOAD_BYTES'] "
                 f"= {limit} of {self.backend.settings_name}[{self.backend.alias!r}]"
             )
-        return Entry(id, micros(seconds), data)
+        return data
+
+    def prepare(self, id: str, payload: Any = None, delay: float = 0) -> Entry:
+        """Validate and serialize one task without sending it (raises InvalidArgument)."""
+        check_id(id)
+        seconds = check_seconds(delay, "delay")
+        return Entry(id, micros(seconds), self.encode(payload))
 
     def batches(self, items: Iterable[Any], delay: float, batch_size: int) -> list[list[Entry]]:
         """Validate every ``(id, payload[, delay])`` item, then cut them into batches."""
@@ -169,10 +221,8 @@ class QueueCalls:
     # -- one builder per script ----------------------------------------------------------
 
     def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
-        args: list[Any] = ["1" if replace else "0"]
-        for entry in entries:
-            args += [entry.id, entry.delay, entry.data]
-        return Call("queue_enqueue", args, lambda reply: [bool(flag) for flag in reply])
+        """The enqueue request for the asyncio twins (the blocking API uses send_entries)."""
+        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags)
 
     def _claim_call(self, count: int, lease: float | None, ack: Iterable[str]) -> Call[Claim]:
         check_count(count, allow_zero=True)

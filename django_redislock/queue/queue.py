@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef
-from .records import READY, Task
-from .validation import check_count
+from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .records import READY, Task, micros
+from .validation import check_count, check_id, check_seconds
 
 
 class Queue(QueueCalls):
@@ -43,9 +43,9 @@ class Queue(QueueCalls):
         second enqueue keeps the first copy and returns False, unless
         ``replace=True`` reschedules it with the new payload and delay.
         """
-        entry = self.prepare(id, payload, delay)
-        self.backend.register_queue(self.name)
-        return self._run(self._enqueue_call([entry], replace))[0]
+        check_id(id)  # prepare()'s checks, in its order, without building an Entry
+        due_in = micros(check_seconds(delay, "delay"))
+        return self.send_entries(["1" if replace else "0", id, due_in, self.encode(payload)])[0]
 
     async def enqueue_async(
         self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
@@ -65,9 +65,9 @@ class Queue(QueueCalls):
         :meth:`enqueue` would (a repeated id in the same call keeps the first).
         """
         batches = self.batches(items, delay, batch_size)
-        if batches:
-            self.backend.register_queue(self.name)
-        return [flag for batch in batches for flag in self._run(self._enqueue_call(batch, replace))]
+        return [
+            flag for batch in batches for flag in self.send_entries(enqueue_args(batch, replace))
+        ]
 
     async def enqueue_many_async(
         self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
@@ -84,8 +84,7 @@ class Queue(QueueCalls):
 
     def enqueue_prepared(self, entries: list[Entry], replace: bool = False) -> list[bool]:
         """Send entries built by :meth:`prepare` (the ``@task`` registry validates early)."""
-        self.backend.register_queue(self.name)
-        return self._run(self._enqueue_call(entries, replace))
+        return self.send_entries(enqueue_args(entries, replace))
 
     def top(self, count: int = 1) -> list[Task]:
         """Due tasks, oldest first, without claiming them (seed 000's ``top``)."""

@@ -34,7 +34,9 @@ from django.db import transaction
 
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
+from ..handlers import queues
 from .queue import Queue
+from .records import micros
 from .validation import check_count, check_id, check_name, check_seconds
 
 P = ParamSpec("P")
@@ -81,14 +83,13 @@ class TaskFunction(Generic[P, R]):
     @property
     def queue(self) -> Queue:
         """The queue this task is sent to."""
-        from ..handlers import queues
-
         queue: Queue = queues[self.using].queue(self.queue_name)
         return queue
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a call with these arguments now; returns the task id."""
-        return self.enqueue(args=args, kwargs=kwargs)
+        # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
+        return self._send({"task": self.path, "args": list(args), "kwargs": kwargs}, None, 0, False)
 
     def enqueue(
         self,
@@ -106,17 +107,28 @@ class TaskFunction(Generic[P, R]):
         waits for the commit unless ``OPTIONS['COMMIT_MODE']`` is
         ``"immediate"``; with ``OPTIONS['EAGER']`` the call runs inline instead.
         """
-        payload = self.payload(args, kwargs)
+        return self._send(self.payload(args, kwargs), id, delay, replace)
+
+    def _send(self, payload: dict[str, Any], id: str | None, delay: float, replace: bool) -> str:
+        """Validate and queue one envelope (or run it, or wait for the commit); its id.
+
+        The hot path of :meth:`delay`: what :meth:`Queue.prepare
+        <django_redislock.queue.Queue.prepare>` checks is checked here too, but the
+        enqueue script's ARGV is built directly, without an ``Entry``.
+        """
         task_id = self.task_id(payload, id)
         queue = self.queue
-        entry = queue.prepare(task_id, payload, delay)
+        due_in = micros(check_seconds(delay, "delay"))
+        data = queue.encode(payload)
         options = queue.backend.options
         if options["EAGER"]:
-            self.run(queue.serializer.loads(entry.data))
-        elif options["COMMIT_MODE"] == "on_commit" and in_transaction():
-            transaction.on_commit(lambda: queue.enqueue_prepared([entry], replace))
+            self.run(queue.serializer.loads(data))
+            return task_id
+        args = ["1" if replace else "0", task_id, due_in, data]
+        if options["COMMIT_MODE"] == "on_commit" and in_transaction():
+            transaction.on_commit(lambda: queue.send_entries(args))
         else:
-            queue.enqueue_prepared([entry], replace)
+            queue.send_entries(args)
         return task_id
 
     def enqueue_many(

@@ -1,0 +1,171 @@
+"""The enqueue hot path: the direct sender, its fallbacks, registration and the JSON encoder."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import os
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from django.core.serializers.json import DjangoJSONEncoder
+
+from django_redislock.exceptions import InvalidArgument
+from django_redislock.queue import Queue
+from django_redislock.queue.serializers import JSONSerializer
+from django_redislock.queue.wire import DirectSender, direct_sender
+
+from .conftest import RedisTarget
+
+
+def make_queue(target: RedisTarget, name: str = "wire", **options: Any) -> Queue:
+    queue: Queue = target.queue_backend(**options).queue(name)
+    return queue
+
+
+def test_a_plain_client_gets_a_direct_sender_and_others_do_not(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    assert q.enqueue("a", {"v": 1}) is True
+    sender = q._enqueue_head[2] if q._enqueue_head else None
+    if redis_target.kind == "single":
+        assert isinstance(sender, DirectSender)
+    else:  # fakeredis and RedisCluster keep execute_command
+        assert sender is None
+    [task] = q.pop()
+    assert (task.id, task.payload) == ("a", {"v": 1})
+
+
+def test_direct_sends_are_one_request_each(single_target: RedisTarget) -> None:
+    q = make_queue(single_target)
+    q.enqueue("warm")
+    from redis.connection import AbstractConnection
+
+    sent: list[Any] = []
+    original = AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        sent.append(command)
+        original(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    try:
+        assert q.enqueue("b", [1, "é"], delay=5) is True
+        assert q.enqueue("b", None) is False
+        assert q.enqueue_many([("c", 1), ("d", 2)]) == [True, True]
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+    assert len(sent) == 3
+    [task] = q.tasks("delayed")
+    assert (task.id, task.payload) == ("b", [1, "é"])
+
+
+def test_a_killed_connection_is_not_reused(single_target: RedisTarget) -> None:
+    q = make_queue(single_target)
+    q.enqueue("warm")
+    single_target.raw.client_kill_filter(_type="normal", skipme=True)
+    assert q.enqueue("after-kill") is True  # the pool replaces the dead socket on checkout
+    assert q.get("after-kill") is not None
+
+
+def test_an_unreachable_server_names_the_setting_on_enqueue() -> None:
+    from django_redislock.backends.redis import RedisQueueBackend
+    from django_redislock.exceptions import ConnectionFailed
+
+    backend = RedisQueueBackend(
+        "down", {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2}}
+    )
+    q = backend.queue("jobs")
+    with pytest.raises(ConnectionFailed, match=r"REDISLOCK_QUEUES\['down'\]"):
+        q.enqueue("a")  # fails registering the queue name
+    backend.registered.add("jobs")
+    with pytest.raises(ConnectionFailed, match=r"REDISLOCK_QUEUES\['down'\]"):
+        q.enqueue("a")  # fails in the direct sender
+    assert q._enqueue_head is not None and isinstance(q._enqueue_head[2], DirectSender)
+
+
+def test_error_replies_are_raised(single_target: RedisTarget) -> None:
+    q = make_queue(single_target)
+    q.enqueue("warm")
+    pool = q.backend.client.connection_pool
+    with pytest.raises(redis.exceptions.NoScriptError):
+        DirectSender(pool, ("EVALSHA", "0" * 40, 0)).call([])
+    with pytest.raises(redis.ResponseError):
+        DirectSender(pool, ("NOSUCHCOMMAND",)).call(["x"])
+    assert q.enqueue("still-works") is True
+
+
+def test_no_direct_sender_for_other_clients(single_target: RedisTarget) -> None:
+    location = single_target.location
+    head = ("PING",)
+    single = redis.Redis.from_url(location, single_connection_client=True)
+    assert direct_sender(single, head) is None
+    sender = direct_sender(redis.Redis.from_url(location), head)
+    assert sender is not None and sender.call([]) in (b"PONG", "PONG", True)
+
+    class Custom(redis.Redis):
+        pass
+
+    assert direct_sender(Custom.from_url(location), head) is None
+
+
+def test_a_forgotten_queue_name_is_registered_again(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, name="forgotten")
+    q.enqueue("a")
+    assert "forgotten" in q.backend.queue_names()
+    q.backend.forget_queue("forgotten")
+    assert "forgotten" not in q.backend.queue_names()
+    q.enqueue("b")
+    assert "forgotten" in q.backend.queue_names()
+
+
+def test_a_forked_child_registers_and_connects_afresh(single_target: RedisTarget) -> None:
+    q = make_queue(single_target, name="forked")
+    q.enqueue("parent")
+    single_target.raw.srem(q.backend.names_key, "forked")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        ok = q.enqueue("child") and "forked" in q.backend.queue_names()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert q.get("child") is not None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "é",
+        {"a": [1, 2.5, True, None], "b": {"c": (1, 2)}},
+        datetime.datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=datetime.timezone.utc),
+        datetime.date(2026, 11, 22),
+        datetime.time(1, 2, 3),
+        datetime.timedelta(hours=1),
+        decimal.Decimal("1.10"),
+        uuid.UUID(int=7),
+        {1: "int key", None: "none key"},
+    ],
+)
+def test_the_json_fast_path_writes_what_djangos_encoder_writes(value: Any) -> None:
+    expected = DjangoJSONEncoder(separators=(",", ":"), allow_nan=False).encode(value)
+    assert JSONSerializer().dumps(value) == expected.encode()
+
+
+@pytest.mark.parametrize("value", [float("nan"), object(), {1j: 2}, {"s": {1, 2}}])
+def test_the_json_fast_path_refuses_what_djangos_encoder_refuses(value: Any) -> None:
+    with pytest.raises(InvalidArgument, match="payload is not JSON-serializable"):
+        JSONSerializer().dumps(value)
+
+
+def test_a_payload_that_contains_itself_is_refused_and_nothing_is_written(
+    single_target: RedisTarget,
+) -> None:
+    q = make_queue(single_target)
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(InvalidArgument, match="payload is not JSON-serializable"):
+        q.enqueue("loop", loop)
+    assert q.get("loop") is None
+    assert JSONSerializer().dumps({"fine": 1}) == b'{"fine":1}'

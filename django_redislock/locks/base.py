@@ -27,6 +27,7 @@ from ..exceptions import InvalidArgument, LockLost, LockNotAcquired, LockNotOwne
 from .keys import check_name, check_seconds, to_ms
 from .owners import Hold, check_owner, current_user, holder_meta, new_token
 from .replicas import call_with_ack, wants_ack
+from .transport import evalsha
 from .wait import wait_for_signal, wait_for_signal_async
 
 logger = logging.getLogger("django_redislock.locks")
@@ -282,7 +283,7 @@ class BaseLock:
     def _call_plain(self, call: tuple[str, list[str], list[Any]]) -> Any:
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
-            return self.backend.script(script)(keys=keys, args=args)
+            return evalsha(self.backend.script(script), keys, args)
         except (redis.ConnectionError, redis.TimeoutError):
             with self.backend.errors():
                 raise

@@ -30,6 +30,18 @@ class Lock(BaseLock):
         self._key = lock_key(backend, self.name, "l")
         self._signal_key = lock_key(backend, self.name, "s")
         self._index: BucketKeys = bucket_keys(backend, self.name)
+        ix = self._index
+        # built once: every acquire and release sends the same keys
+        self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
+        self._release_keys = [
+            self._key,
+            self._signal_key,
+            ix.released,
+            ix.names,
+            ix.expiry,
+            ix.meta,
+            ix.count,
+        ]
 
     def _reentrant_object(self) -> bool:
         return self.reentrant
@@ -42,19 +54,15 @@ class Lock(BaseLock):
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
-        ix = self._index
-        keys = [self._key, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
         mode = 2 if waited else int(blocking and remaining > 0)
         args = [owner, to_ms(self.ttl), int(self.reentrant), self.name, meta, mode]
-        return "lock_acquire", keys, args
+        return "lock_acquire", self._acquire_keys, args
 
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
         return self._release_args(hold.owner, hold.fence)
 
     def _release_args(self, owner: str, fence: int | str) -> tuple[str, list[str], list[Any]]:
-        ix = self._index
-        keys = [self._key, self._signal_key, ix.released, ix.names, ix.expiry, ix.meta, ix.count]
-        return "lock_release", keys, [owner, fence, self.name, SIGNAL_MS]
+        return "lock_release", self._release_keys, [owner, fence, self.name, SIGNAL_MS]
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
         keys = [self._key, self._index.expiry]

@@ -1,13 +1,16 @@
 """Who holds a lock: owner ids of threads and asyncio tasks, hold tokens and holder metadata.
 
-These run on every acquire, so they avoid exceptions and object churn: the
-running loop is looked up without raising, and the metadata JSON is built from
-a per-process prefix.
+These run on every acquire and release, so they avoid exceptions, system calls
+and object churn: a thread's identity is computed once per thread (and again
+after a fork, which changes the pid inside it), the running loop is looked up
+without raising, a token is a per-process random prefix plus a counter, and
+the metadata JSON is a cached per-holder prefix plus the owner and the time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -18,30 +21,63 @@ from typing import Any
 from ..exceptions import InvalidArgument
 
 _host = socket.gethostname()
-_prefix: tuple[int, str] = (0, "")
+_host_json = json.dumps(_host)
+#: Bumped in a forked child: every cached identity that embeds the parent's pid is stale.
+_generation = 0
+_prefix = f"{_host}:{os.getpid()}"
+#: Random per process, so tokens never repeat across processes that reuse a pid.
+_token_base = f"{_prefix}:{os.urandom(8).hex()}:"
+_token_counter = itertools.count(1)
+#: Whether the token prefix needs no JSON escaping (then tokens are quoted as they are).
+_token_plain = json.dumps(_token_base) == f'"{_token_base}"'
+_local = threading.local()
+#: Metadata prefixes by (kind, thread, task, ttl); cleared when it grows past this many.
+_META_CACHE_SIZE = 1024
+_meta_cache: dict[tuple[str, str, str | None, float], str] = {}
+
+
+def _after_fork_in_child() -> None:
+    global _generation, _prefix, _token_base, _token_counter, _token_plain
+    _generation += 1
+    _prefix = f"{_host}:{os.getpid()}"
+    _token_base = f"{_prefix}:{os.urandom(8).hex()}:"
+    _token_plain = json.dumps(_token_base) == f'"{_token_base}"'
+    _token_counter = itertools.count(1)
+    _meta_cache.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _process_prefix() -> str:
-    """``host:pid``, recomputed after a fork."""
-    global _prefix
-    pid = os.getpid()
-    if _prefix[0] != pid:
-        _prefix = (pid, f"{_host}:{pid}")
-    return _prefix[1]
+    """``host:pid`` of this process (kept current across forks)."""
+    return _prefix
 
 
 def current_user() -> tuple[str, str, str | None]:
     """Return ``(id, thread name, task name)`` of the calling thread or asyncio task."""
-    thread = threading.current_thread()
-    task = asyncio.current_task() if asyncio._get_running_loop() is not None else None
-    if task is not None:
-        return f"{_process_prefix()}:task:{id(task)}", thread.name, task.get_name()
-    return f"{_process_prefix()}:thread:{threading.get_ident()}", thread.name, None
+    if asyncio._get_running_loop() is not None:
+        task = asyncio.current_task()
+        if task is not None:
+            name = threading.current_thread().name
+            return f"{_prefix}:task:{id(task)}", name, task.get_name()
+    cached = getattr(_local, "user", None)
+    # the thread's name is read each time: the admin shows it, and a thread may be renamed
+    name = threading.current_thread().name
+    if cached is None or cached[0] != _generation or cached[1][1] != name:
+        cached = (_generation, (f"{_prefix}:thread:{threading.get_ident()}", name, None))
+        _local.user = cached
+    user: tuple[str, str, str | None] = cached[1]
+    return user
 
 
 def new_token() -> str:
-    """A token unique to one hold: the owner value of a non-reentrant hold."""
-    return f"{_process_prefix()}:{os.urandom(12).hex()}"
+    """A token unique to one hold: the owner value of a non-reentrant hold.
+
+    Unique without a system call per hold: the random part is drawn once per
+    process (and again in a forked child), the counter tells holds apart.
+    """
+    return f"{_token_base}{next(_token_counter)}"
 
 
 def check_owner(owner: Any) -> str | None:
@@ -54,13 +90,25 @@ def check_owner(owner: Any) -> str | None:
 
 
 def holder_meta(kind: str, owner: str, thread: str, task: str | None, ttl: float) -> str:
-    """The holder metadata JSON stored in the admin index (the script appends the fence)."""
-    dumps = json.dumps
-    return (
-        f'{{"kind":"{kind}","owner":{dumps(owner)},"host":{dumps(_host)},'
-        f'"pid":{os.getpid()},"thread":{dumps(thread)},"task":{dumps(task)},'
-        f'"acquired_at":{time.time():.3f},"ttl":{ttl!r}}}'
-    )
+    """The holder metadata JSON stored in the admin index (the script appends the fence).
+
+    Only the owner and the time change between holds of one thread, so the
+    rest is built once per (kind, thread, task, ttl) and reused.
+    """
+    key = (kind, thread, task, ttl)
+    head = _meta_cache.get(key)
+    if head is None:
+        dumps = json.dumps
+        head = (
+            f'{{"kind":"{kind}","host":{_host_json},"pid":{os.getpid()},'
+            f'"thread":{dumps(thread)},"task":{dumps(task)},"ttl":{ttl!r},"owner":'
+        )
+        if len(_meta_cache) >= _META_CACHE_SIZE:
+            _meta_cache.clear()  # task names are unique per task: keep the cache bounded
+        _meta_cache[key] = head
+    plain = _token_plain and owner.startswith(_token_base) and owner[len(_token_base) :].isdigit()
+    owner_json = f'"{owner}"' if plain else json.dumps(owner)
+    return f'{head}{owner_json},"acquired_at":{time.time():.3f}}}'
 
 
 class Hold:

@@ -1,0 +1,88 @@
+"""The hot path of every lock call: one ``EVALSHA`` on one pooled connection.
+
+redis-py's ``execute_command`` wraps each command in a retry closure, timing
+and event hooks; on loopback that costs about 50 us of client CPU per command,
+more than the lock scripts cost the server. A lock call sends the command on a
+connection of the client's own pool instead (about 20 us), which is what
+redis-py itself does inside the wrapper, so health checks, authentication,
+Sentinel's master lookup and the pool's limits all still apply.
+
+Whatever that path does not handle goes through ``execute_command`` as before,
+so no behaviour is lost:
+
+* a connection or timeout error: the connection is dropped and, if the
+  client's retry policy allows retries at all, the call is sent again through
+  ``execute_command`` under that policy (lock scripts are retry-safe);
+* ``NOSCRIPT`` (a restarted or flushed server): the script is loaded and run;
+* clients that are not a plain ``redis.Redis`` (Cluster, fakeredis, a custom
+  ``CLIENT_CLASS``, a single-connection client), and redis-py's OpenTelemetry
+  instrumentation when it is switched on (it times each command in the wrapper).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+get_observability_instance: Any
+try:  # redis-py >= 7 can record command metrics with OpenTelemetry
+    from redis.observability.providers import get_observability_instance
+except ImportError:  # pragma: no cover - older redis-py
+    get_observability_instance = None
+
+
+def _instrumented() -> bool:
+    """True when redis-py's OpenTelemetry metrics are on (they need the wrapper)."""
+    if get_observability_instance is None:
+        return False
+    try:
+        return get_observability_instance().get_provider_manager() is not None
+    except Exception:  # pragma: no cover - never let instrumentation break a lock
+        return True
+
+
+def _retries(client: Any) -> int:
+    """How many times the client's retry policy resends a failed command."""
+    retry = client.get_retry() if hasattr(client, "get_retry") else None
+    return int(getattr(retry, "_retries", 0) or 0)
+
+
+def direct_pool(client: Any) -> Any:
+    """The pool whose connections a lock call may use directly, or None."""
+    if type(client) is not redis.Redis or client.connection is not None or _instrumented():
+        return None
+    return client.connection_pool
+
+
+def evalsha(script: Any, keys: list[str], args: list[Any]) -> Any:
+    """Run the registered ``script`` (a redis-py ``Script``) with ``keys`` and ``args``."""
+    client = script.registered_client
+    pool = direct_pool(client)
+    if pool is not None:
+        conn = pool.get_connection()
+        try:
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            reply = conn.read_response()
+            reconnect = getattr(conn, "should_reconnect", None)
+            if reconnect is not None and reconnect():  # a maintenance notice from the server
+                conn.disconnect()
+            return reply
+        except redis.exceptions.NoScriptError:
+            pass  # loaded and run below
+        except redis.ResponseError:
+            raise  # an error reply: the connection is fine
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            if not _retries(client):
+                raise
+            # sent again below, as the client's retry policy would have done
+        except BaseException:
+            conn.disconnect()  # e.g. KeyboardInterrupt mid-reply: the stream is unusable
+            raise
+        finally:
+            pool.release(conn)
+    try:
+        return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except redis.exceptions.NoScriptError:
+        return script(keys=keys, args=args)  # loads the script, then runs it

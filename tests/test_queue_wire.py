@@ -169,3 +169,18 @@ def test_a_payload_that_contains_itself_is_refused_and_nothing_is_written(
         q.enqueue("loop", loop)
     assert q.get("loop") is None
     assert JSONSerializer().dumps({"fine": 1}) == b'{"fine":1}'
+
+
+def test_the_direct_sender_packs_what_redis_py_packs(single_target: RedisTarget) -> None:
+    client = redis.Redis.from_url(single_target.location)
+    head = ("EVALSHA", "a" * 40, 2, "k:{q}:1", "k:{q}:2")
+    args = ["1", "é-id", 0, -5, 12_345_678_901_234, 1.5, b"\x00\xffdata", memoryview(b"mv")]
+    sender = direct_sender(client, head)
+    assert sender is not None
+    ours = b"*%d\r\n%b%b" % (len(head) + len(args), sender.head, sender.bulk(args))
+    conn = client.connection_pool.get_connection()
+    try:
+        theirs = b"".join(bytes(part) for part in conn.pack_command(*head, *args))
+    finally:
+        client.connection_pool.release(conn)
+    assert ours == theirs

@@ -73,6 +73,7 @@ class TaskFunction(Generic[P, R]):
         )
         self.lease = None if lease is None else check_seconds(lease, "lease", allow_zero=False)
         self.unique = unique
+        self._queue: Queue | None = None
 
     def __repr__(self) -> str:
         return f"<task {self.path} queue={self.queue_name!r} using={self.using!r}>"
@@ -83,8 +84,11 @@ class TaskFunction(Generic[P, R]):
     @property
     def queue(self) -> Queue:
         """The queue this task is sent to."""
-        queue: Queue = queues[self.using].queue(self.queue_name)
-        return queue
+        backend = queues[self.using]
+        found = self._queue
+        if found is None or found.backend is not backend:  # first use, or settings changed
+            found = self._queue = backend.queue(self.queue_name)
+        return found
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a call with these arguments now; returns the task id."""

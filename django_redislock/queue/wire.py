@@ -67,15 +67,29 @@ class DirectSender:
 
     def __init__(self, pool: Any, head: Sequence[Any]) -> None:
         self.pool = pool
-        self.encode: Callable[[Any], bytes] = pool.get_encoder().encode
+        encoder = pool.get_encoder()
+        self.encode: Callable[[Any], bytes] = encoder.encode
+        self.text = (encoder.encoding, encoder.encoding_errors)
         self.count = len(head)
         self.head = self.bulk(head)
 
     def bulk(self, values: Sequence[Any]) -> bytes:
-        """RESP bulk strings of ``values`` (encoded as redis-py would)."""
+        """RESP bulk strings of ``values``, encoded as redis-py's ``Encoder`` would.
+
+        The types an enqueue sends (bytes, str, int) are converted inline, which
+        is several times cheaper than a call to ``Encoder.encode`` per argument.
+        """
         out = []
         for value in values:
-            data = self.encode(value)
+            kind = type(value)
+            if kind is bytes:
+                data = value
+            elif kind is str:
+                data = value.encode(*self.text)
+            elif kind is int:
+                data = b"%d" % value
+            else:
+                data = self.encode(value)
             out.append(b"$%d\r\n%b\r\n" % (len(data), data))
         return b"".join(out)
 

@@ -42,10 +42,9 @@ def _instrumented() -> bool:
         return True
 
 
-def _retries(client: Any) -> int:
-    """How many times the client's retry policy resends a failed command."""
-    retry = client.get_retry() if hasattr(client, "get_retry") else None
-    return int(getattr(retry, "_retries", 0) or 0)
+def _retries(conn: Any) -> int:
+    """How many times the retry policy that ``execute_command`` applies on ``conn`` resends."""
+    return int(getattr(getattr(conn, "retry", None), "_retries", 0) or 0)
 
 
 def direct_pool(client: Any) -> Any:
@@ -74,7 +73,7 @@ def evalsha(script: Any, keys: list[str], args: list[Any]) -> Any:
             raise  # an error reply: the connection is fine
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
-            if not _retries(client):
+            if not _retries(conn):
                 raise
             # sent again below, as the client's retry policy would have done
         except BaseException:

@@ -29,8 +29,9 @@ if hold[1] == ARGV[1] and (ARGV[2] == '*' or fence == ARGV[2]) then
   -- with it by the next prune (every 16th grant of the bucket, or a listing), one call less here.
   redis.call('ZADD', KEYS[5], 0, ARGV[3])
   if hold[4] then
-    redis.call('LPUSH', KEYS[2], 1)
-    redis.call('LTRIM', KEYS[2], 0, 0)
+    if redis.call('LPUSH', KEYS[2], 1) > 1 then
+      redis.call('LTRIM', KEYS[2], 0, 0)  -- one pending wake-up is enough
+    end
     redis.call('PEXPIRE', KEYS[2], ARGV[4])
   end
   return {1, 0, tonumber(fence)}

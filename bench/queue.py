@@ -317,7 +317,7 @@ def notes(rows: list[dict[str, Any]], n_one: int, n_batch: int, n_drain: int) ->
     ours, rq_row, huey_row = by["django-redislock"], by["RQ"], by["Huey"]
 
     def ratio(a: Any, b: Any) -> str:
-        return f"{a / b:.1f}x" if isinstance(a, float) and isinstance(b, float) else "n/a"
+        return f"{a / b:.2f}x" if isinstance(a, float) and isinstance(b, float) else "n/a"
 
     return [
         f"{n_one} one-call enqueues per library, the libraries taking turns call by call; "

@@ -15,7 +15,7 @@ slot and can update the lock and the index atomically::
     <prefix>:{lk<b>}:ix:f         string fence counter of the bucket (never expires)
     <prefix>:{lk<b>}:ix:t         zset   recently released fences (retry detection), 1024 kept
     <prefix>:{lk<b>}:ix:n         zset   held lock names, score 0 (paged by name)
-    <prefix>:{lk<b>}:ix:e         zset   held lock name -> expiry (ms, server clock)
+    <prefix>:{lk<b>}:ix:e         zset   held lock name -> expiry (ms, server clock; 0: released)
     <prefix>:{lk<b>}:ix:m         hash   held lock name -> holder metadata (JSON)
     <prefix>:{lk<b>}:ix:c         hash   held lock name -> hold count / readers (absent: 1)
 """

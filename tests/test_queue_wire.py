@@ -184,3 +184,33 @@ def test_the_direct_sender_packs_what_redis_py_packs(single_target: RedisTarget)
     finally:
         client.connection_pool.release(conn)
     assert ours == theirs
+
+
+def test_an_interrupted_call_drops_its_connection(
+    single_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    q = make_queue(single_target)
+    q.enqueue("warm")
+    sender = q._enqueue_head[2] if q._enqueue_head else None
+    assert isinstance(sender, DirectSender)
+    from redis.connection import AbstractConnection
+
+    dropped: list[Any] = []
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    original_disconnect = AbstractConnection.disconnect
+
+    def disconnect(self: Any, *args: Any, **kwargs: Any) -> None:
+        dropped.append(self)
+        original_disconnect(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AbstractConnection, "read_response", interrupted)
+        patch.setattr(AbstractConnection, "disconnect", disconnect)
+        with pytest.raises(KeyboardInterrupt):
+            q.enqueue("interrupted")
+    assert dropped  # its reply is never read by the next caller of that connection
+    assert q.enqueue("next") is True
+    assert q.get("interrupted") is not None and q.get("next") is not None

@@ -9,7 +9,9 @@ observability hooks, a retry closure and per-command dispatch checks. On the
 a pooled connection itself, keeping what matters from ``execute_command``: the
 connection's own retry policy (a connection error disconnects and retries, as
 redis-py does), its health check, error replies raised as redis-py exceptions
-(``NoScriptError`` included), and the connection always going back to the pool.
+(``NoScriptError`` included), a connection interrupted between request and reply
+(``KeyboardInterrupt``, a timeout) dropped rather than reused, and the connection
+always going back to the pool.
 
 It is used only where that is all a command needs (:func:`direct_sender`): a
 plain ``redis.Redis`` (standalone; Sentinel, Cluster, fakeredis and custom
@@ -36,13 +38,13 @@ def _version() -> tuple[int, ...]:
 
 
 def _metrics_enabled() -> bool:
-    """True when redis-py's observability (OpenTelemetry metrics) records commands."""
+    """True when redis-py's OpenTelemetry metrics are on (they time commands in the wrapper)."""
     try:
-        from redis.observability import recorder
-    except ImportError:  # redis-py < 8 has no such hooks
+        from redis.observability.providers import get_observability_instance
+    except ImportError:  # redis-py without observability hooks
         return False
     try:
-        return recorder._get_or_create_collector() is not None
+        return get_observability_instance().get_provider_manager() is not None
     except Exception:  # an unknown redis-py layout: stay on execute_command
         return True
 
@@ -102,6 +104,11 @@ class DirectSender:
             return conn.retry.call_with_retry(
                 lambda: self._round_trip(conn, request), lambda error: conn.disconnect()
             )
+        except redis.ResponseError:
+            raise  # an error reply: the connection is fine
+        except BaseException:
+            conn.disconnect()  # e.g. KeyboardInterrupt between send and read: a reply may be due
+            raise
         finally:
             pool.release(conn)
 

@@ -14,9 +14,9 @@ so no behaviour is lost:
   client's retry policy allows retries at all, the call is sent again through
   ``execute_command`` under that policy (lock scripts are retry-safe);
 * ``NOSCRIPT`` (a restarted or flushed server): the script is loaded and run;
-* clients that are not a plain ``redis.Redis`` (Cluster, fakeredis, a custom
-  ``CLIENT_CLASS``, a single-connection client), and redis-py's OpenTelemetry
-  instrumentation when it is switched on (it times each command in the wrapper).
+* every client :func:`django_redislock.wire.direct_pool` leaves on the wrapper
+  (Cluster, Sentinel, fakeredis, a custom ``CLIENT_CLASS``, a single-connection
+  client, client-side caching, redis-py's OpenTelemetry metrics).
 """
 
 from __future__ import annotations
@@ -25,33 +25,12 @@ from typing import Any
 
 import redis
 
-get_observability_instance: Any
-try:  # redis-py >= 7 can record command metrics with OpenTelemetry
-    from redis.observability.providers import get_observability_instance
-except ImportError:  # pragma: no cover - older redis-py
-    get_observability_instance = None
-
-
-def _instrumented() -> bool:
-    """True when redis-py's OpenTelemetry metrics are on (they need the wrapper)."""
-    if get_observability_instance is None:
-        return False
-    try:
-        return get_observability_instance().get_provider_manager() is not None
-    except Exception:  # pragma: no cover - never let instrumentation break a lock
-        return True
+from ..wire import direct_pool  # the one rule for when the wrapper may be skipped
 
 
 def _retries(conn: Any) -> int:
     """How many times the retry policy that ``execute_command`` applies on ``conn`` resends."""
     return int(getattr(getattr(conn, "retry", None), "_retries", 0) or 0)
-
-
-def direct_pool(client: Any) -> Any:
-    """The pool whose connections a lock call may use directly, or None."""
-    if type(client) is not redis.Redis or client.connection is not None or _instrumented():
-        return None
-    return client.connection_pool
 
 
 def evalsha(script: Any, keys: list[str], args: list[Any]) -> Any:

@@ -13,12 +13,9 @@ redis-py does), its health check, error replies raised as redis-py exceptions
 (``KeyboardInterrupt``, a timeout) dropped rather than reused, and the connection
 always going back to the pool.
 
-It is used only where that is all a command needs (:func:`direct_sender`): a
-plain ``redis.Redis`` (standalone; Sentinel, Cluster, fakeredis and custom
-client classes keep ``execute_command``), redis-py >= 5.3, no client-side
-cache, no single-connection client, and redis-py's OpenTelemetry metrics off
-(with them on, every command goes through ``execute_command`` so none is
-missing from the metrics).
+It is used only where that is all a command needs: the clients that
+:func:`django_redislock.wire.direct_pool` allows (the rule the lock scripts'
+fast path follows too).
 """
 
 from __future__ import annotations
@@ -28,38 +25,13 @@ from typing import Any
 
 import redis
 
-
-def _version() -> tuple[int, ...]:
-    parts = []
-    for part in redis.__version__.split(".")[:2]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
-
-
-def _metrics_enabled() -> bool:
-    """True when redis-py's OpenTelemetry metrics are on (they time commands in the wrapper)."""
-    try:
-        from redis.observability.providers import get_observability_instance
-    except ImportError:  # redis-py without observability hooks
-        return False
-    try:
-        return get_observability_instance().get_provider_manager() is not None
-    except Exception:  # an unknown redis-py layout: stay on execute_command
-        return True
+from ..wire import direct_pool
 
 
 def direct_sender(client: Any, head: Sequence[Any]) -> DirectSender | None:
     """A :class:`DirectSender` of ``head`` for ``client``, or None where it must not be used."""
-    pool = getattr(client, "connection_pool", None)
-    if (
-        type(client) is not redis.Redis
-        or type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool)
-        or getattr(client, "connection", None) is not None
-        or getattr(pool, "cache", None) is not None
-        or _version() < (5, 3)
-        or _metrics_enabled()
-    ):
+    pool = direct_pool(client)
+    if pool is None:
         return None
     return DirectSender(pool, head)
 

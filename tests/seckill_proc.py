@@ -63,7 +63,15 @@ def report(sale_id: int) -> None:
     orders = list(Order.objects.filter(sale_id=sale_id).values_list("number", "buyer", "quantity"))
     reservations = [[r.id, r.buyer, r.qty] for r in stock.reservations()]
     stats: dict[str, Any] = stock.stats().as_dict()
-    print(json.dumps({"orders": orders, "reservations": reservations, "stats": stats}))
+    from django_redislock import queues
+
+    queue = {k: v for k, v in queues["default"].queue("orders").stats().items() if k != "queue"}
+    print(
+        json.dumps(
+            {"orders": orders, "reservations": reservations, "stats": stats, "queue": queue},
+            default=str,
+        )
+    )
 
 
 def main() -> None:

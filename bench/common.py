@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -92,6 +92,25 @@ def save(result: dict[str, Any]) -> Path:
     path = RESULTS / f"{result['name']}.json"
     path.write_text(json.dumps({**result, "machine": machine()}, indent=2) + "\n")
     return path
+
+
+@contextlib.contextmanager
+def round_trips() -> Iterator[list[int]]:
+    """Count requests redis-py sends in this process (a pipeline is one)."""
+    from redis.connection import AbstractConnection
+
+    counter = [0]
+    original = AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        counter[0] += 1
+        original(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
 
 
 class CommandCounter:

@@ -14,18 +14,16 @@ Peers: raw ``SET NX PX`` + ``EVALSHA`` compare-and-delete (the floor), redis-py'
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import redis
 
-from bench.common import percentile, rate
+from bench.common import percentile, rate, round_trips
 
 RELEASE_LUA = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -38,25 +36,6 @@ LIBRARIES = [
     "pottery Redlock",
 ]
 WAITING = ["django-redislock", "redis-py Lock", "python-redis-lock", "pottery Redlock"]
-
-
-@contextlib.contextmanager
-def round_trips() -> Iterator[list[int]]:
-    """Count requests redis-py sends in this process (a pipeline is one)."""
-    from redis.connection import AbstractConnection
-
-    counter = [0]
-    original = AbstractConnection.send_packed_command
-
-    def counting(self: Any, command: Any, check_health: bool = True) -> None:
-        counter[0] += 1
-        original(self, command, check_health)
-
-    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
-    try:
-        yield counter
-    finally:
-        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
 
 
 class Adapter:

@@ -15,19 +15,18 @@ a warm cache with the parent.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 from django.test import override_settings
 
-from bench.common import CommandCounter
+from bench.common import CommandCounter, round_trips
 from django_redislock import queues, task
 from django_redislock.queue.worker import Worker
 
@@ -40,25 +39,6 @@ def noop(*args: Any, **kwargs: Any) -> None:
 
 
 redislock_noop = task(queue="bench", using="bench", name="bench.queue.redislock_noop")(noop)
-
-
-@contextlib.contextmanager
-def round_trips() -> Iterator[list[int]]:
-    """Count requests redis-py sends in this process (a pipeline is one)."""
-    from redis.connection import AbstractConnection
-
-    counter = [0]
-    original = AbstractConnection.send_packed_command
-
-    def counting(self: Any, command: Any, check_health: bool = True) -> None:
-        counter[0] += 1
-        original(self, command, check_health)
-
-    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
-    try:
-        yield counter
-    finally:
-        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
 
 
 def fresh(client: redis.Redis) -> redis.Redis:

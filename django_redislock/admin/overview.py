@@ -52,7 +52,7 @@ def lock_aliases() -> list[LockAlias]:
             if not backend.supports_listing:
                 row.error = f"{type(backend).__name__} cannot list its locks."
             else:
-                row.count = backend.held_lock_count()  # type: ignore[attr-defined]
+                row.count = backend.held_lock_count()
         except REDIS_ERRORS as exc:
             row.error = str(exc)
         rows.append(row)

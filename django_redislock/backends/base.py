@@ -118,9 +118,17 @@ class BaseLockBackend(BaseBackend):
         """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended."""
         raise NotImplementedError(f"{type(self).__name__} does not implement force_release()")
 
-    def held_locks(self, **kwargs: Any) -> list[Any]:
-        """Return held locks for the admin and commands; see ``supports_listing``."""
+    def held_locks_page(self, prefix: str = "", limit: int = 100, after: str | None = None) -> Any:
+        """One page of held locks (``.locks``, the next cursor, the total); ``supports_listing``."""
         raise NotImplementedError(f"{type(self).__name__} does not list held locks")
+
+    def held_locks(self, prefix: str = "", limit: int = 100, after: str | None = None) -> list[Any]:
+        """Held locks whose name starts with ``prefix``, in name order, after the name ``after``."""
+        return list(self.held_locks_page(prefix, limit, after).locks)
+
+    def held_lock_count(self) -> int:
+        """How many locks are held on this alias."""
+        return int(self.held_locks_page(limit=0).total)
 
 
 class BaseQueueBackend(BaseBackend):

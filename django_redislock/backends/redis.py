@@ -29,7 +29,7 @@ from ..scripts import source
 from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
-    from ..locks import HeldLock, Lock, LockPage, ReadWriteLock
+    from ..locks import Lock, LockPage, ReadWriteLock
 
 
 class RedisBackendMixin:
@@ -175,12 +175,6 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         if isinstance(result, Exception):
             raise result
         return int(result) > 0
-
-    def held_locks(  # type: ignore[override]
-        self, prefix: str = "", limit: int = 100, after: str | None = None
-    ) -> list[HeldLock]:
-        """Held locks whose name starts with ``prefix``, in name order, after name ``after``."""
-        return self.held_locks_page(prefix, limit, after).locks
 
     def held_locks_page(
         self, prefix: str = "", limit: int = 100, after: str | None = None

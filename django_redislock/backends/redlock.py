@@ -32,7 +32,7 @@ from ..conf import CONNECTION_OPTIONS, LOCK_OPTIONS, REDLOCK_OPTIONS
 from ..connections import location_errors as url_errors
 from ..connections import redact
 from ..exceptions import ConnectionFailed
-from ..locks.index import HeldLock, LockPage, force_release_call
+from ..locks.index import LockPage, force_release_call
 from .base import BaseLockBackend
 
 T = TypeVar("T")
@@ -180,12 +180,6 @@ class RedlockBackend(BaseLockBackend):
             )
         return any(int(r) > 0 for r in answered)
 
-    def held_locks(  # type: ignore[override]
-        self, prefix: str = "", limit: int = 100, after: str | None = None
-    ) -> list[HeldLock]:
-        """Locks held on a quorum, in name order (see :mod:`django_redislock.redlock.listing`)."""
-        return self.held_locks_page(prefix, limit, after).locks
-
     def held_locks_page(
         self, prefix: str = "", limit: int = 100, after: str | None = None
     ) -> LockPage:
@@ -193,10 +187,6 @@ class RedlockBackend(BaseLockBackend):
         from ..redlock.listing import merged_page
 
         return merged_page(self, prefix, limit, after)
-
-    def held_lock_count(self) -> int:
-        """How many locks a quorum of masters holds."""
-        return self.held_locks_page(limit=0).total
 
     def ping(self) -> bool:
         """True when a quorum of masters answers; raise :class:`ConnectionFailed` otherwise."""

@@ -139,7 +139,7 @@ def collect() -> list[Family]:
     for alias in locks:
         labels = {"kind": "locks", "alias": alias}
         try:
-            held = locks[alias].held_lock_count()  # type: ignore[attr-defined]
+            held = locks[alias].held_lock_count()
         except AttributeError:
             continue  # a backend that cannot count (Redlock): no gauge rather than a wrong one
         except RedisLockError:

@@ -296,15 +296,20 @@ class BaseLock:
         with self.backend.errors():
             return await self.backend.script(script, client)(keys=keys, args=args)
 
-    def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
-        """Take the lock; wait up to ``timeout`` seconds when ``blocking``. True if granted."""
+    def _start_acquire(
+        self, blocking: bool | None, timeout: float | None
+    ) -> tuple[bool, Any, str, str, float]:
+        """What the sync and async acquire loops share: checked arguments, owner, deadline."""
         blocking, timeout = self._wait_args(blocking, timeout)
         user = current_user()
         self._before_acquire(user[0])
         self._wait_started = time.monotonic()  # for the signal's ``waited`` (lock metrics)
-        deadline = self._wait_started + timeout
         owner = self._owner_for_attempt(user[0])
-        meta = self.meta(owner, *user)
+        return blocking, user, owner, self.meta(owner, *user), self._wait_started + timeout
+
+    def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
+        """Take the lock; wait up to ``timeout`` seconds when ``blocking``. True if granted."""
+        blocking, user, owner, meta, deadline = self._start_acquire(blocking, timeout)
         waited = False
         while True:
             remaining = deadline - time.monotonic()
@@ -321,13 +326,7 @@ class BaseLock:
         self, blocking: bool | None = None, timeout: float | None = None
     ) -> bool:
         """The asyncio twin of :meth:`acquire`."""
-        blocking, timeout = self._wait_args(blocking, timeout)
-        user = current_user()
-        self._before_acquire(user[0])
-        self._wait_started = time.monotonic()  # for the signal's ``waited`` (lock metrics)
-        deadline = self._wait_started + timeout
-        owner = self._owner_for_attempt(user[0])
-        meta = self.meta(owner, *user)
+        blocking, user, owner, meta, deadline = self._start_acquire(blocking, timeout)
         waited = False
         while True:
             remaining = deadline - time.monotonic()

@@ -42,16 +42,54 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def ephemeral_floor() -> int:
+    """The lowest port the kernel gives outgoing connections (32768 when unknown)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(cluster: bool = False) -> int:
-    """A free loopback port (and its cluster bus port, +10000, when ``cluster``)."""
+    """A free loopback port (and its cluster bus port, +10000, when ``cluster``).
+
+    Ports come from below the kernel's ephemeral range. A port inside it can be
+    picked as the local port of an outgoing connection: a client then probing
+    the port before the server listens, or a test aiming at a closed port,
+    connects to itself (TCP simultaneous open) and reads its own command back
+    as the reply, and the server can no longer bind the port.
+    """
+    high = ephemeral_floor() - 1 - (10000 if cluster else 0)
     for _ in range(200):
-        port = random.randint(20000, 50000)
-        if port == 6379 or not port_is_free(port):
+        port = random.randint(10000, max(10001, high))
+        if port in (6379, 16379) or not port_is_free(port):
             continue
         if cluster and not port_is_free(port + 10000):
             continue
         return port
     raise RuntimeError("no free port found")
+
+
+_closed: list[socket.socket] = []
+
+
+def closed_port() -> int:
+    """A loopback port that refuses connections for the rest of the test session.
+
+    Its socket stays bound but never listens, so no test server can start on
+    it, and it lies below the ephemeral range, so a connection to it cannot be
+    a self-connect (see :func:`free_port`).
+    """
+    for _ in range(200):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", free_port()))
+        except OSError:
+            sock.close()
+            continue
+        _closed.append(sock)
+        return int(sock.getsockname()[1])
+    raise RuntimeError("no closed port found")
 
 
 class RedisProcess:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import socket
+
+import pytest
 import redis
 
-from .servers import RedisProcess
+from .servers import RedisProcess, closed_port, ephemeral_floor, free_port
 
 
 def test_single_server_answers_ping(redis_server: RedisProcess) -> None:
@@ -41,3 +44,18 @@ def test_contract_fixture_gives_an_empty_database(redis_target) -> None:
     assert redis_target.raw.get(key) is None
     backend.client.set(key, "1")
     assert redis_target.raw.get(key) == b"1"
+
+
+def test_ports_lie_below_the_ephemeral_range() -> None:
+    """No test port can be a client's local port, so no connect can reach itself."""
+    floor = ephemeral_floor()
+    assert all(free_port() < floor for _ in range(50))
+    assert all(free_port(cluster=True) + 10000 < floor for _ in range(50))
+
+
+def test_a_closed_port_refuses_and_stays_reserved() -> None:
+    port = closed_port()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    with socket.socket() as sock, pytest.raises(OSError):
+        sock.bind(("127.0.0.1", port))

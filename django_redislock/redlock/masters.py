@@ -33,13 +33,14 @@ from redis.retry import Retry
 from ..connections import redact
 from ..exceptions import ConnectionFailed
 from ..locks.pipeline import Call, run_scripts
+from ..wire import to_text
 
 logger = logging.getLogger("django_redislock.redlock")
 
 
 def parse_info(raw: Any) -> dict[str, str]:
     """``INFO`` text as a dict of strings."""
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    text = to_text(raw)
     pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
     return {key.strip(): value.strip() for key, value in pairs}
 
@@ -91,11 +92,30 @@ class Master:
         return self._client
 
     def _on_connect(self, connection: Any) -> None:
-        """After redis-py's own handshake, read the run id and uptime (one ``INFO``)."""
-        connection.on_connect()
+        """After redis-py's own handshake, read the run id and uptime (one ``INFO``).
+
+        A peer whose replies make no sense is not a Redis server, and its
+        connection fails like a refused one. The usual case is a TCP self-connect:
+        a client dialling a master that is down on a port of the ephemeral range
+        may be given that very port as its own, and then reads every command it
+        sends back as the reply.
+        """
+        try:
+            connection.on_connect()
+            raw = self._read_info(connection)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise redis.ConnectionError(
+                f"{redact(self.url)} is not a Redis server: its handshake failed ({exc!r})"
+            ) from exc
+        if raw is not None:
+            info = parse_info(raw)
+            self.seen(info.get("run_id", ""), int(info.get("uptime_in_seconds", "0")))
+
+    def _read_info(self, connection: Any) -> bytes | str | None:
+        """``INFO server``'s text, or None when this ACL user may not run it."""
         connection.send_command("INFO", "server")
         try:
-            info = parse_info(connection.read_response())
+            raw = connection.read_response()
         except redis.ResponseError as exc:  # e.g. NOPERM: an ACL user without INFO
             logger.warning(
                 "Redlock master %s refused INFO (%s): its restarts cannot be detected; allow "
@@ -103,8 +123,10 @@ class Master:
                 redact(self.url),
                 exc,
             )
-            return
-        self.seen(info.get("run_id", ""), int(info.get("uptime_in_seconds", "0")))
+            return None
+        if not isinstance(raw, bytes | str):
+            raise TypeError(f"INFO answered with {type(raw).__name__}")
+        return raw
 
     def seen(self, run_id: str, uptime: float, now: float | None = None) -> None:
         """Record the run id of a new connection; start a quarantine if it changed."""

@@ -265,6 +265,23 @@ def _import(path: Any, setting: str) -> Any:
         raise MissingDependency(f"{setting} = {path!r} cannot be imported: {exc}{hint}") from exc
 
 
+#: How many times this process is a forked child of a process that imported this module.
+_forks = 0
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+def fork_generation() -> int:
+    """Changes in a forked child: what a process cached before a fork is its parent's."""
+    return _forks
+
+
+os.register_at_fork(after_in_child=_count_fork)
+
+
 class ClientCache:
     """Holds one client per process for one alias, rebuilt after ``fork()``.
 
@@ -279,16 +296,18 @@ class ClientCache:
         self._factory = factory
         self._lock = threading.Lock()
         self._pid = 0
+        self._generation = -1
         self._client: Client = None
         self._async: dict[int, tuple[Any, AsyncClient]] = {}
 
     def get(self) -> Client:
-        if self._pid != os.getpid() or self._client is None:
+        if self._generation != _forks or self._client is None:  # no getpid() per call
             with self._lock:
                 if self._pid != os.getpid() or self._client is None:
                     self._async = {}
                     self._client = self._factory(False)
                     self._pid = os.getpid()
+                self._generation = _forks
         return self._client
 
     def get_async(self) -> AsyncClient:
@@ -308,4 +327,4 @@ class ClientCache:
     def reset(self) -> None:
         """Forget the clients (after a settings change); open sockets close when collected."""
         with self._lock:
-            self._client, self._pid, self._async = None, 0, {}
+            self._client, self._pid, self._generation, self._async = None, 0, -1, {}

@@ -8,19 +8,13 @@ import decimal
 import re
 import time
 import uuid
-from typing import Any
 
 import pytest
 
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.queue import DEAD, DELAYED, IN_FLIGHT, READY, Queue
 
-from .conftest import RedisTarget
-
-
-def make_queue(target: RedisTarget, name: str = "orders", **options: Any) -> Queue:
-    queue: Queue = target.queue_backend(**options).queue(name)
-    return queue
+from .conftest import RedisTarget, make_queue
 
 
 def test_enqueue_dedup_keeps_the_first(redis_target: RedisTarget) -> None:

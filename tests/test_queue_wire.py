@@ -13,16 +13,10 @@ import redis
 from django.core.serializers.json import DjangoJSONEncoder
 
 from django_redislock.exceptions import InvalidArgument
-from django_redislock.queue import Queue
 from django_redislock.queue.serializers import JSONSerializer
-from django_redislock.queue.wire import DirectSender, direct_sender
+from django_redislock.wire import DirectSender, direct_sender
 
-from .conftest import RedisTarget
-
-
-def make_queue(target: RedisTarget, name: str = "wire", **options: Any) -> Queue:
-    queue: Queue = target.queue_backend(**options).queue(name)
-    return queue
+from .conftest import RedisTarget, make_queue
 
 
 def test_a_plain_client_gets_a_direct_sender_and_others_do_not(redis_target: RedisTarget) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..queue.records import from_micros, to_text
+from ..queue.records import from_micros
+from ..wire import to_text
 
 
 class TakeResult(str, enum.Enum):

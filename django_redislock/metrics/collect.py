@@ -17,8 +17,9 @@ from typing import Any
 
 from ..exceptions import RedisLockError
 from ..locks.pipeline import run_scripts
-from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, to_text
+from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY
 from ..queue.worker import counters_key
+from ..wire import to_text
 from .families import Family
 from .histograms import timings
 

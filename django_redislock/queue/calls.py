@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import redis
 
 from ..exceptions import InvalidArgument
+from ..wire import DirectSender, direct_sender
 from .records import DEAD, DELAYED, IN_FLIGHT, READY, Task, micros, optional_score, parse_tasks
 from .serializers import get_serializer
 from .validation import check_count, check_id, check_ids, check_name, check_seconds
-from .wire import DirectSender, direct_sender
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -148,7 +148,7 @@ class QueueCalls:
 
         The hot path of every blocking enqueue. Per client (first call, a forked
         child, a settings reset) the EVALSHA head (sha, key count, keys) is built
-        once, packed once for a :class:`~.wire.DirectSender` where the client
+        once, packed once for a :class:`~django_redislock.wire.DirectSender` where the client
         allows one, and the queue name is registered
         (:meth:`~django_redislock.backends.redis.RedisQueueBackend.register_queue`)
         then, or again after it was forgotten, rather than checked on every call.

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..wire import to_text
+
 #: Task states, in the order of the zsets in the scripts' KEYS (pending is ready or delayed).
 READY = "ready"
 DELAYED = "delayed"
@@ -23,11 +25,6 @@ STATES = (READY, DELAYED, IN_FLIGHT, DEAD)
 
 #: Fields a script returns per task: id, score, attempts, payload, last error.
 TASK_FIELDS = 5
-
-
-def to_text(value: Any) -> str:
-    """Decode a Redis bulk reply (bytes) or pass a str through."""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def micros(seconds: float) -> int:

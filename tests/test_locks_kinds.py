@@ -59,6 +59,43 @@ def test_explicit_owner_releases_from_elsewhere(redis_target: RedisTarget) -> No
         taken.ensure_held()
 
 
+def test_resent_partial_reentrant_release_decrements_once(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    lock = backend.lock("re-retry", ttl=5, reentrant=True)
+    lock.acquire()
+    lock.acquire()
+    hold = lock._hold
+    assert hold is not None
+    script, keys, args = lock._release_call(hold)
+    run = backend.script(script)
+    assert [int(x) for x in run(keys=keys, args=args)] == [1, 1, hold.fence]
+    # The same step reaches Redis again (a retry after a lost reply): no second decrement.
+    assert [int(x) for x in run(keys=keys, args=args)] == [2, 0]
+    [held] = backend.held_locks()
+    assert (held.name, held.count) == ("re-retry", 1)
+    # A new step has its own id, so it does decrement; resending that one is a no-op too.
+    script, keys, args = lock._release_call(hold)
+    assert [int(x) for x in run(keys=keys, args=args)][:2] == [1, 0]
+    assert [int(x) for x in run(keys=keys, args=args)] == [2, 0]
+    assert not lock.locked()
+
+
+def test_resent_release_by_owner_is_a_no_op(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    backend.lock("by-owner", ttl=5, owner="task-1").acquire()
+    other = backend.lock("by-owner", ttl=5, owner="task-1")
+    call = other._foreign_release()
+    assert call is not None
+    script, keys, args = call
+    run = backend.script(script)
+    assert int(run(keys=keys, args=args)[0]) == 1
+    again = backend.lock("by-owner", ttl=5, owner="task-1")
+    assert again.acquire(blocking=False)
+    assert [int(x) for x in run(keys=keys, args=args)] == [2, 0]  # the new hold is untouched
+    assert again.owned()
+    again.release()
+
+
 def test_readers_share_writers_exclude(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     rw = backend.read_write_lock("doc", ttl=5)
@@ -89,6 +126,20 @@ def test_one_reader_cannot_release_another(redis_target: RedisTarget) -> None:
     b.ensure_held()
     assert rw.write().acquire(blocking=False) is False
     b.release()
+
+
+def test_read_holds_given_the_same_owner_stay_two_holds(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("doc", ttl=5, owner="nightly-report")
+    first, second = rw.read(), rw.read()
+    first.acquire()
+    second.acquire()
+    assert rw.state()["readers"] == 2
+    first.release()
+    second.ensure_held()  # the first release ended only its own hold
+    assert rw.state()["readers"] == 1
+    second.release()
+    assert rw.write().acquire(blocking=False) is True
 
 
 def test_readers_expire_individually(redis_target: RedisTarget) -> None:

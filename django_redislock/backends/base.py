@@ -114,17 +114,43 @@ class BaseLockBackend(BaseBackend):
         """Return a read-write lock for ``name``; see ``supports_read_write``."""
         raise NotImplementedError(f"{type(self).__name__} does not support read-write locks")
 
-    def force_release(self, name: str) -> bool:
-        """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended."""
+    def force_release(self, name: str, fence: int | None = None) -> bool:
+        """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended.
+
+        With ``fence``, only the hold with that fence is ended: a confirmation
+        made while looking at one hold never ends the next one.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not implement force_release()")
 
-    def held_locks_page(self, prefix: str = "", limit: int = 100, after: str | None = None) -> Any:
-        """One page of held locks (``.locks``, the next cursor, the total); ``supports_listing``."""
+    def held_locks_page(
+        self,
+        prefix: str = "",
+        limit: int = 100,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> Any:
+        """One page of held locks (``.locks``, both cursors, the total); ``supports_listing``.
+
+        Pages are keyset pages by name, never offsets, so a page costs the same
+        anywhere in a long listing: ``after=page.next_after`` is the next page,
+        ``before=page.previous_before`` the previous one (the ``limit`` names
+        just below that name, still in name order). ``after`` and ``before``
+        together raise :class:`~django_redislock.exceptions.InvalidArgument`.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not list held locks")
 
-    def held_locks(self, prefix: str = "", limit: int = 100, after: str | None = None) -> list[Any]:
-        """Held locks whose name starts with ``prefix``, in name order, after the name ``after``."""
-        return list(self.held_locks_page(prefix, limit, after).locks)
+    def held_locks(
+        self,
+        prefix: str = "",
+        limit: int = 100,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> list[Any]:
+        """Held locks whose name starts with ``prefix``, in name order, after ``after``.
+
+        With ``before`` instead, the last ``limit`` of them below that name.
+        """
+        return list(self.held_locks_page(prefix, limit, after, before).locks)
 
     def held_lock_count(self) -> int:
         """How many locks are held on this alias."""

@@ -26,6 +26,7 @@ from ..connections import (
 )
 from ..exceptions import ConnectionFailed
 from ..scripts import source
+from ..wire import to_text
 from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
@@ -166,23 +167,30 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
 
         return ReadWriteLock(self, name, **defaults)
 
-    def force_release(self, name: str) -> bool:
-        """End any hold on ``name`` whoever owns it, bumping the fence; True if one ended."""
+    def force_release(self, name: str, fence: int | None = None) -> bool:
+        """End any hold on ``name`` (with ``fence``: only that hold), bumping the fence.
+
+        True if a hold ended.
+        """
         from ..locks.index import force_release_call
         from ..locks.pipeline import run_scripts
 
-        (result,) = run_scripts(self, [force_release_call(self, name)])
+        (result,) = run_scripts(self, [force_release_call(self, name, fence)])
         if isinstance(result, Exception):
             raise result
         return int(result) > 0
 
     def held_locks_page(
-        self, prefix: str = "", limit: int = 100, after: str | None = None
+        self,
+        prefix: str = "",
+        limit: int = 100,
+        after: str | None = None,
+        before: str | None = None,
     ) -> LockPage:
-        """Like :meth:`held_locks`, with the next page's cursor and the total count."""
+        """Like :meth:`held_locks`, with the cursors of the pages beside it and the total count."""
         from ..locks.index import page
 
-        return page(self, prefix, limit, after)
+        return page(self, prefix, limit, after, before)
 
     def held_lock_count(self) -> int:
         """How many locks are held on this alias."""
@@ -229,7 +237,7 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
         """Names of the queues this alias has seen enqueued to, sorted."""
         with self.errors():
             members = self.client.smembers(self.names_key)
-        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+        return sorted(to_text(m) for m in members)
 
     def _needs_registering(self, name: str) -> bool:
         if self._registered_pid != os.getpid():

@@ -169,9 +169,12 @@ class RedlockBackend(BaseLockBackend):
         """The watchdog's renewals: one quorum extension per (lock, hold)."""
         return [lock.renew_result(hold) for lock, hold in pairs]
 
-    def force_release(self, name: str) -> bool:
-        """End any hold on ``name`` on every master, bumping the fences; True if one ended."""
-        results = self.each(lambda master: master.run(force_release_call(master, name)))
+    def force_release(self, name: str, fence: int | None = None) -> bool:
+        """End any hold on ``name`` (with ``fence``: only that hold) on every master.
+
+        Bumps the fences; True if a hold ended.
+        """
+        results = self.each(lambda master: master.run(force_release_call(master, name, fence)))
         answered = [r for r in results if not isinstance(r, Exception)]
         if len(answered) < self.quorum:
             raise ConnectionFailed(
@@ -181,12 +184,16 @@ class RedlockBackend(BaseLockBackend):
         return any(int(r) > 0 for r in answered)
 
     def held_locks_page(
-        self, prefix: str = "", limit: int = 100, after: str | None = None
+        self,
+        prefix: str = "",
+        limit: int = 100,
+        after: str | None = None,
+        before: str | None = None,
     ) -> LockPage:
-        """Like :meth:`held_locks`, with the next page's cursor and the number held."""
+        """Like :meth:`held_locks`, with the cursors of the pages beside it and the number held."""
         from ..redlock.listing import merged_page
 
-        return merged_page(self, prefix, limit, after)
+        return merged_page(self, prefix, limit, after, before)
 
     def ping(self) -> bool:
         """True when a quorum of masters answers; raise :class:`ConnectionFailed` otherwise."""

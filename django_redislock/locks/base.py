@@ -14,7 +14,6 @@ when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,15 +21,13 @@ from typing import Any
 
 import redis
 
-from .. import signals
-from ..exceptions import InvalidArgument, LockLost, LockNotAcquired, LockNotOwned, LockUsageError
+from ..exceptions import InvalidArgument, LockNotAcquired, LockNotOwned
+from .holding import HoldKeeping
 from .keys import check_name, check_seconds, to_ms
 from .owners import Hold, check_owner, current_user, holder_meta, new_token
 from .replicas import call_with_ack, wants_ack
-from .transport import evalsha
+from .transport import ScriptCalls
 from .wait import wait_for_signal, wait_for_signal_async
-
-logger = logging.getLogger("django_redislock.locks")
 
 #: How long a wake-up signal outlives a release nobody was waiting for (ms).
 SIGNAL_MS = 1000
@@ -38,8 +35,8 @@ SIGNAL_MS = 1000
 BLOCK_FRACTION = 0.8
 
 
-class BaseLock:
-    """Arguments, the wait loop, hold bookkeeping, signals and the watchdog hook.
+class BaseLock(HoldKeeping):
+    """Arguments, the wait loop, the public API and the context managers.
 
     Subclasses provide the scripts: :meth:`_attempt` (one acquire try),
     :meth:`_release_call`, :meth:`_extend_call`, and :attr:`_signal_key`.
@@ -79,6 +76,7 @@ class BaseLock:
         self._lost_hold: Hold | None = None  # the last hold, once known lost
         self._wait_started = 0.0
         self._state = threading.Lock()
+        self._scripts = ScriptCalls()
 
     def __repr__(self) -> str:
         state = f"fence={self._hold.fence}" if self._hold else "not held"
@@ -124,140 +122,22 @@ class BaseLock:
         holder_left = (wait_ms + 1) / 1000 if wait_ms > 0 else 0.001
         return max(0.001, min(holder_left, remaining, self._max_block()))
 
-    def meta(self, owner: str, user: str, thread: str, task: str | None) -> str:
-        """The holder metadata stored in the admin index (JSON)."""
-        return holder_meta(self.kind, owner, thread, task, self.ttl)
-
-    # -- hold bookkeeping --------------------------------------------------------------------
-
-    def _check_user(self, user: str, action: str) -> Hold | None:
-        hold = self._hold
-        if hold is not None and hold.user != user:
-            if hold.user.split(":")[:2] != user.split(":")[:2]:
-                raise LockUsageError(
-                    f"lock {self.name!r} was acquired by the parent of this forked process; "
-                    f"only the parent can {action} it",
-                    name=self.name,
-                )
-            raise LockUsageError(
-                f"lock {self.name!r} is held by another thread or task of this process; "
-                f"create one lock object per thread or task instead of sharing it ({action})",
-                name=self.name,
-            )
-        return hold
-
-    def _before_acquire(self, user: str) -> Hold | None:
-        hold = self._check_user(user, "acquire")
-        if hold is not None and not self._reentrant_object():
-            raise LockUsageError(
-                f"lock {self.name!r} is already held by this object; use reentrant=True "
-                f"to take it again",
-                name=self.name,
-            )
-        return hold
-
-    def _reentrant_object(self) -> bool:
-        return False
-
-    def _granted(self, owner: str, user: str, result: Any) -> bool:
-        if int(result[0]) != 1:
-            return False
-        fence = int(result[1])
-        with self._state:
-            if self._hold is not None:
-                self._hold.count += 1
-            else:
-                self._hold = Hold(owner, fence, user)
-                self._lost_hold = None
-                if self.watchdog:
-                    from .watchdog import watchdog
-
-                    watchdog.register(self)
-        waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
-        signals.lock_acquired.send(
-            sender=type(self), alias=self.backend.alias, name=self.name, fence=fence, waited=waited
-        )
-        return True
-
-    def _require_hold(self, action: str) -> Hold:
-        user = current_user()[0]
-        hold = self._check_user(user, action)
-        lost = self._lost_hold
-        if hold is None and lost is not None and lost.user == user:
-            if action == "release":
-                self._lost_hold = None  # told once; a second release is a usage error
-            raise self._lost_error(lost)
-        if hold is None:
-            raise LockNotOwned(
-                f"cannot {action} lock {self.name!r}: this lock object does not hold it",
-                name=self.name,
-            )
-        return hold
-
-    def _forget(self, hold: Hold) -> None:
-        with self._state:
-            if self._hold is hold:
-                self._hold = None
-        if self.watchdog:
-            from .watchdog import watchdog
-
-            watchdog.unregister(self)
-
-    def _released(self, hold: Hold, result: Any) -> None:
-        code = int(result[0])
-        hold.count -= 1
-        if code == 0:
-            self._forget(hold)
-            self._report_lost(hold)
-            self._lost_hold = None
-            raise LockLost(
-                f"lock {self.name!r} was lost before release (expired, stolen or "
-                f"force-released); fence {hold.fence}",
-                name=self.name,
-            )
-        if hold.count <= 0 or code == 2:
-            self._forget(hold)
-            signals.lock_released.send(
-                sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
-            )
-
-    def _report_lost(self, hold: Hold) -> None:
-        """Tell the holder once that the hold ended: the signal and the callback."""
-        with self._state:
-            if hold.lost:
-                return
-            hold.lost = True
-            if self._hold is hold:
-                self._hold = None
-            self._lost_hold = hold
-        signals.lock_lost.send(
-            sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
-        )
-        if self.on_lost is not None:
-            try:
-                self.on_lost(self)
-            except Exception:
-                logger.exception("on_lost callback of lock %r failed", self.name)
-
-    def _lost_error(self, hold: Hold) -> LockLost:
-        return LockLost(
-            f"lock {self.name!r} is no longer held (expired, stolen or force-released); "
-            f"fence {hold.fence}",
-            name=self.name,
-        )
-
-    def _checked(self, hold: Hold, pttl: Any) -> None:
-        if int(pttl) <= 0:
-            self._forget(hold)
-            self._report_lost(hold)
-            raise self._lost_error(hold)
+    def meta(self, thread: str, task: str | None) -> str:
+        """The holder metadata a grant stores for the admin (JSON)."""
+        return holder_meta(self.kind, thread, task, self.ttl)
 
     # -- the public API ----------------------------------------------------------------------
 
     @property
     def fence(self) -> int:
-        """The fencing token of the current hold (strictly increasing per lock name)."""
-        hold = self._hold
+        """The fencing token of the current hold (strictly increasing per lock name).
+
+        Once the hold is known to be lost (expired, force-released), this stays
+        the lost hold's fence: a fenced write made with it is then refused by the
+        resource, which is the point of fencing. Raises :class:`LockNotOwned`
+        when this object never held the lock or released it.
+        """
+        hold = self._hold or self._lost_hold
         if hold is None:
             raise LockNotOwned(f"lock {self.name!r} is not held by this object", name=self.name)
         return hold.fence
@@ -283,7 +163,7 @@ class BaseLock:
     def _call_plain(self, call: tuple[str, list[str], list[Any]]) -> Any:
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
-            return evalsha(self.backend.script(script), keys, args)
+            return self._scripts.run(self.backend, script, keys, args)
         except (redis.ConnectionError, redis.TimeoutError):
             with self.backend.errors():
                 raise
@@ -305,7 +185,7 @@ class BaseLock:
         self._before_acquire(user[0])
         self._wait_started = time.monotonic()  # for the signal's ``waited`` (lock metrics)
         owner = self._owner_for_attempt(user[0])
-        return blocking, user, owner, self.meta(owner, *user), self._wait_started + timeout
+        return blocking, user, owner, self.meta(*user[1:]), self._wait_started + timeout
 
     def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
         """Take the lock; wait up to ``timeout`` seconds when ``blocking``. True if granted."""

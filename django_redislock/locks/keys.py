@@ -5,19 +5,25 @@ Every lock name is assigned to one of ``LOCK_INDEX_BUCKETS`` buckets
 bucket share the hash tag ``{lk<bucket>}``, so each script touches one cluster
 slot and can update the lock and the index atomically::
 
-    <prefix>:{lk<b>}:l:<name>     hash   mutex/reentrant hold: o=owner, n=count, f=fence, w=waited
+    <prefix>:{lk<b>}:l:<name>     hash   mutex/reentrant hold: o=owner, f=fence, n=count,
+                                         m=holder metadata (JSON), w=waited, r=last partial release
     <prefix>:{lk<b>}:s:<name>     list   wake-up signal of a mutex (short-lived)
-    <prefix>:{lk<b>}:rw:<name>    hash   read-write lock writer: o=owner, f=fence
+    <prefix>:{lk<b>}:rw:<name>    hash   read-write lock writer: o=owner, f=fence, m=metadata
     <prefix>:{lk<b>}:rr:<name>    zset   read-write lock readers: owner -> deadline (ms)
+    <prefix>:{lk<b>}:rm:<name>    hash   the latest reader's m=metadata and f=fence
     <prefix>:{lk<b>}:ri:<name>    string a waiting writer's intent (blocks new readers)
     <prefix>:{lk<b>}:sr:<name>    list   wake-up signal for readers
     <prefix>:{lk<b>}:sw:<name>    list   wake-up signal for writers
     <prefix>:{lk<b>}:ix:f         string fence counter of the bucket (never expires)
-    <prefix>:{lk<b>}:ix:t         zset   recently released fences (retry detection), 1024 kept
-    <prefix>:{lk<b>}:ix:n         zset   held lock names, score 0 (paged by name)
-    <prefix>:{lk<b>}:ix:e         zset   held lock name -> expiry (ms, server clock; 0: released)
-    <prefix>:{lk<b>}:ix:m         hash   held lock name -> holder metadata (JSON)
-    <prefix>:{lk<b>}:ix:c         hash   held lock name -> hold count / readers (absent: 1)
+    <prefix>:{lk<b>}:ix:t         zset   recently released holds (retry detection), ~1024 kept
+    <prefix>:{lk<b>}:ix:n         zset   lock names, score 0 (paged by name)
+    <prefix>:{lk<b>}:ix:e         zset   lock name -> expiry (ms, server clock; 0: released)
+
+The holder metadata lives in the lock's own hash, so it expires with the hold
+and costs a grant no extra call. A release keeps the name in the index with
+expiry 0 instead of removing it: the next grant of the same name then only
+updates its expiry, and names that stay unused are pruned (every 16th grant
+of the bucket prunes up to 64, and so does every listing).
 """
 
 from __future__ import annotations
@@ -87,17 +93,11 @@ class BucketKeys:
     released: str
     names: str
     expiry: str
-    meta: str
-    count: str
 
     @classmethod
     def build(cls, backend: Any, bucket: int) -> BucketKeys:
         tag = f"lk{bucket}"
-        return cls(*(backend.key(tag, "ix", part) for part in ("f", "t", "n", "e", "m", "c")))
-
-    def index(self) -> list[str]:
-        """The keys the index-maintaining part of each script takes, in script order."""
-        return [self.fence, self.released, self.names, self.expiry, self.meta, self.count]
+        return cls(*(backend.key(tag, "ix", part) for part in ("f", "t", "n", "e")))
 
 
 def lock_key(backend: Any, name: str, part: str) -> str:

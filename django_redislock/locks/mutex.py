@@ -32,16 +32,9 @@ class Lock(BaseLock):
         self._index: BucketKeys = bucket_keys(backend, self.name)
         ix = self._index
         # built once: every acquire and release sends the same keys
-        self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
-        self._release_keys = [
-            self._key,
-            self._signal_key,
-            ix.released,
-            ix.names,
-            ix.expiry,
-            ix.meta,
-            ix.count,
-        ]
+        self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry]
+        self._release_keys = [self._key, self._signal_key, ix.released, ix.expiry]
+        self._kind_code = "r" if self.reentrant else "m"
 
     def _reentrant_object(self) -> bool:
         return self.reentrant
@@ -54,15 +47,20 @@ class Lock(BaseLock):
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
-        mode = 2 if waited else int(blocking and remaining > 0)
-        args = [owner, to_ms(self.ttl), int(self.reentrant), self.name, meta, mode]
+        wait = "2" if waited else "1" if blocking and remaining > 0 else "0"
+        args = [owner, to_ms(self.ttl), self.name, meta, self._kind_code + wait]
         return "lock_acquire", self._acquire_keys, args
 
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
         return self._release_args(hold.owner, hold.fence)
 
     def _release_args(self, owner: str, fence: int | str) -> tuple[str, list[str], list[Any]]:
-        return "lock_release", self._release_keys, [owner, fence, self.name, SIGNAL_MS]
+        # A mutex hold is released once, so its fence names the release; a reentrant hold
+        # (or a release by owner alone) is released in steps, each needing its own id so
+        # that a resent step is recognised (see lock_release.lua).
+        rid = new_token() if self.reentrant or fence == "*" else ""
+        args = [owner, fence, self.name, SIGNAL_MS, rid]
+        return "lock_release", self._release_keys, args
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
         keys = [self._key, self._index.expiry]

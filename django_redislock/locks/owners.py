@@ -4,7 +4,7 @@ These run on every acquire and release, so they avoid exceptions, system calls
 and object churn: a thread's identity is computed once per thread (and again
 after a fork, which changes the pid inside it), the running loop is looked up
 without raising, a token is a per-process random prefix plus a counter, and
-the metadata JSON is a cached per-holder prefix plus the owner and the time.
+the metadata JSON is a cached per-holder prefix plus the time.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ _prefix = f"{_host}:{os.getpid()}"
 #: Random per process, so tokens never repeat across processes that reuse a pid.
 _token_base = f"{_prefix}:{os.urandom(8).hex()}:"
 _token_counter = itertools.count(1)
-#: Whether the token prefix needs no JSON escaping (then tokens are quoted as they are).
-_token_plain = json.dumps(_token_base) == f'"{_token_base}"'
 _local = threading.local()
 #: Metadata prefixes by (kind, thread, task, ttl); cleared when it grows past this many.
 _META_CACHE_SIZE = 1024
@@ -37,11 +35,10 @@ _meta_cache: dict[tuple[str, str, str | None, float], str] = {}
 
 
 def _after_fork_in_child() -> None:
-    global _generation, _prefix, _token_base, _token_counter, _token_plain
+    global _generation, _prefix, _token_base, _token_counter
     _generation += 1
     _prefix = f"{_host}:{os.getpid()}"
     _token_base = f"{_prefix}:{os.urandom(8).hex()}:"
-    _token_plain = json.dumps(_token_base) == f'"{_token_base}"'
     _token_counter = itertools.count(1)
     _meta_cache.clear()
 
@@ -89,11 +86,12 @@ def check_owner(owner: Any) -> str | None:
     return owner
 
 
-def holder_meta(kind: str, owner: str, thread: str, task: str | None, ttl: float) -> str:
-    """The holder metadata JSON stored in the admin index (the script appends the fence).
+def holder_meta(kind: str, thread: str, task: str | None, ttl: float) -> str:
+    """The holder metadata JSON a grant stores in its lock's hash (for the admin).
 
-    Only the owner and the time change between holds of one thread, so the
-    rest is built once per (kind, thread, task, ttl) and reused.
+    The owner and the fence are fields of the hash already. Only the time changes
+    between holds of one thread, so the rest is built once per (kind, thread,
+    task, ttl) and reused.
     """
     key = (kind, thread, task, ttl)
     head = _meta_cache.get(key)
@@ -101,14 +99,12 @@ def holder_meta(kind: str, owner: str, thread: str, task: str | None, ttl: float
         dumps = json.dumps
         head = (
             f'{{"kind":"{kind}","host":{_host_json},"pid":{os.getpid()},'
-            f'"thread":{dumps(thread)},"task":{dumps(task)},"ttl":{ttl!r},"owner":'
+            f'"thread":{dumps(thread)},"task":{dumps(task)},"ttl":{ttl!r},"acquired_at":'
         )
         if len(_meta_cache) >= _META_CACHE_SIZE:
             _meta_cache.clear()  # task names are unique per task: keep the cache bounded
         _meta_cache[key] = head
-    plain = _token_plain and owner.startswith(_token_base) and owner[len(_token_base) :].isdigit()
-    owner_json = f'"{owner}"' if plain else json.dumps(owner)
-    return f'{head}{owner_json},"acquired_at":{time.time():.3f}}}'
+    return f"{head}{time.time():.3f}}}"
 
 
 class Hold:

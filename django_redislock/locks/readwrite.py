@@ -4,8 +4,9 @@ Unlike seed 004's cluster version, which keeps one ``read`` timestamp per lock
 so that one reader can release another's hold, every read hold here is its own
 member of a sorted set, scored by its own deadline (see :mod:`.keys`)::
 
-    rw:<name>  hash   o=writer owner, f=fence           (PEXPIRE = writer's TTL)
+    rw:<name>  hash   o=writer owner, f=fence, m=metadata (PEXPIRE = writer's TTL)
     rr:<name>  zset   reader owner -> deadline ms        (PEXPIRE = latest deadline)
+    rm:<name>  hash   the latest reader's m and f        (PEXPIRE = latest deadline)
     ri:<name>  string owner of the writer that waits     (PX = that writer's wait)
 
 Policy: a writer that has to wait leaves an *intent* that refuses new readers,
@@ -21,7 +22,7 @@ from typing import Any
 from ..exceptions import InvalidArgument
 from .base import SIGNAL_MS, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
-from .owners import Hold, current_user
+from .owners import Hold, current_user, new_token
 
 #: Extra life of a waiting writer's intent beyond its next wait (ms).
 INTENT_MARGIN_MS = 50
@@ -31,6 +32,7 @@ class _RWKeys:
     def __init__(self, backend: Any, name: str) -> None:
         self.writer = lock_key(backend, name, "rw")
         self.readers = lock_key(backend, name, "rr")
+        self.reader_meta = lock_key(backend, name, "rm")
         self.intent = lock_key(backend, name, "ri")
         self.read_signal = lock_key(backend, name, "sr")
         self.write_signal = lock_key(backend, name, "sw")
@@ -52,13 +54,13 @@ class _RWHold(BaseLock):
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index
-        keys = [k.writer, k.readers, k.read_signal, k.write_signal, ix.released]
-        keys += [ix.names, ix.expiry, ix.meta, ix.count]
+        keys = [k.writer, k.readers, k.read_signal, k.write_signal, ix.released, ix.expiry]
+        keys.append(k.reader_meta)
         return "lock_rw_release", keys, [self.mode, hold.owner, hold.fence, self.name, SIGNAL_MS]
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
         k = self._keys
-        keys = [k.writer, k.readers, k.index.expiry]
+        keys = [k.writer, k.readers, k.index.expiry, k.reader_meta]
         return "lock_rw_extend", keys, [self.mode, hold.owner, hold.fence, ttl_ms, self.name]
 
     def locked(self) -> bool:
@@ -78,13 +80,21 @@ class ReadLock(_RWHold):
     kind = "read"
     mode = "r"
 
+    def _owner_for_attempt(self, user: str) -> str:
+        # Every read hold is its own member of the readers set, released and renewed by that
+        # member. An explicit owner only labels a read hold (there is no release from
+        # elsewhere), so it gets a unique suffix: two read holds given the same owner stay two
+        # holds, and releasing one (or resending that release) never ends the other.
+        token = new_token()
+        return f"{self.owner}#{token}" if self.owner else token
+
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index
-        keys = [k.writer, k.readers, k.intent, k.read_signal, ix.fence]
-        keys += [ix.names, ix.expiry, ix.meta, ix.count]
+        keys = [k.writer, k.readers, k.intent, k.read_signal, ix.fence, ix.names, ix.expiry]
+        keys.append(k.reader_meta)
         return "lock_rw_read", keys, [owner, to_ms(self.ttl), self.name, meta, SIGNAL_MS]
 
 
@@ -99,8 +109,7 @@ class WriteLock(_RWHold):
     ) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index
-        keys = [k.writer, k.readers, k.intent, ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
-        keys.append(k.write_signal)
+        keys = [k.writer, k.readers, k.intent, ix.fence, ix.names, ix.expiry, k.write_signal]
         intent_ms = 0
         if blocking and remaining > 0:
             intent_ms = to_ms(min(remaining, self._max_block())) + INTENT_MARGIN_MS
@@ -131,8 +140,8 @@ class WriteLock(_RWHold):
     def _downgrade_call(self, hold: Hold, reader: ReadLock) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index
-        keys = [k.writer, k.readers, k.read_signal, ix.expiry, ix.meta, ix.count]
-        meta = reader.meta(hold.owner, *current_user())
+        keys = [k.writer, k.readers, k.read_signal, ix.expiry, k.reader_meta]
+        meta = reader.meta(*current_user()[1:])
         args = [hold.owner, hold.fence, to_ms(reader.ttl), self.name, meta, SIGNAL_MS]
         return "lock_rw_downgrade", keys, args
 

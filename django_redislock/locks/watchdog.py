@@ -30,8 +30,13 @@ logger = logging.getLogger("django_redislock.locks")
 
 #: Renew when this fraction of the TTL has passed.
 RENEW_FRACTION = 1 / 3
-#: Seconds to wait before retrying after Redis could not be reached.
+#: Seconds to wait at most before retrying after Redis could not be reached.
 RETRY_SECONDS = 0.5
+
+
+def _retry_after(lock: Any) -> float:
+    """A failed renewal is retried within the lock's renewal period, so a short TTL survives it."""
+    return min(RETRY_SECONDS, float(lock.ttl) * RENEW_FRACTION)
 
 
 class Watchdog:
@@ -119,9 +124,9 @@ class Watchdog:
                 else:
                     results = run_scripts(backend, [lock.renew_call(h) for lock, h in pairs])
             except (redis.RedisError, ConnectionFailed) as exc:
-                logger.warning("lock renewal failed, retrying in %ss: %s", RETRY_SECONDS, exc)
-                for _, hold in pairs:
-                    hold.renew_at = time.monotonic() + RETRY_SECONDS
+                logger.warning("lock renewal failed, retrying: %s", exc)
+                for lock, hold in pairs:
+                    hold.renew_at = time.monotonic() + _retry_after(lock)
                 continue
             for (lock, hold), result in zip(pairs, results, strict=True):
                 self._renewed(lock, hold, result)
@@ -132,7 +137,7 @@ class Watchdog:
         if isinstance(result, Exception) or int(result) <= 0:
             if isinstance(result, Exception):
                 logger.warning("renewal of lock %r failed: %s", lock.name, result)
-                hold.renew_at = time.monotonic() + RETRY_SECONDS
+                hold.renew_at = time.monotonic() + _retry_after(lock)
                 return
             self.unregister(lock)
             lock._report_lost(hold)

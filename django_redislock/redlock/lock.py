@@ -142,7 +142,7 @@ class RedlockLock(Lock):
         self._wait_started = time.monotonic()  # for lock_acquired's ``waited`` (metrics)
         deadline = self._wait_started + timeout
         owner = self._owner_for_attempt(user[0])
-        meta = self.meta(owner, *user)
+        meta = self.meta(*user[1:])
         waited = False
         while True:
             remaining = deadline - time.monotonic()

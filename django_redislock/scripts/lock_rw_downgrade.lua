@@ -1,10 +1,11 @@
 -- Turn a write hold into a read hold atomically (no other writer can slip in between).
 -- KEYS[1] writer hash   KEYS[2] readers zset   KEYS[3] reader signal
--- KEYS[4] index expiry   KEYS[5] index metadata   KEYS[6] index counts
+-- KEYS[4] index expiry   KEYS[5] latest reader's metadata hash
 -- ARGV[1] owner   ARGV[2] fence   ARGV[3] ttl ms of the read hold   ARGV[4] lock name
 -- ARGV[5] holder metadata (JSON)   ARGV[6] signal lifetime ms
 -- returns the number of readers after the downgrade (>= 1), or 0 when the write hold is gone
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'f') ~= ARGV[2] then
+local hold = redis.call('HMGET', KEYS[1], 'o', 'f')
+if hold[1] ~= ARGV[1] or hold[2] ~= ARGV[2] then
   return 0
 end
 local t = redis.call('TIME')
@@ -14,11 +15,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
 local last = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
 redis.call('PEXPIRE', KEYS[2], last - now)
-local readers = redis.call('ZCARD', KEYS[2])
+redis.call('HSET', KEYS[5], 'm', ARGV[5], 'f', ARGV[2])
+redis.call('PEXPIRE', KEYS[5], last - now)
 redis.call('ZADD', KEYS[4], last, ARGV[4])
-redis.call('HSET', KEYS[5], ARGV[4], string.sub(ARGV[5], 1, -2) .. ',"fence":' .. ARGV[2] .. '}')
-redis.call('HSET', KEYS[6], ARGV[4], readers)
 redis.call('LPUSH', KEYS[3], 1)
 redis.call('LTRIM', KEYS[3], 0, 0)
 redis.call('PEXPIRE', KEYS[3], ARGV[6])
-return readers
+return redis.call('ZCARD', KEYS[2])

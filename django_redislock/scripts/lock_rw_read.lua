@@ -1,9 +1,9 @@
 -- Grant a read hold of a read-write lock unless a writer holds it or waits for it.
 -- KEYS[1] writer hash (o=owner, f=fence)   KEYS[2] readers zset (owner -> deadline ms)
 -- KEYS[3] waiting writer's intent   KEYS[4] reader wake-up signal   KEYS[5] bucket fence counter
--- KEYS[6] index names   KEYS[7] index expiry   KEYS[8] index metadata   KEYS[9] index counts
+-- KEYS[6] index names   KEYS[7] index expiry   KEYS[8] latest reader's metadata hash
 -- ARGV[1] reader owner (unique per hold)   ARGV[2] ttl ms   ARGV[3] lock name
--- ARGV[4] holder metadata (a JSON object; the script adds "fence")   ARGV[5] signal lifetime ms
+-- ARGV[4] holder metadata (JSON)   ARGV[5] signal lifetime ms
 -- returns {1, fence, readers} when granted;
 --         {0, wait_ms} when a writer holds it or a writer waits (writer preference)
 local t = redis.call('TIME')
@@ -17,16 +17,15 @@ if intent > 0 then
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local fence = redis.call('INCR', KEYS[5])
-local deadline = now + tonumber(ARGV[2])
-redis.call('ZADD', KEYS[2], deadline, ARGV[1])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
 local last = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
 redis.call('PEXPIRE', KEYS[2], last - now)
-local readers = redis.call('ZCARD', KEYS[2])
-redis.call('ZADD', KEYS[6], 0, ARGV[3])
-redis.call('ZADD', KEYS[7], last, ARGV[3])
-redis.call('HSET', KEYS[8], ARGV[3], string.sub(ARGV[4], 1, -2) .. ',"fence":' .. fence .. '}')
-redis.call('HSET', KEYS[9], ARGV[3], readers)
+redis.call('HSET', KEYS[8], 'm', ARGV[4], 'f', fence)
+redis.call('PEXPIRE', KEYS[8], last - now)
+if redis.call('ZADD', KEYS[7], last, ARGV[3]) == 1 then
+  redis.call('ZADD', KEYS[6], 0, ARGV[3])
+end
 redis.call('LPUSH', KEYS[4], 1)
 redis.call('LTRIM', KEYS[4], 0, 0)
 redis.call('PEXPIRE', KEYS[4], ARGV[5])
-return {1, fence, readers}
+return {1, fence, redis.call('ZCARD', KEYS[2])}

@@ -1,11 +1,9 @@
 -- Grant the write hold of a read-write lock when no writer and no live reader holds it.
 -- A writer that must wait leaves an intent that stops new readers (writer preference).
--- KEYS[1] writer hash (o=owner, f=fence)   KEYS[2] readers zset (owner -> deadline ms)
+-- KEYS[1] writer hash (o=owner, f=fence, m=metadata)   KEYS[2] readers zset (owner -> deadline)
 -- KEYS[3] waiting writer's intent   KEYS[4] bucket fence counter
--- KEYS[5] index names   KEYS[6] index expiry   KEYS[7] index metadata   KEYS[8] index counts
--- KEYS[9] writer wake-up signal
--- ARGV[1] writer owner   ARGV[2] ttl ms   ARGV[3] lock name
--- ARGV[4] holder metadata (a JSON object; the script adds "fence")
+-- KEYS[5] index names   KEYS[6] index expiry   KEYS[7] writer wake-up signal
+-- ARGV[1] writer owner   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
 -- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)   ARGV[6] signal lifetime ms
 -- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
 local t = redis.call('TIME')
@@ -21,9 +19,9 @@ elseif intent and intent ~= ARGV[1] then
   -- Free, but another writer is first in line: pass on the wake-up this caller may have
   -- consumed, so that writer is not left waiting for a signal that already came.
   wait = redis.call('PTTL', KEYS[3])
-  redis.call('LPUSH', KEYS[9], 1)
-  redis.call('LTRIM', KEYS[9], 0, 0)
-  redis.call('PEXPIRE', KEYS[9], ARGV[6])
+  redis.call('LPUSH', KEYS[7], 1)
+  redis.call('LTRIM', KEYS[7], 0, 0)
+  redis.call('PEXPIRE', KEYS[7], ARGV[6])
 end
 if wait ~= 0 then
   if tonumber(ARGV[5]) > 0 and (not intent or intent == ARGV[1]) then
@@ -33,10 +31,9 @@ if wait ~= 0 then
 end
 redis.call('DEL', KEYS[3])
 local fence = redis.call('INCR', KEYS[4])
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 'f', fence)
+redis.call('HSET', KEYS[1], 'o', ARGV[1], 'f', fence, 'm', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[5], 0, ARGV[3])
-redis.call('ZADD', KEYS[6], now + tonumber(ARGV[2]), ARGV[3])
-redis.call('HSET', KEYS[7], ARGV[3], string.sub(ARGV[4], 1, -2) .. ',"fence":' .. fence .. '}')
-redis.call('HDEL', KEYS[8], ARGV[3])
+if redis.call('ZADD', KEYS[6], now + tonumber(ARGV[2]), ARGV[3]) == 1 then
+  redis.call('ZADD', KEYS[5], 0, ARGV[3])
+end
 return {1, fence, 1}

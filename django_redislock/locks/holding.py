@@ -1,0 +1,158 @@
+"""The client side of one lock object's hold: who may use it, grants, releases and losses.
+
+:class:`HoldKeeping` is the part of :class:`~django_redislock.locks.base.BaseLock`
+that turns script results into hold state and tells the holder about it: the
+usage checks (one object per thread or task; a forked child cannot release its
+parent's hold), the ``lock_acquired`` / ``lock_released`` / ``lock_lost``
+signals, the ``on_lost`` callback, the watchdog registration and
+:class:`~django_redislock.exceptions.LockLost`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import signals
+from ..exceptions import LockLost, LockNotOwned, LockUsageError
+from .owners import Hold, current_user
+
+logger = logging.getLogger("django_redislock.locks")
+
+
+class HoldKeeping:
+    """Hold state of a lock object (see the module docstring)."""
+
+    backend: Any
+    name: str
+    watchdog: bool
+    on_lost: Callable[[Any], None] | None
+    _hold: Hold | None
+    _lost_hold: Hold | None
+    _wait_started: float
+    _state: threading.Lock
+
+    def _check_user(self, user: str, action: str) -> Hold | None:
+        hold = self._hold
+        if hold is not None and hold.user != user:
+            if hold.user.split(":")[:2] != user.split(":")[:2]:
+                raise LockUsageError(
+                    f"lock {self.name!r} was acquired by the parent of this forked process; "
+                    f"only the parent can {action} it",
+                    name=self.name,
+                )
+            raise LockUsageError(
+                f"lock {self.name!r} is held by another thread or task of this process; "
+                f"create one lock object per thread or task instead of sharing it ({action})",
+                name=self.name,
+            )
+        return hold
+
+    def _before_acquire(self, user: str) -> Hold | None:
+        hold = self._check_user(user, "acquire")
+        if hold is not None and not self._reentrant_object():
+            raise LockUsageError(
+                f"lock {self.name!r} is already held by this object; use reentrant=True "
+                f"to take it again",
+                name=self.name,
+            )
+        return hold
+
+    def _reentrant_object(self) -> bool:
+        return False
+
+    def _granted(self, owner: str, user: str, result: Any) -> bool:
+        if int(result[0]) != 1:
+            return False
+        fence = int(result[1])
+        with self._state:
+            if self._hold is not None:
+                self._hold.count += 1
+            else:
+                self._hold = Hold(owner, fence, user)
+                self._lost_hold = None
+                if self.watchdog:
+                    from .watchdog import watchdog
+
+                    watchdog.register(self)
+        waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
+        signals.lock_acquired.send(
+            sender=type(self), alias=self.backend.alias, name=self.name, fence=fence, waited=waited
+        )
+        return True
+
+    def _require_hold(self, action: str) -> Hold:
+        user = current_user()[0]
+        hold = self._check_user(user, action)
+        lost = self._lost_hold
+        if hold is None and lost is not None and lost.user == user:
+            if action == "release":
+                self._lost_hold = None  # told once; a second release is a usage error
+            raise self._lost_error(lost)
+        if hold is None:
+            raise LockNotOwned(
+                f"cannot {action} lock {self.name!r}: this lock object does not hold it",
+                name=self.name,
+            )
+        return hold
+
+    def _forget(self, hold: Hold) -> None:
+        with self._state:
+            if self._hold is hold:
+                self._hold = None
+        if self.watchdog:
+            from .watchdog import watchdog
+
+            watchdog.unregister(self)
+
+    def _released(self, hold: Hold, result: Any) -> None:
+        code = int(result[0])
+        hold.count -= 1
+        if code == 0:
+            self._forget(hold)
+            self._report_lost(hold)
+            self._lost_hold = None
+            raise LockLost(
+                f"lock {self.name!r} was lost before release (expired, stolen or "
+                f"force-released); fence {hold.fence}",
+                name=self.name,
+            )
+        if hold.count <= 0:  # code 2 (a resent release) counts as the release it repeats
+            self._forget(hold)
+            signals.lock_released.send(
+                sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
+            )
+
+    def _report_lost(self, hold: Hold) -> None:
+        """Tell the holder once that the hold ended: the signal and the callback."""
+        with self._state:
+            if hold.lost:
+                return
+            hold.lost = True
+            if self._hold is hold:
+                self._hold = None
+            self._lost_hold = hold
+        signals.lock_lost.send(
+            sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
+        )
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                logger.exception("on_lost callback of lock %r failed", self.name)
+
+    def _lost_error(self, hold: Hold) -> LockLost:
+        return LockLost(
+            f"lock {self.name!r} is no longer held (expired, stolen or force-released); "
+            f"fence {hold.fence}",
+            name=self.name,
+        )
+
+    def _checked(self, hold: Hold, pttl: Any) -> None:
+        if int(pttl) <= 0:
+            self._forget(hold)
+            self._report_lost(hold)
+            raise self._lost_error(hold)

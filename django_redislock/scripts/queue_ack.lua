@@ -4,20 +4,6 @@
 -- ARGV[1..] task ids (at most a few thousand: they are passed to single commands)
 -- returns how many of them were in flight
 -- (A newer copy queued with replace=True keeps its data.)
+-- include: ack
 if #ARGV == 0 then return 0 end
-local flying = redis.call('ZMSCORE', KEYS[2], unpack(ARGV))
-local queued = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
-local done, gone = {}, {}
-for i, id in ipairs(ARGV) do
-  if flying[i] then
-    done[#done + 1] = id
-    if not queued[i] then gone[#gone + 1] = id end
-  end
-end
-if #done > 0 then redis.call('ZREM', KEYS[2], unpack(done)) end
-if #gone > 0 then
-  redis.call('HDEL', KEYS[4], unpack(gone))
-  redis.call('HDEL', KEYS[5], unpack(gone))
-  redis.call('HDEL', KEYS[6], unpack(gone))
-end
-return #done
+return ack(ARGV)

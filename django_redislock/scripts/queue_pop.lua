@@ -8,6 +8,7 @@
 -- ARGV[5..] ids to acknowledge first (saves the worker a round trip per batch)
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
 --          then per claimed task: id, due score, attempts, payload, last error}
+-- include: ack
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local count = tonumber(ARGV[1])
@@ -18,22 +19,7 @@ local acked = 0
 if #ARGV >= 5 then
   local ids = {}
   for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
-  local flying = redis.call('ZMSCORE', KEYS[2], unpack(ids))
-  local queued = redis.call('ZMSCORE', KEYS[1], unpack(ids))
-  local done, gone = {}, {}
-  for i, id in ipairs(ids) do
-    if flying[i] then
-      done[#done + 1] = id
-      if not queued[i] then gone[#gone + 1] = id end
-    end
-  end
-  if #done > 0 then redis.call('ZREM', KEYS[2], unpack(done)) end
-  if #gone > 0 then
-    redis.call('HDEL', KEYS[4], unpack(gone))
-    redis.call('HDEL', KEYS[5], unpack(gone))
-    redis.call('HDEL', KEYS[6], unpack(gone))
-  end
-  acked = #done
+  acked = ack(ids)
 end
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))

@@ -43,6 +43,12 @@ def test_list_locks_text_and_json() -> None:
     assert held["name"] == "order:1" and held["fence"] == first.fence
     paged = json.loads(run("list_locks", "--json", "--limit", "1"))
     assert [h["name"] for h in paged["locks"]] == ["order:1"] and paged["next_after"] == "order:1"
+    assert paged["previous_before"] is None
+    text = run("list_locks", "--limit", "1", "--after", "order:1")
+    assert "user:9" in text and "previous page: --before 'user:9'" in text
+    back = json.loads(run("list_locks", "--json", "--limit", "1", "--before", "user:9"))
+    assert [h["name"] for h in back["locks"]] == ["order:1"]
+    assert back["next_after"] == "order:1" and back["previous_before"] is None
     first.release()
     second.release()
     second.release()
@@ -53,6 +59,8 @@ def test_list_locks_errors() -> None:
         run("list_locks", "--using", "nope")
     with pytest.raises(CommandError, match="limit"):
         run("list_locks", "--limit", "-4")
+    with pytest.raises(CommandError, match="not both"):
+        run("list_locks", "--after", "a", "--before", "b")
 
 
 def test_release_lock_asks_then_releases(monkeypatch: pytest.MonkeyPatch) -> None:

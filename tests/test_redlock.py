@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from django.core.management import call_command
 from django.test import override_settings
 
@@ -29,11 +32,11 @@ from django_redislock.exceptions import (
 )
 from django_redislock.redlock.masters import Master
 
-from .servers import RedisProcess, free_port
+from .servers import RedisProcess, closed_port
 
 
 def dead_url() -> str:
-    return f"redis://127.0.0.1:{free_port()}/0"
+    return f"redis://127.0.0.1:{closed_port()}/0"
 
 
 def redlock(urls: list[str], prefix: str | None = None, **options: Any) -> RedlockBackend:
@@ -78,6 +81,62 @@ def test_two_dead_masters_still_grant_three_do_not(urls: list[str]) -> None:
     assert time.monotonic() - started < 2.0
 
 
+@pytest.fixture
+def echo_url() -> Iterator[str]:
+    """A loopback peer that sends every byte back: what a TCP self-connect looks like.
+
+    A client connecting to a closed port of the ephemeral range can be given
+    that very port as its own, and then reads its own commands as replies.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def echo(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(0.1)
+            while not stop.is_set():
+                try:
+                    data = conn.recv(65536)
+                except TimeoutError:
+                    continue
+                if not data:
+                    return
+                conn.sendall(data)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    stop.set()
+    thread.join(timeout=5)
+    listener.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_master_that_echoes_commands_counts_as_unreachable(
+    urls: list[str], echo_url: str, protocol: int
+) -> None:
+    kwargs = {"protocol": protocol}
+    backend = redlock([echo_url, *urls[1:]], CLIENT_KWARGS=kwargs)
+    with pytest.raises(redis.ConnectionError, match="not a Redis server"):
+        backend.masters[0].client.ping()
+    lock = backend.lock("echoed", ttl=5)
+    assert lock.acquire(blocking=False)  # four real masters make a quorum
+    assert lock.fence > 0
+    lock.release()
+    minority = redlock([echo_url, dead_url(), dead_url(), *urls[3:]], CLIENT_KWARGS=kwargs)
+    with pytest.raises(ConnectionFailed, match="only 2 of 5"):
+        minority.lock("echoed", ttl=5).acquire(blocking=False)
+
+
 def test_fence_grows_across_grants_on_different_quorums(urls: list[str]) -> None:
     prefix = f"rl{uuid.uuid4().hex[:8]}"
     everyone = redlock(urls, prefix)
@@ -91,6 +150,44 @@ def test_fence_grows_across_grants_on_different_quorums(urls: list[str]) -> None
     others = redlock([*urls[1:], dead_url()], prefix)
     with others.lock("f", ttl=5) as later:
         assert later.fence > 101
+
+
+def walk(backend: Any, direction: str, start: str | None) -> list[list[str]]:
+    """The names of every page from ``start``, following ``next_after`` or ``previous_before``."""
+    pages: list[list[str]] = []
+    cursor = start
+    while cursor is not None or not pages:
+        assert len(pages) < 30, f"the {direction} walk does not end"
+        page = backend.held_locks_page(limit=5, **({direction: cursor} if cursor else {}))
+        assert len(page.locks) <= 5
+        pages.append([held.name for held in page.locks])
+        cursor = page.next_after if direction == "after" else page.previous_before
+    return pages
+
+
+def test_pages_both_ways_when_the_masters_list_different_names(urls: list[str]) -> None:
+    """Each master's page stops at a different name; only names before every stop are merged."""
+    prefix = f"rl{uuid.uuid4().hex[:8]}"
+    names = [f"n:{i:02d}" for i in range(25)]
+    bare = redlock([dead_url(), dead_url(), *urls[2:]], prefix)  # a bare quorum: masters 2-4
+    minority = redlock([*urls[3:], dead_url()], prefix)  # leftovers on masters 3 and 4 only
+    held = [bare.lock(name, ttl=60) for name in names]
+    held += [minority.lock(f"n:{i:02d}x", ttl=60) for i in range(0, 25, 2)]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    everyone = redlock(urls, prefix)
+    forward = walk(everyone, "after", None)
+    assert [name for page in forward for name in page] == names
+    backward = walk(everyone, "before", "n:99")
+    assert [name for page in reversed(backward) for name in page] == names
+    # Masters 3 and 4 list leftovers too, so their pages stop sooner: pages come out short.
+    assert any(len(page) < 5 for page in forward[:-1] + backward[:-1])
+    with pytest.raises(InvalidArgument, match="not both"):  # not "masters failed to answer"
+        everyone.held_locks(after="n:01", before="n:09")
+    with pytest.raises(InvalidArgument, match="before"):
+        everyone.held_locks(before="")
+    for lock in held:
+        lock.release()
 
 
 def test_waiter_wakes_on_release_without_polling(urls: list[str]) -> None:
@@ -115,7 +212,7 @@ def test_waiter_wakes_on_release_without_polling(urls: list[str]) -> None:
 
 
 def test_watchdog_renews_by_quorum_and_reports_loss(urls: list[str]) -> None:
-    backend = redlock(urls, DEFAULT_TTL=0.6)
+    backend = redlock(urls, DEFAULT_TTL=1.2)  # renewals every 0.4 s: 0.8 s of slack
     lost: list[str] = []
 
     def on_lost(sender: Any, name: str, **kwargs: Any) -> None:
@@ -125,7 +222,7 @@ def test_watchdog_renews_by_quorum_and_reports_loss(urls: list[str]) -> None:
     try:
         lock = backend.lock("renewed")  # no ttl: the watchdog renews it
         lock.acquire()
-        time.sleep(1.5)
+        time.sleep(2.5)
         lock.ensure_held()
         assert backend.force_release("renewed")
         deadline = time.monotonic() + 3

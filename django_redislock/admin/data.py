@@ -27,7 +27,8 @@ from ..backends.redis import RedisBackendMixin
 from ..exceptions import InvalidArgument
 from ..locks.index import HeldLock
 from ..locks.pipeline import run_scripts
-from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros, to_text
+from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
+from ..wire import to_text
 from .common import duration
 
 #: Rows per page of the locks and queue pages.

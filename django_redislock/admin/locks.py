@@ -1,7 +1,10 @@
 """The locks page (held locks of one alias, by name, with a prefix filter) and force release.
 
 A page is one pipeline over the lock index buckets (``held_locks_page``),
-paged by name: the next page starts after the last name shown. Force release
+paged by name both ways, never by page number: the next page starts after
+the last name shown (``?after=``) and the previous page is the one that
+ends before the first (``?before=``, a backward walk of the index), so a
+page deep in a long listing costs what the first one does. Force release
 is confirmed on GET and done on POST; the form carries the fence the operator
 saw, and the POST refuses when the lock has changed hands since (a new
 holder has a new fence), so a stale tab can't release someone else's hold.
@@ -60,6 +63,13 @@ def lock_row(alias: str, held: HeldLock) -> dict[str, Any]:
     }
 
 
+def page_link(alias: str, prefix: str, direction: str, cursor: str | None) -> str:
+    """The URL of the page ``after`` or ``before`` the name ``cursor``; "" without a cursor."""
+    if cursor is None:
+        return ""
+    return url("locks", query=urlencode({"alias": alias, "prefix": prefix, direction: cursor}))
+
+
 def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     """Held locks of the chosen alias whose name starts with the ``prefix`` filter."""
     require(request)
@@ -70,17 +80,17 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
         raise Http404(f"REDISLOCK_LOCKS has no alias {alias!r}")
     prefix = request.GET.get("prefix", "")
     after = request.GET.get("after") or None
+    before = request.GET.get("before") or None
     rows: list[dict[str, Any]] = []
-    total, next_url, error = None, "", ""
+    total, next_url, previous_url, error = None, "", "", ""
     try:
         if not backend.supports_listing:
             raise Http404(f"{type(backend).__name__} cannot list its locks")
-        page = backend.held_locks_page(prefix=prefix, limit=PAGE_SIZE, after=after)
+        page = backend.held_locks_page(prefix=prefix, limit=PAGE_SIZE, after=after, before=before)
         rows = [lock_row(alias, held) for held in page.locks]
         total = page.total
-        if page.next_after is not None:
-            query = urlencode({"alias": alias, "prefix": prefix, "after": page.next_after})
-            next_url = url("locks", query=query)
+        next_url = page_link(alias, prefix, "after", page.next_after)
+        previous_url = page_link(alias, prefix, "before", page.previous_before)
     except REDIS_ERRORS as exc:
         error = str(exc)
     return render(
@@ -92,10 +102,11 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
         aliases=[(name, url("locks", query=urlencode({"alias": name}))) for name in aliases],
         alias=alias,
         prefix=prefix,
-        after=after,
+        paged=after is not None or before is not None,
         rows=rows,
         total=total,
         next_url=next_url,
+        previous_url=previous_url,
         first_url=url("locks", query=urlencode({"alias": alias, "prefix": prefix})),
         error=error,
         may_release=can(request, RELEASE_LOCKS),
@@ -136,9 +147,16 @@ def release(
                 f"{held.fence}); nothing was released. Check the new holder first.",
             )
             return HttpResponseRedirect(back)
-        ended = backend.force_release(name)
+        ended = backend.force_release(name, fence=held.fence)
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not release lock “{name}”: {exc}")
+        return HttpResponseRedirect(back)
+    if not ended:
+        messages.warning(
+            request,
+            f"Lock “{name}” (fence {held.fence}) ended or changed hands before the release "
+            f"reached it; nothing was released.",
+        )
         return HttpResponseRedirect(back)
     log(
         request,
@@ -147,8 +165,5 @@ def release(
         f"Force-released lock {name!r} on alias {alias!r} (fence {held.fence}, "
         f"held by {holder(held)}).",
     )
-    if ended:
-        messages.success(request, f"Released lock “{name}” (fence {held.fence}).")
-    else:
-        messages.warning(request, f"Lock “{name}” ended before the release reached it.")
+    messages.success(request, f"Released lock “{name}” (fence {held.fence}).")
     return HttpResponseRedirect(back)

@@ -1,11 +1,14 @@
 """The admin index: which locks are held, by whom, without ``KEYS`` or ``SCAN``.
 
-Every grant records its holder in the index of its bucket (see :mod:`.keys`):
-``ix:n`` (names, for paging in name order), ``ix:e`` (expiry, so entries of
-expired locks are pruned by the next script that touches the bucket), ``ix:m``
-(holder metadata as JSON) and ``ix:c`` (hold count or readers). A page reads
-every bucket with one script each, all in one pipeline: one round trip on a
-single server, one per master on a cluster, whatever the number of held locks.
+Every grant records its lock name in the index of its bucket (see :mod:`.keys`):
+``ix:n`` (names, for paging in name order) and ``ix:e`` (expiry, so names of
+released or expired locks are hidden at once and pruned later). The holder's
+details (owner, fence, count, metadata) live in the lock's own keys and expire
+with the hold, so a grant pays nothing extra for them.
+
+A page costs two round trips on a single server (one per master on a cluster
+for each), whatever the number of held locks: one script per bucket, all in
+one pipeline, returns the page's names; one pipeline then reads their holders.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..exceptions import InvalidArgument
-from .keys import BucketKeys, check_name
+from ..wire import to_text
+from .keys import BucketKeys, bucket_keys, check_name, lock_key
 from .pipeline import run_scripts
 
 #: Most expired entries one listing script prunes per bucket.
 PRUNE_LIMIT = 5000
 #: Largest page ``held_locks`` returns.
 MAX_PAGE = 1000
+#: Most index entries (live or stale) one listing script looks at per bucket.
+SCAN_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -51,23 +57,85 @@ class HeldLock:
 
 @dataclass(frozen=True)
 class LockPage:
-    """A page of held locks, the cursor of the next page and the number held in all."""
+    """A page of held locks, the cursors of the pages beside it and the number held in all.
+
+    ``next_after`` is the ``after`` of the next page and ``previous_before``
+    the ``before`` of the previous one; None where the listing is known to
+    end. A page given ``after`` can't know whether earlier names remain, so
+    it offers its first name as the way back.
+    """
 
     locks: list[HeldLock]
     next_after: str | None
     total: int
+    previous_before: str | None = None
 
 
-def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
+def _lex_range(prefix: str, after: str | None, before: str | None) -> tuple[bytes, bytes]:
+    """ZRANGEBYLEX bounds of the names starting with ``prefix``, narrowed by a cursor.
+
+    A cursor outside the prefix's names leaves that bound alone: one below
+    them (``after``) or above them (``before``) excludes nothing, and one on
+    the far side makes the range empty, which Redis answers with no names.
+    """
+    end = prefix.encode() + b"\xff"  # above every name with the prefix: UTF-8 has no 0xff byte
     low = b"[" + prefix.encode() if prefix else b"-"
     if after is not None and (not prefix or after >= prefix):
         low = b"(" + after.encode()
-    high = b"[" + prefix.encode() + b"\xff" if prefix else b"+"
+    high = b"[" + end if prefix else b"+"
+    if before is not None and (not prefix or before.encode() < end):
+        high = b"(" + before.encode()
     return low, high
 
 
-def _parse(*row: bytes, now: int) -> HeldLock:
-    name, expiry, meta, count = row
+def check_page(prefix: Any, limit: Any, after: Any, before: Any) -> None:
+    """Raise :class:`InvalidArgument` for arguments :func:`page` can't list with.
+
+    Also called by the Redlock listing before it asks the masters, so a bad
+    argument is reported as such rather than as masters that failed to answer.
+    """
+    if not isinstance(prefix, str) or (prefix and check_name(prefix, "prefix") != prefix):
+        raise InvalidArgument(f"prefix must be a string, not {prefix!r}")
+    if after is not None and before is not None:
+        raise InvalidArgument("give after (the next page) or before (the previous page), not both")
+    if after is not None:
+        check_name(after, "after")
+    if before is not None:
+        check_name(before, "before")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_PAGE:
+        raise InvalidArgument(f"limit must be an int from 0 to {MAX_PAGE}, got {limit!r}")
+
+
+def page_cursors(
+    shown: list[str], end: str | None, after: str | None, before: str | None
+) -> tuple[str | None, str | None]:
+    """``(next_after, previous_before)`` of a page showing the names ``shown``, ascending.
+
+    ``end`` is the name where the walk stopped with more names beyond it
+    (None when it reached the last name). Forward, that is the next page's
+    cursor, and a page given ``after`` offers its first name as the way back
+    (earlier names may exist; if none do, the previous page is empty and the
+    first page is still one click away). Backward (``before``), it is the
+    previous page's cursor, and the page we came from follows the last name.
+    """
+    if before is not None:
+        return (shown[-1] if shown else None), end
+    return end, (shown[0] if after is not None and shown else None)
+
+
+def _holder(name: str, expiry: float, now: int, reads: list[Any]) -> HeldLock | None:
+    """One row from the reads of a lock's keys (see :func:`_read_holders`), or None if gone."""
+    hold, writer, readers, reader = reads
+    if hold[0] is not None:
+        owner, fence, count, meta = hold
+    elif writer[0] is not None:
+        owner, fence, meta = writer
+        count = 1
+    elif int(readers or 0) > 0:
+        owner, fence, meta = b"", reader[1], reader[0]
+        count = int(readers)
+    else:
+        return None  # released or expired since the index was read
     info: dict[str, Any] = {}
     if meta:
         try:
@@ -76,9 +144,9 @@ def _parse(*row: bytes, now: int) -> HeldLock:
             info = {}
     acquired = info.get("acquired_at")
     return HeldLock(
-        name=name.decode(),
+        name=name,
         kind=str(info.get("kind", "")),
-        owner=str(info.get("owner", "")),
+        owner=to_text(owner),
         host=str(info.get("host", "")),
         pid=info.get("pid"),
         thread=info.get("thread"),
@@ -88,42 +156,90 @@ def _parse(*row: bytes, now: int) -> HeldLock:
             if isinstance(acquired, (int, float))
             else None
         ),
-        expires_in=max(0.0, (float(expiry) - now) / 1000),
+        expires_in=max(0.0, (expiry - now) / 1000),
         ttl=info.get("ttl"),
-        fence=info.get("fence"),
-        count=int(count) if count and info.get("kind") in ("reentrant", "read") else 1,
+        fence=int(fence) if fence is not None else None,
+        count=int(count or 1),
     )
 
 
-def page(backend: Any, prefix: str = "", limit: int = 100, after: str | None = None) -> LockPage:
-    """Held locks whose name starts with ``prefix``, in name order, after the name ``after``."""
-    if not isinstance(prefix, str) or (prefix and check_name(prefix, "prefix") != prefix):
-        raise InvalidArgument(f"prefix must be a string, not {prefix!r}")
-    if after is not None:
-        check_name(after, "after")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_PAGE:
-        raise InvalidArgument(f"limit must be an int from 0 to {MAX_PAGE}, got {limit!r}")
-    low, high = _lex_range(prefix, after)
+def _read_holders(backend: Any, names: list[str]) -> list[list[Any]]:
+    """The holder fields of each lock in ``names``: one pipeline of plain reads."""
+    if not names:
+        return []
+    pipe = backend.client.pipeline(transaction=False)
+    for name in names:
+        pipe.hmget(lock_key(backend, name, "l"), "o", "f", "n", "m")
+        pipe.hmget(lock_key(backend, name, "rw"), "o", "f", "m")
+        pipe.zcard(lock_key(backend, name, "rr"))
+        pipe.hmget(lock_key(backend, name, "rm"), "m", "f")
+    with backend.errors():
+        replies = pipe.execute()
+    return [replies[i : i + 4] for i in range(0, len(replies), 4)]
+
+
+def _list_names(
+    backend: Any, bounds: tuple[bytes, bytes], fetch: int, backward: bool
+) -> tuple[list[tuple[str, float, int]], int, str | None]:
+    """Up to ``fetch`` ``(name, expiry, now)`` per bucket in walk order, the total, the stop.
+
+    Every bucket runs ``lock_list`` in one pipeline; a name lives in one
+    bucket only, so merging the buckets' walks is a sort. A bucket behind
+    more stale names than one call looks at (``SCAN_LIMIT``) says where it
+    gave up; nothing beyond the nearest such point is known, so the page ends
+    there and the next one starts from it.
+    """
+    low, high = bounds
+    args = [low, high, fetch, PRUNE_LIMIT, "r" if backward else "", SCAN_LIMIT]
     buckets = [BucketKeys.build(backend, b) for b in range(backend.options["LOCK_INDEX_BUCKETS"])]
-    fetch = limit + 1 if limit else 0  # one more than a page tells whether another page exists
-    calls = [
-        ("lock_list", [b.names, b.expiry, b.meta, b.count], [low, high, fetch, PRUNE_LIMIT])
-        for b in buckets
-    ]
-    found: list[HeldLock] = []
+    calls = [("lock_list", [b.names, b.expiry], args) for b in buckets]
+    listed: list[tuple[str, float, int]] = []
+    stops: list[str] = []
     total = 0
     for result in run_scripts(backend, calls):
         if isinstance(result, Exception):
             raise result
-        now, live = int(result[0]), int(result[1])
+        now, live, stop = int(result[0]), int(result[1]), to_text(result[2])
         total += live
-        rows = result[2:]
-        found += [_parse(*rows[i : i + 4], now=now) for i in range(0, len(rows), 4)]
-    found.sort(key=lambda held: held.name)
-    more = len(found) > limit
-    found = found[:limit]
-    next_after = found[-1].name if more and found else None
-    return LockPage(found, next_after, total)
+        if stop:
+            stops.append(stop)
+        rows = result[3:]
+        listed += [(to_text(rows[i]), float(rows[i + 1]), now) for i in range(0, len(rows), 2)]
+    listed.sort(reverse=backward)
+    if not stops:
+        return listed, total, None
+    stop = max(stops) if backward else min(stops)
+    inside = [row for row in listed if (row[0] >= stop if backward else row[0] <= stop)]
+    return inside, total, stop
+
+
+def page(
+    backend: Any,
+    prefix: str = "",
+    limit: int = 100,
+    after: str | None = None,
+    before: str | None = None,
+) -> LockPage:
+    """Held locks whose name starts with ``prefix``, in name order, after ``after``.
+
+    With ``before`` instead, the ``limit`` names just below it, walked
+    backward (the page that ends where the page starting at ``before``
+    began) and shown in name order like any page.
+    """
+    check_page(prefix, limit, after, before)
+    backward = before is not None
+    fetch = limit + 1 if limit else 0  # one more than a page tells whether another page exists
+    bounds = _lex_range(prefix, after, before)
+    walked, total, stop = _list_names(backend, bounds, fetch, backward)
+    listed = walked[:limit]
+    end = listed[-1][0] if len(walked) > limit and listed else stop
+    if backward:
+        listed.reverse()
+    reads = _read_holders(backend, [name for name, _, _ in listed])
+    found = [_holder(*row, read) for row, read in zip(listed, reads, strict=True)]
+    held = [row for row in found if row is not None]
+    next_after, previous_before = page_cursors([n for n, _, _ in listed], end, after, before)
+    return LockPage(held, next_after, total, previous_before)
 
 
 def count(backend: Any) -> int:
@@ -131,14 +247,19 @@ def count(backend: Any) -> int:
     return page(backend, limit=0).total
 
 
-def force_release_call(backend: Any, name: str) -> tuple[str, list[str], list[Any]]:
-    """The script call that ends every hold on ``name`` and bumps its bucket's fence."""
+def force_release_call(
+    backend: Any, name: str, fence: int | None = None
+) -> tuple[str, list[str], list[Any]]:
+    """The script call that ends every hold on ``name`` and bumps its bucket's fence.
+
+    With ``fence``, only a mutex or write hold with that fence is ended (the
+    script returns -1 and changes nothing otherwise).
+    """
     from .base import SIGNAL_MS
-    from .keys import bucket_keys, lock_key
 
     check_name(name)
     ix = bucket_keys(backend, name)
-    parts = ("l", "rw", "rr", "ri", "s", "sr", "sw")
+    parts = ("l", "rw", "rr", "rm", "ri", "s", "sr", "sw")
     keys = [lock_key(backend, name, part) for part in parts]
-    keys += [ix.fence, ix.names, ix.expiry, ix.meta, ix.count]
-    return "lock_force_release", keys, [name, SIGNAL_MS]
+    keys += [ix.fence, ix.names, ix.expiry]
+    return "lock_force_release", keys, [name, SIGNAL_MS, "" if fence is None else fence]

@@ -3,10 +3,11 @@
 Every master keeps the same admin index as a single server (each grant runs
 the ordinary ``lock_acquire`` script there). A name is listed when a quorum
 of the masters that answered list it; leftovers of failed attempts on a
-minority of masters are not. Pages merge in name order: each master returns
-its first ``limit`` names after the cursor, and only names up to the
-smallest last name of a master that had more are complete, so a page may be
-shorter than ``limit`` and still carry a cursor.
+minority of masters are not. Pages merge in walk order: each master returns
+its first ``limit`` names after the cursor (its last ``limit`` before it,
+for a previous page), and only names up to the nearest point where a master
+that had more stopped are complete, so a page may be shorter than ``limit``
+and still carry a cursor.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..exceptions import ConnectionFailed
-from ..locks.index import HeldLock, LockPage, page
+from ..locks.index import HeldLock, LockPage, check_page, page, page_cursors
 
 
 def _answered(backend: Any, pages: list[Any]) -> list[LockPage]:
@@ -37,23 +38,43 @@ def _merge(entries: list[HeldLock], quorum: int) -> HeldLock:
     return dataclasses.replace(best, expires_in=expires)
 
 
+def _stop(one: LockPage, backward: bool) -> str | None:
+    """Where a master's walk stopped with more names beyond it (None: it listed them all)."""
+    return one.previous_before if backward else one.next_after
+
+
 def merged_page(
-    backend: Any, prefix: str = "", limit: int = 100, after: str | None = None
+    backend: Any,
+    prefix: str = "",
+    limit: int = 100,
+    after: str | None = None,
+    before: str | None = None,
 ) -> LockPage:
     """Held locks of a Redlock alias in name order (see the module docstring)."""
-    pages = _answered(backend, backend.each(lambda m: page(m, prefix, limit, after)))
+    check_page(prefix, limit, after, before)  # a bad argument is not a failed master
+    pages = _answered(backend, backend.each(lambda m: page(m, prefix, limit, after, before)))
     quorum = backend.quorum
-    cut = [p.locks[-1].name for p in pages if p.next_after is not None and p.locks]
-    cutoff = min(cut) if cut else None
+    backward = before is not None
+    stops = [stop for stop in (_stop(p, backward) for p in pages) if stop is not None]
+    cutoff = (max if backward else min)(stops) if stops else None
+
+    def complete(name: str) -> bool:
+        """Every master that answered has walked past ``name`` (or listed all it has)."""
+        return cutoff is None or (name >= cutoff if backward else name <= cutoff)
+
     by_name: dict[str, list[HeldLock]] = defaultdict(list)
     for one in pages:
         for held in one.locks:
-            if cutoff is None or held.name <= cutoff:
+            if complete(held.name):
                 by_name[held.name].append(held)
-    rows = [_merge(found, quorum) for _, found in sorted(by_name.items()) if len(found) >= quorum]
-    next_after = cutoff
+    walked = sorted(by_name.items(), reverse=backward)
+    rows = [_merge(found, quorum) for _, found in walked if len(found) >= quorum]
+    end = cutoff
     if len(rows) > limit:
         rows = rows[:limit]
-        next_after = rows[-1].name if rows else cutoff
+        end = rows[-1].name if rows else cutoff
+    if backward:
+        rows.reverse()
+    next_after, previous_before = page_cursors([r.name for r in rows], end, after, before)
     totals = sorted((p.total for p in pages), reverse=True)
-    return LockPage(rows, next_after, totals[quorum - 1])
+    return LockPage(rows, next_after, totals[quorum - 1], previous_before)

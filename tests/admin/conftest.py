@@ -103,7 +103,7 @@ def grant_many(backend: Any, names: list[str], ttl: float = 60) -> list[int]:
     for name in names:
         lock = backend.lock(name, ttl=ttl)
         owner = f"owner-{name}"
-        calls.append(lock._attempt(owner, lock.meta(owner, "u", "t", None), False, 0))
+        calls.append(lock._attempt(owner, lock.meta("t", None), False, 0))
     results = run_scripts(backend, calls)
     assert all(int(r[0]) == 1 for r in results)
     return [int(r[1]) for r in results]

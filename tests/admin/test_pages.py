@@ -78,6 +78,39 @@ def test_locks_page_pages_by_name(dashboard: Dashboard, admin_client: Client) ->
     assert seen == names
 
 
+def link(html: str, kind: str) -> str | None:
+    """The URL of the paginator's ``<kind>-page`` link (next, previous, first), if shown."""
+    found = re.search(rf'<a href="([^"]+)" class="{kind}-page">', html)
+    return unescape(found.group(1)) if found else None
+
+
+def test_locks_page_pages_back_by_name(dashboard: Dashboard, admin_client: Client) -> None:
+    names = [f"job:{i:03d}" for i in range(120)] + ["other:1"]
+    grant_many(dashboard.locks, names)
+    first = admin_client.get(BASE + "locks/?alias=default&prefix=job:").content.decode()
+    assert link(first, "previous") is None and link(first, "first") is None
+    second_url = link(first, "next")
+    assert second_url is not None
+    second = admin_client.get(second_url).content.decode()
+    assert rows(second) == names[50:100] and link(second, "first") is not None
+    back_url = link(second, "previous")
+    assert back_url is not None and "before=job%3A050" in back_url and "prefix=job%3A" in back_url
+    back = admin_client.get(back_url).content.decode()
+    assert rows(back) == rows(first) == names[:50]
+    assert link(back, "previous") is None  # nothing before the first page
+    third_url = link(second, "next")
+    assert third_url is not None
+    third = admin_client.get(third_url).content.decode()
+    assert rows(third) == names[100:120] and link(third, "next") is None
+    previous_url = link(third, "previous")
+    assert previous_url is not None
+    previous = admin_client.get(previous_url).content.decode()
+    assert rows(previous) == names[50:100]
+    assert link(previous, "next") == third_url  # and forward again to where we came from
+    both = admin_client.get(BASE + "locks/?alias=default&after=a&before=b").content.decode()
+    assert "not both" in both and rows(both) == []
+
+
 def test_queue_page_pages_by_score_both_ways(dashboard: Dashboard, admin_client: Client) -> None:
     q = dashboard.queue()
     ids = [f"t{i:03d}" for i in range(120)]

@@ -40,18 +40,25 @@ def test_overview_and_pages_merge_the_masters(quorum: Any, admin_client: Client)
         assert lock.acquire(blocking=False)
     overview = admin_client.get(BASE).content.decode()
     assert re.search(r'<th scope="row">quorum</th>\s*<td class="numeric">120</td>', overview)
-    seen: list[str] = []
-    link = BASE + "locks/?alias=quorum"
+    assert walk(admin_client, BASE + "locks/?alias=quorum", "next") == names
+    last = BASE + "locks/?alias=quorum&before=job%3A999"
+    assert walk(admin_client, last, "previous") == names  # each page still in name order
+    for lock in held:
+        lock.release()
+
+
+def walk(admin_client: Client, link: str, direction: str) -> list[str]:
+    """The rows of every page from ``link`` on, following the ``next`` or ``previous`` links."""
+    pages: list[list[str]] = []
     for _ in range(5):
         html = admin_client.get(link).content.decode()
-        seen += rows(html)
-        found = re.search(r'<a href="([^"]+)" class="next-page">', html)
+        pages.append(rows(html))
+        found = re.search(rf'<a href="([^"]+)" class="{direction}-page">', html)
         if not found:
             break
         link = unescape(found.group(1))
-    assert seen == names
-    for lock in held:
-        lock.release()
+    ordered = pages if direction == "next" else pages[::-1]
+    return [name for page in ordered for name in page]
 
 
 def test_force_release_from_the_admin(quorum: Any, admin_client: Client) -> None:

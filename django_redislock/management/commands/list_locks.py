@@ -1,4 +1,9 @@
-"""``manage.py list_locks [--using ALIAS] [--prefix P] [--limit N] [--after NAME] [--json]``."""
+"""``manage.py list_locks [--using A] [--prefix P] [--limit N] [--after|--before NAME] [--json]``.
+
+Pages by name like the admin: ``--after`` the last name shown is the next page, ``--before``
+the first name shown is the previous one (the cursors are printed, and in ``--json`` they are
+``next_after`` and ``previous_before``).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--prefix", default="", help="Only names starting with this.")
         parser.add_argument("--limit", type=int, default=100, help="Most locks to list.")
         parser.add_argument("--after", default=None, help="Start after this name (paging).")
+        parser.add_argument(
+            "--before", default=None, help="The page that ends just before this name (paging)."
+        )
         parser.add_argument("--json", action="store_true", help="Print one JSON document.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -28,7 +36,10 @@ class Command(BaseCommand):
             if not backend.supports_listing:
                 raise CommandError(f"The backend of {options['using']!r} cannot list locks.")
             page = backend.held_locks_page(
-                prefix=options["prefix"], limit=options["limit"], after=options["after"]
+                prefix=options["prefix"],
+                limit=options["limit"],
+                after=options["after"],
+                before=options["before"],
             )
         except (RedisLockError, ConfigurationError, AttributeError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
@@ -37,6 +48,7 @@ class Command(BaseCommand):
                 "alias": options["using"],
                 "total": page.total,
                 "next_after": page.next_after,
+                "previous_before": page.previous_before,
                 "locks": [held.as_dict() for held in page.locks],
             }
             self.stdout.write(json.dumps(document, indent=2))
@@ -51,5 +63,9 @@ class Command(BaseCommand):
                 f"{held.name}  {held.kind}{count}  fence={held.fence}  "
                 f"expires_in={held.expires_in:.1f}s  holder={who}"
             )
-        more = f"; next page: --after {held.name!r}" if page.next_after else ""
+        more = ""
+        if page.previous_before is not None:
+            more += f"; previous page: --before {page.previous_before!r}"
+        if page.next_after is not None:
+            more += f"; next page: --after {page.next_after!r}"
         self.stdout.write(self.style.SUCCESS(f"{len(page.locks)} of {page.total} held{more}"))

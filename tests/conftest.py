@@ -32,6 +32,7 @@ from django.test import override_settings
 
 from django_redislock.backends.redis import RedisLockBackend, RedisQueueBackend
 from django_redislock.handlers import locks, queues
+from django_redislock.queue import Queue
 
 from .servers import RedisProcess, start_cluster
 
@@ -68,6 +69,12 @@ class RedisTarget:
 
     def queue_backend(self, alias: str = "test", **options: Any) -> RedisQueueBackend:
         return RedisQueueBackend(alias, self.params(**options))
+
+
+def make_queue(target: RedisTarget, name: str = "jobs", **options: Any) -> Queue:
+    """Queue ``name`` of a fresh queue backend on ``target`` (``options``: its OPTIONS)."""
+    queue: Queue = target.queue_backend(**options).queue(name)
+    return queue
 
 
 @pytest.fixture(scope="session")

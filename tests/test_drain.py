@@ -187,8 +187,10 @@ def test_idle_worker_wakes_on_enqueue_without_polling(alias: RedisTarget) -> Non
     finally:
         worker.stop()
         thread.join(5)
-    assert woke < 0.15, woke
-    assert 0.25 < delayed < 0.5, delayed
+    # push, not polling: a poll would wait for the worker's 2.5 s timeout; the slack absorbs
+    # a stall of a loaded CI machine
+    assert woke < 0.6, woke
+    assert 0.25 < delayed < 1.0, delayed
     assert worker.summary.processed == 2
 
 
@@ -268,7 +270,7 @@ def test_idle_worker_of_several_queues_wakes_for_any(alias: RedisTarget) -> None
         thread.join(5)
     # one BLPOP over both lists; on a Cluster the lists are in different slots, so the
     # worker waits on them in turn for at most 1 s each
-    assert woke < (2.2 if alias.kind == "cluster" else 0.2), woke
+    assert woke < (2.2 if alias.kind == "cluster" else 0.6), woke
     assert tasks.CALLS == ["second queue"]
 
 

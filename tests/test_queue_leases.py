@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
-from django_redislock.queue import DEAD, READY, Queue
+from django_redislock.queue import DEAD, READY
 
-from .conftest import RedisTarget
-
-
-def make_queue(target: RedisTarget, **options: Any) -> Queue:
-    queue: Queue = target.queue_backend(**options).queue("jobs")
-    return queue
+from .conftest import RedisTarget, make_queue
 
 
 def test_expired_lease_is_handed_out_again(redis_target: RedisTarget) -> None:
     q = make_queue(redis_target)
     q.enqueue("a", {"n": 1})
-    [first] = q.pop(lease=0.2)
+    [first] = q.pop(lease=0.5)
     assert q.pop() == []
-    time.sleep(0.25)
+    time.sleep(0.6)
     [again] = q.pop(lease=5)
     assert (again.id, again.payload, again.attempts) == ("a", {"n": 1}, 2)
     assert "lease expired during attempt 1" in again.last_error
@@ -42,11 +36,11 @@ def test_acked_task_never_returns(redis_target: RedisTarget) -> None:
 def test_extend_lease_keeps_the_task(redis_target: RedisTarget) -> None:
     q = make_queue(redis_target)
     q.enqueue("a")
-    [task] = q.pop(lease=0.2)
+    [task] = q.pop(lease=0.5)
     old = task.lease_deadline
     assert q.extend_lease(task, lease=5) is True
     assert task.lease_deadline is not None and old is not None and task.lease_deadline > old
-    time.sleep(0.25)
+    time.sleep(0.6)
     assert q.pop() == []
     q.ack(task)
     assert q.extend_lease(task) is False

@@ -138,6 +138,20 @@ def drain_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "django", "drain_queue", "orders", *args]
 
 
+def drain_burst(env: dict[str, str]) -> None:
+    """Run ``drain_queue orders --burst`` in a new process until it exits; it must succeed."""
+    recovery = subprocess.run(
+        drain_command("--burst"),
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert recovery.returncode == 0, recovery.stderr[-3000:]
+
+
 def test_sigkill_mid_flow_leaves_every_sold_unit_with_one_order(
     real: RedisTarget, tmp_path: Path
 ) -> None:
@@ -173,16 +187,7 @@ def test_sigkill_mid_flow_leaves_every_sold_unit_with_one_order(
 
     # 3. recovery: the leases of the killed worker run out, a new worker drains
     time.sleep(1.2)
-    recovery = subprocess.run(
-        drain_command("--burst"),
-        check=False,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert recovery.returncode == 0, recovery.stderr[-3000:]
+    drain_burst(env)
 
     state = json.loads(finish(spawn(env, "report", "--sale", sale_id)))
     orders = {number: (buyer_id, qty) for number, buyer_id, qty in state["orders"]}

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import RedisTarget
-from .test_seckill import ROOT, drain_command, finish, order_count, process_env, spawn
+from .test_seckill import ROOT, drain_burst, drain_command, finish, order_count, process_env, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -80,16 +80,7 @@ def test_sigkill_a_worker_every_second_loses_no_order(
     deadline = time.monotonic() + 60
     while True:
         time.sleep(1.2)  # the leases of the last killed worker run out
-        recovery = subprocess.run(
-            drain_command("--burst"),
-            check=False,
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert recovery.returncode == 0, recovery.stderr[-3000:]
+        drain_burst(env)
         state = json.loads(finish(spawn(env, "report", "--sale", sale_id)))
         waiting = state["queue"]["delayed"] + state["queue"]["in_flight"]
         if not waiting or time.monotonic() > deadline:

@@ -140,6 +140,36 @@ def wake_after_release(adapter: Adapter, samples: int) -> list[float]:
     return latencies
 
 
+def wake_floor(url: str, samples: int) -> list[float]:
+    """A bare ``LPUSH`` waking a ``BLPOP`` in another thread: the one-round-trip wake floor.
+
+    A wake-up after a release is the release plus the woken waiter's acquire, so
+    on the machine the run is on no push wake-up of that shape can beat this plus
+    one round trip.
+    """
+    pusher = redis.Redis.from_url(url)
+    latencies = []
+    for i in range(samples):
+        key = f"wake-floor:{i}"
+        popped: list[float] = []
+
+        def wait(key: str = key, popped: list[float] = popped) -> None:
+            waiter = redis.Redis.from_url(url, socket_timeout=60)
+            waiter.blpop([key], timeout=10)
+            popped.append(time.perf_counter())
+            waiter.close()
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.03)  # the waiter is blocked by now
+        pushed = time.perf_counter()
+        pusher.lpush(key, 1)
+        thread.join(40)
+        latencies.append((popped[0] - pushed) * 1000)
+    pusher.close()
+    return latencies
+
+
 def wake_after_expiry(adapter: Adapter, samples: int) -> list[float]:
     ttl = 1.0 if adapter.library == "python-redis-lock" else 0.2  # it takes whole seconds
     latencies = []
@@ -236,6 +266,7 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     adapters = [Adapter(library, url) for library in LIBRARIES]
     speeds = uncontended(adapters, seconds / 2, rounds=3 if quick else 5)
+    floor = wake_floor(url, samples)
     rows: list[dict[str, Any]] = []
     for adapter in adapters:
         library = adapter.library
@@ -263,6 +294,9 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
         "rows": rows,
         "notes": [
             *notes(rows),
+            f"one-round-trip wake floor (a bare LPUSH waking a BLPOP in another thread): p50 "
+            f"{percentile(floor, 50):.2f} ms, p99 {percentile(floor, 99):.2f} ms; a wake-up after "
+            f"release is two round trips (the release, then the woken waiter's acquire).",
             f"1-minute load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after "
             f"the run on {os.cpu_count()} CPUs (other work on the machine skews every column).",
         ],

@@ -55,6 +55,20 @@ def buy(sale_id: int, buyers: list[str], threads: int, pause: float) -> None:
         worker.join(120)
 
 
+def delayed_order_tasks(queue: Any) -> int:
+    """Delayed tasks other than the pay-window expiries (15 minutes away): retries backing off."""
+    from django_redislock.queue import DELAYED
+
+    count, after = 0, None
+    for _ in range(100):  # bounded: at most 50,000 delayed tasks
+        page = queue.tasks(DELAYED, 500, after)
+        count += sum(not task.id.startswith("expire:") for task in page)
+        if len(page) < 500:
+            break
+        after = page[-1]
+    return count
+
+
 def report(sale_id: int) -> None:
     from shop.models import Order
     from shop.tasks import sale_stock
@@ -65,7 +79,9 @@ def report(sale_id: int) -> None:
     stats: dict[str, Any] = stock.stats().as_dict()
     from django_redislock import queues
 
-    queue = {k: v for k, v in queues["default"].queue("orders").stats().items() if k != "queue"}
+    orders_queue = queues["default"].queue("orders")
+    queue = {k: v for k, v in orders_queue.stats().items() if k != "queue"}
+    queue["delayed_orders"] = delayed_order_tasks(orders_queue)
     print(
         json.dumps(
             {"orders": orders, "reservations": reservations, "stats": stats, "queue": queue},

@@ -168,9 +168,10 @@ def test_bad_arguments() -> None:
 def test_function_view_gets_423_with_retry_after() -> None:
     client = Client()
     assert client.get("/pay/1/").content == b"paid 1"
-    holder = held_elsewhere("order:1", ttl=7)
+    holder = held_elsewhere("order:1", ttl=20)
     response = client.get("/pay/1/")
-    assert response.status_code == 423 and response["Retry-After"] in ("7", "6")
+    # the holder's remaining TTL in whole seconds (slack for a stall of a loaded machine)
+    assert response.status_code == 423 and 15 <= int(response["Retry-After"]) <= 20
     assert client.get("/pay/2/").status_code == 200
     holder.release()
     assert client.get("/pay/1/").status_code == 200

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import sys
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -130,16 +131,24 @@ def test_errors_are_recorded_and_the_call_is_dead_lettered(single: RedisTarget) 
 
 
 def test_retries_keep_every_error_and_worker(single: RedisTarget) -> None:
-    with override_settings(TASKS=tasks_setting(MAX_ATTEMPTS=2)):
+    # a 1 s backoff: the first burst drain must return before the retry is due (with the
+    # fixture's 10 ms it could run both attempts on a slow machine)
+    options = {"RETRY_BACKOFF": 1.0, "RETRY_JITTER": False}
+    params = {**single.params(**options), "KEY_PREFIX": "test"}
+    with override_settings(
+        REDISLOCK_QUEUES={"default": params}, TASKS=tasks_setting(MAX_ATTEMPTS=2)
+    ):
         result = djtasks.explode.enqueue("again")
         drain()
         first = djtasks.explode.get_result(result.id)
         assert first.status == TaskResultStatus.READY and len(first.errors) == 1
-        for _ in range(100):
+        deadline = time.monotonic() + 10
+        while True:  # drain until the retry has run (due in 1 s); bounded
             drain()
             final = djtasks.explode.get_result(result.id)
-            if final.status == TaskResultStatus.FAILED:
+            if final.status == TaskResultStatus.FAILED or time.monotonic() > deadline:
                 break
+            time.sleep(0.05)
     assert final.status == TaskResultStatus.FAILED
     assert len(final.errors) == 2 and final.attempts == 2
     assert djtasks.runs().count("explode:again") == 2

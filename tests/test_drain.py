@@ -91,7 +91,9 @@ def test_failures_retry_then_die_with_signals(alias: RedisTarget) -> None:
     try:
         bad = tasks.always_fails.delay("x")
         good = tasks.remember.delay("ok")
-        output = drain("tests", "--timeout", "1.5", "--max-tasks", "3")
+        # the retry is due 10 ms later; a worker that ignored the due time would sleep in its
+        # idle wait (2.5 s) past this timeout and stop after 2 tasks
+        output = drain("tests", "--timeout", "2.0", "--max-tasks", "3")
     finally:
         for sig, handler in handlers.items():
             sig.disconnect(handler)
@@ -167,30 +169,37 @@ def test_progress_bar_on_a_terminal(alias: RedisTarget) -> None:
     assert "3task" in out.getvalue().replace(" ", "") and "processed 3" in out.getvalue()
 
 
+def wait_until_idle(worker: Worker, thread: threading.Thread) -> None:
+    """Wait (at most 5 s) until the worker thread blocks in its idle wait."""
+    deadline = time.monotonic() + 5
+    while not worker._waiting and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
 def test_idle_worker_wakes_on_enqueue_without_polling(alias: RedisTarget) -> None:
-    worker = Worker([queue()], timeout=2.5, max_tasks=2)
+    worker = Worker([queue()], timeout=10, max_tasks=2)
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        time.sleep(0.5)
+        wait_until_idle(worker, thread)
         started = time.monotonic()
         tasks.remember.delay("wake")
-        deadline = started + 2
-        while "wake" not in tasks.CALLS and time.monotonic() < deadline:
+        while "wake" not in tasks.CALLS and time.monotonic() < started + 3:
             time.sleep(0.002)
         woke = time.monotonic() - started
+        delayed_at = time.monotonic()  # before the enqueue: the task is due 0.3 s after it
         tasks.remember.enqueue(args=["d"], delay=0.3)
-        delayed_at = time.monotonic()
-        while "d" not in tasks.CALLS and time.monotonic() < delayed_at + 2:
+        while "d" not in tasks.CALLS and time.monotonic() < delayed_at + 3:
             time.sleep(0.002)
         delayed = time.monotonic() - delayed_at
     finally:
         worker.stop()
         thread.join(5)
-    # push, not polling: a poll would wait for the worker's 2.5 s timeout; the slack absorbs
-    # a stall of a loaded CI machine
-    assert woke < 0.6, woke
-    assert 0.25 < delayed < 1.0, delayed
+    # push, not polling: the idle wait is a 2.5 s BLPOP (SOCKET_TIMEOUT 3 s minus 0.5), which a
+    # worker that ignored the push (or the due time of the delayed task) would sleep through;
+    # the 1.5 s bounds leave more than a second for a stall of a loaded CI machine
+    assert woke < 1.5, woke
+    assert 0.25 < delayed < 1.5, delayed
     assert worker.summary.processed == 2
 
 
@@ -234,18 +243,22 @@ def test_queue_status_lists_every_queue(alias: RedisTarget) -> None:
 
 
 def test_a_long_batch_keeps_its_leases(alias: RedisTarget) -> None:
+    # the batch runs 1.6 s under a 1 s lease: its later tasks would be handed out again if
+    # nothing renewed them (renewals come every third of the lease: 0.5 s of slack)
     for i in range(4):
-        tasks.slow.enqueue(args=[f"t{i}", 0.2], id=f"t{i}")
+        tasks.slow.enqueue(args=[f"t{i}", 0.4], id=f"t{i}")
     slow = queue("slow")
-    worker = Worker([slow], lease=0.3, batch=4, max_tasks=4)
+    worker = Worker([slow], lease=1.0, batch=4, max_tasks=4)
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
         stolen: list[Any] = []
+        deadline = time.monotonic() + 15
         while "start:t0" not in " ".join(tasks.CALLS) and thread.is_alive():
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.005)  # the worker has claimed the batch
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
+        while thread.is_alive() and time.monotonic() < deadline:
             stolen += slow.pop(4)  # another worker: must never get a task of the batch
             time.sleep(0.05)
     finally:
@@ -260,7 +273,7 @@ def test_idle_worker_of_several_queues_wakes_for_any(alias: RedisTarget) -> None
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        time.sleep(0.3)
+        wait_until_idle(worker, thread)
         started = time.monotonic()
         tasks.remember.delay("second queue")
         thread.join(5)
@@ -268,9 +281,10 @@ def test_idle_worker_of_several_queues_wakes_for_any(alias: RedisTarget) -> None
     finally:
         worker.stop()
         thread.join(5)
-    # one BLPOP over both lists; on a Cluster the lists are in different slots, so the
-    # worker waits on them in turn for at most 1 s each
-    assert woke < (2.2 if alias.kind == "cluster" else 0.6), woke
+    # one BLPOP over both lists, woken by the push (without it: the 2.5 s idle wait); on a
+    # Cluster the lists are in different slots, so the worker waits on them in turn for at
+    # most 1 s each (without that: 2.5 s on one list)
+    assert woke < (2.2 if alias.kind == "cluster" else 1.5), woke
     assert tasks.CALLS == ["second queue"]
 
 
@@ -285,20 +299,24 @@ def test_connections_are_checked_between_tasks(alias: RedisTarget) -> None:
 
 
 def test_waiting_tasks_keep_their_leases_during_a_long_task(alias: RedisTarget) -> None:
-    # t0 is short (no renewal before t1 starts); t1 runs 0.3 s of its 0.4 s lease but ends
-    # after the batch's claim + 0.4 s: without the keeper thread t1 (running), t2 (waiting)
-    # and t0 (finished, not yet acked) would all be handed out again
-    for tag, seconds in (("t0", 0.15), ("t1", 0.3), ("t2", 0.01)):
+    # t0 is short (under half the lease: no renewal before t1 starts); t1 runs 0.8 s of its
+    # 1.2 s lease but ends after the batch's claim + 1.2 s: without the keeper thread t1
+    # (running), t2 (waiting) and t0 (finished, not yet acked) would all be handed out again.
+    # The slack a stalled machine can eat: 0.4 s for t1, half the lease for the others.
+    for tag, seconds in (("t0", 0.5), ("t1", 0.8), ("t2", 0.01)):
         tasks.slow.enqueue(args=[tag, seconds], id=tag)
     slow = queue("slow")
-    worker = Worker([slow], lease=0.4, batch=3, max_tasks=3)
+    worker = Worker([slow], lease=1.2, batch=3, max_tasks=3)
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
         stolen: list[Any] = []
+        deadline = time.monotonic() + 15
         while "start:t0" not in " ".join(tasks.CALLS) and thread.is_alive():
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.005)
-        while thread.is_alive():
+        while thread.is_alive() and time.monotonic() < deadline:
             stolen += slow.pop(3)
             time.sleep(0.02)
     finally:

@@ -19,7 +19,7 @@ import pytest
 from django.test import override_settings
 
 from django_redislock import queues
-from django_redislock.queue import Queue
+from django_redislock.queue import IN_FLIGHT, Queue
 
 from .conftest import RedisTarget
 from .testapp import tasks
@@ -86,9 +86,9 @@ def started(tag: str) -> Callable[[], bool]:
 
 
 def test_sigterm_finishes_the_task_and_gives_the_rest_back(real: RedisTarget) -> None:
-    for i in range(6):
+    for i in range(10):
         tasks.slow.enqueue(args=[f"t{i}", 0.5], id=f"t{i}")
-    worker = spawn(real, "slow", "--batch", "6")
+    worker = spawn(real, "slow", "--batch", "10")
     try:
         wait_for(started("t0"), 30, "the first task to start")
         worker.send_signal(signal.SIGTERM)
@@ -97,12 +97,13 @@ def test_sigterm_finishes_the_task_and_gives_the_rest_back(real: RedisTarget) ->
     finally:
         worker.kill()
     assert code == 0, err
-    assert time.monotonic() - stopped_at < 2.0
+    # the rest of t0 (< 0.5 s) and the exit; running the 9 others would take 4.5 s more
+    assert time.monotonic() - stopped_at < 2.5
     assert [r.split(":")[0:2] for r in tasks.runs()] == [["start", "t0"], ["end", "t0"]]
-    assert "processed 1, failed 0, retried 0, dead 0, released 5" in out
+    assert "processed 1, failed 0, retried 0, dead 0, released 9" in out
     q = slow_queue()
     assert q.stats()["in_flight"] == 0
-    assert [(t.id, t.attempts) for t in q.top(10)] == [(f"t{i}", 0) for i in range(1, 6)]
+    assert [(t.id, t.attempts) for t in q.top(10)] == [(f"t{i}", 0) for i in range(1, 10)]
 
 
 def test_sigterm_while_idle_exits_at_once(real: RedisTarget) -> None:
@@ -117,7 +118,8 @@ def test_sigterm_while_idle_exits_at_once(real: RedisTarget) -> None:
     finally:
         worker.kill()
     assert code == 0, err
-    assert time.monotonic() - stopped_at < 1.0
+    # at once, not at the end of the idle BLPOP (4.5 s: SOCKET_TIMEOUT 5 s minus 0.5)
+    assert time.monotonic() - stopped_at < 2.5
     assert "processed 0" in out
 
 
@@ -134,7 +136,15 @@ def test_sigkill_mid_task_runs_it_again_after_the_lease(real: RedisTarget) -> No
     finally:
         first.kill()
     q = slow_queue()
-    assert q.pop() == []  # still leased to the dead worker
+    leased = q.get("b")
+    assert leased is not None and leased.state == IN_FLIGHT and leased.lease_deadline is not None
+    # still leased to the dead worker: a claim before the deadline returns nothing to the
+    # ready set (exact: the claim reports the server time it ran at)
+    check = q.claim(0)
+    if check.now < leased.lease_deadline:
+        assert (check.recovered, check.next_due) == (0, None)
+    else:  # a very slow machine got here after the deadline: the task is back, due now
+        assert check.recovered == 1
     second = spawn(real, "slow", "--max-tasks", "1", "--timeout", "20")
     try:
         code, out, err = finish(second, timeout=30)

@@ -34,7 +34,7 @@ def test_lists_holders_with_metadata(redis_target: RedisTarget) -> None:
         order = held["order:1"]
         assert (order.kind, order.fence, order.count, order.ttl) == ("mutex", lock.fence, 1, 20)
         assert order.pid is not None and order.host and order.thread == "MainThread"
-        assert 19 < order.expires_in <= 20 and order.acquired_at is not None
+        assert 15 < order.expires_in <= 20 and order.acquired_at is not None  # slack: a stall
         assert (held["doc:1"].kind, held["doc:1"].count) == ("read", 2)
         assert order.as_dict()["acquired_at"].startswith("20")
         assert backend.held_lock_count() == 2

@@ -11,45 +11,59 @@ import pytest
 
 from django_redislock import signals
 from django_redislock.exceptions import LockLost, LockUsageError
-from django_redislock.locks import watchdog
+from django_redislock.locks import mutex, watchdog
 from django_redislock.locks.keys import lock_key
 
 from .conftest import RedisTarget
 
 
-def hold_in_thread(backend: Any, name: str, seconds: float, ttl: float = 5) -> threading.Event:
-    """Take ``name`` in a thread, hold it ``seconds``, release; returns the "taken" event."""
+def hold_in_thread(backend: Any, name: str, seconds: float, ttl: float = 5) -> float:
+    """Take ``name`` in a thread, hold it ``seconds``, release; returns when it was taken.
+
+    The holder sleeps ``seconds`` after that moment, so nobody can get the lock
+    before ``taken_at + seconds``, however late the caller's thread runs again.
+    """
     taken = threading.Event()
+    taken_at: list[float] = []
 
     def run() -> None:
         with backend.lock(name, ttl=ttl):
+            taken_at.append(time.monotonic())
             taken.set()
             time.sleep(seconds)
 
     threading.Thread(target=run, daemon=True).start()
     assert taken.wait(5)
-    return taken
+    return taken_at[0]
+
+
+#: The waiters below block at most ``SOCKET_TIMEOUT * 0.8`` = 8 s per wait: had the push
+#: (or the wake-up at the holder's expiry) not come, they would wake only after that.
+SOCKET_TIMEOUT = 10.0
 
 
 def test_waiter_wakes_promptly_on_release(redis_target: RedisTarget) -> None:
-    backend = redis_target.lock_backend()
-    hold_in_thread(backend, "w", 0.3, ttl=30)
+    backend = redis_target.lock_backend(SOCKET_TIMEOUT=SOCKET_TIMEOUT)
+    taken_at = hold_in_thread(backend, "w", 0.3, ttl=30)
     start = time.monotonic()
-    with backend.lock("w", ttl=5, timeout=10):
-        waited = time.monotonic() - start
-    # The holder's TTL is 30 s: only the release's push can end the wait this early.
-    assert 0.2 < waited < 1.5
+    with backend.lock("w", ttl=5, timeout=20):
+        acquired = time.monotonic()
+    assert acquired - taken_at >= 0.25  # it did wait for the holder's 0.3 s
+    # The holder's TTL is 30 s and the waiter blocks up to 8 s at a time: only the release's
+    # push can end the wait this early; the slack absorbs a stall of a loaded CI machine.
+    assert acquired - start < 2.5
 
 
 def test_waiter_wakes_promptly_on_expiry(redis_target: RedisTarget) -> None:
-    backend = redis_target.lock_backend()
+    backend = redis_target.lock_backend(SOCKET_TIMEOUT=SOCKET_TIMEOUT)
+    start = time.monotonic()
     abandoned = backend.lock("x", ttl=0.5)
     abandoned.acquire()  # never released: the holder "crashed"
-    start = time.monotonic()
-    with backend.lock("x", ttl=5, timeout=10):
+    with backend.lock("x", ttl=5, timeout=20):
         waited = time.monotonic() - start
-    # far below the waiter's 10 s timeout; the slack absorbs a stall of a loaded CI machine
-    assert 0.3 < waited < 0.5 + 0.6
+    # Not before the abandoned hold expired (0.5 s after ``start`` at the earliest), and far
+    # below the 8 s a waiter blocks when nothing ends its wait; the slack absorbs a stall.
+    assert 0.4 < waited < 0.5 + 2.0
 
 
 def test_many_waiters_each_get_the_lock_once(redis_target: RedisTarget) -> None:
@@ -75,12 +89,12 @@ def test_many_waiters_each_get_the_lock_once(redis_target: RedisTarget) -> None:
 
 
 def test_watchdog_keeps_a_short_ttl_lock_alive(redis_target: RedisTarget) -> None:
-    # A TTL of 1 s leaves the renewal (due every 1/3 s) 2/3 s of slack on a slow CI machine.
-    backend = redis_target.lock_backend(DEFAULT_TTL=1.0)
+    # A TTL of 2 s leaves the renewal (due every 2/3 s) 4/3 s of slack on a slow CI machine.
+    backend = redis_target.lock_backend(DEFAULT_TTL=2.0)
     lock = backend.lock("long-job")  # no explicit ttl: the watchdog renews it
     assert lock.watchdog
     with lock:
-        time.sleep(2.5)  # two and a half TTLs
+        time.sleep(4.5)  # two and a quarter TTLs
         lock.ensure_held()
         assert backend.lock("long-job", ttl=5).acquire(blocking=False) is False
     assert watchdog.registered() == 0
@@ -94,9 +108,9 @@ def test_explicit_ttl_means_no_watchdog_unless_asked(redis_target: RedisTarget) 
     time.sleep(0.45)
     with pytest.raises(LockLost):
         lock.ensure_held()
-    renewed = backend.lock("k", ttl=1.0, watchdog=True)
+    renewed = backend.lock("k", ttl=2.0, watchdog=True)  # renewals 4/3 s before expiry
     with renewed:
-        time.sleep(2.2)
+        time.sleep(2.6)  # past the 2 s TTL: only renewals keep it
         renewed.ensure_held()
 
 
@@ -114,7 +128,7 @@ def test_watchdog_reports_loss(redis_target: RedisTarget) -> None:
         lock = backend.lock("doomed", on_lost=callback.append)
         lock.acquire()
         redis_target.raw.delete(lock_key(backend, "doomed", "l"))  # someone deletes the key
-        assert lost_signal.wait(2)
+        assert lost_signal.wait(5)  # the first renewal (after 0.1 s) finds the key gone
         assert callback == [lock]
         with pytest.raises(LockLost):
             lock.ensure_held()
@@ -126,13 +140,13 @@ def test_watchdog_reports_loss(redis_target: RedisTarget) -> None:
 
 
 def test_watchdog_renews_read_and_write_holds(redis_target: RedisTarget) -> None:
-    backend = redis_target.lock_backend(DEFAULT_TTL=1.0)
-    rw = backend.read_write_lock("doc")
-    with rw.read() as reader:
-        time.sleep(2.2)
+    # A TTL of 2 s leaves each renewal (due every 2/3 s) 4/3 s of slack; the read and the
+    # write hold (of two read-write locks) are renewed over the same sleep.
+    backend = redis_target.lock_backend(DEFAULT_TTL=2.0)
+    doc, sheet = backend.read_write_lock("doc"), backend.read_write_lock("sheet")
+    with doc.read() as reader, sheet.write() as writer:
+        time.sleep(2.6)  # past the 2 s TTL: only renewals keep them
         reader.ensure_held()
-    with rw.write() as writer:
-        time.sleep(2.2)
         writer.ensure_held()
 
 
@@ -140,7 +154,7 @@ def test_watchdog_renews_read_and_write_holds(redis_target: RedisTarget) -> None
 def test_forked_child_does_not_renew_the_parents_locks(redis_target: RedisTarget) -> None:
     if redis_target.kind == "fakeredis":
         pytest.skip("a fakeredis server lives in one process")
-    backend = redis_target.lock_backend(DEFAULT_TTL=1.0)
+    backend = redis_target.lock_backend(DEFAULT_TTL=2.0)  # renewals 4/3 s before expiry
     lock = backend.lock("parent-lock")
     lock.acquire()
     assert watchdog.registered() == 1
@@ -155,12 +169,17 @@ def test_forked_child_does_not_renew_the_parents_locks(redis_target: RedisTarget
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    time.sleep(1.5)
+    time.sleep(2.5)  # past the 2 s TTL
     lock.ensure_held()  # the parent's watchdog still renews it
     lock.release()
 
 
-def test_only_a_waited_for_release_pushes_a_wake_up(redis_target: RedisTarget) -> None:
+def test_only_a_waited_for_release_pushes_a_wake_up(
+    redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pushed wake-up lives SIGNAL_MS (1 s); a longer life here keeps a stall of a loaded
+    # machine between the release and the LLEN below from expiring it.
+    monkeypatch.setattr(mutex, "SIGNAL_MS", 10_000)
     backend = redis_target.lock_backend()
     signal_key = lock_key(backend, "flag", "s")
     with backend.lock("flag", ttl=5):

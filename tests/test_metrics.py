@@ -192,16 +192,18 @@ def test_lock_wait_and_hold_histograms(target: RedisTarget) -> None:
     # first connection alone can take longer than the 0.1 s bucket this test checks.
     warm = locks["default"].lock("h", ttl=1, watchdog=False)
     assert not warm.locked()
-    first = locks["default"].lock("h", ttl=0.2, watchdog=False)
+    first = locks["default"].lock("h", ttl=1.0, watchdog=False)
     assert first.acquire()
     second = locks["default"].lock("h", ttl=5)
-    assert second.acquire(timeout=2)  # waits for the first hold to expire (~0.2 s)
+    assert second.acquire(timeout=5)  # waits for the first hold to expire (~1 s)
     time.sleep(0.02)
     second.release()
     found = samples(scrape().content.decode())
     assert value(found, "redislock_lock_wait_seconds_count", alias="default") == 2
-    assert value(found, "redislock_lock_wait_seconds_bucket", alias="default", le="0.1") == 1
-    assert value(found, "redislock_lock_wait_seconds_sum", alias="default") >= 0.1
+    # the first acquire (no wait) and the second (~1 s) fall on either side of 0.5 s, each
+    # with 0.5 s to spare for a stall of a loaded machine
+    assert value(found, "redislock_lock_wait_seconds_bucket", alias="default", le="0.5") == 1
+    assert value(found, "redislock_lock_wait_seconds_sum", alias="default") >= 0.5
     assert value(found, "redislock_lock_hold_seconds_count", alias="default") == 1
     assert value(found, "redislock_lock_hold_seconds_bucket", alias="default", le="0.01") == 0
     assert value(found, "redislock_lock_hold_seconds_bucket", alias="default", le="+Inf") == 1
@@ -233,7 +235,9 @@ def test_queue_status_check_exit_codes(target: RedisTarget) -> None:
     q.enqueue("now")
     time.sleep(0.05)
     assert "OK" in status("--check", "--max-age", "30")
-    with pytest.raises(CommandError, match=r"older than 0.01s: default/probe \(0\.\ds, 1 ready\)"):
+    with pytest.raises(
+        CommandError, match=r"older than 0.01s: default/probe \(\d+\.\ds, 1 ready\)"
+    ):
         status("--check", "--max-age", "0.01")
     assert "OK: 0 queue(s)" in status("--check", "--max-age", "0.01", "--queue", "other")
     with pytest.raises(CommandError, match="--check needs --max-age"):

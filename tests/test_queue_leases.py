@@ -6,18 +6,34 @@ import time
 
 import pytest
 
-from django_redislock.queue import DEAD, READY
+from django_redislock.queue import DEAD, READY, Claim, Queue
+from django_redislock.queue.records import micros
 
 from .conftest import RedisTarget, make_queue
+
+
+def claims_until_claimed(q: Queue, lease: float = 5) -> list[Claim]:
+    """Claim (one task) every 20 ms until a claim returns a task; at most ~5 s of claims."""
+    claims = [q.claim(1, lease)]
+    for _ in range(250):
+        if claims[-1].tasks:
+            break
+        time.sleep(0.02)
+        claims.append(q.claim(1, lease))
+    assert claims[-1].tasks, "nothing was handed out within ~5 s"
+    return claims
 
 
 def test_expired_lease_is_handed_out_again(redis_target: RedisTarget) -> None:
     q = make_queue(redis_target)
     q.enqueue("a", {"n": 1})
     [first] = q.pop(lease=0.5)
-    assert q.pop() == []
-    time.sleep(0.6)
-    [again] = q.pop(lease=5)
+    assert first.lease_deadline is not None
+    claims = claims_until_claimed(q)
+    # Each claim reports the server time it ran at, so this holds however slow the machine:
+    # the claims before the lease deadline got nothing, the first one after it got the task.
+    assert [bool(c.tasks) for c in claims] == [c.now >= first.lease_deadline for c in claims]
+    [again] = claims[-1].tasks
     assert (again.id, again.payload, again.attempts) == ("a", {"n": 1}, 2)
     assert "lease expired during attempt 1" in again.last_error
     assert first.id == again.id
@@ -74,13 +90,21 @@ def test_recovery_work_per_pop_is_bounded(redis_target: RedisTarget) -> None:
 def test_retry_backoff_then_dead_letter_then_requeue(redis_target: RedisTarget) -> None:
     q = make_queue(redis_target, MAX_ATTEMPTS=3, RETRY_BACKOFF=0.05, RETRY_JITTER=False)
     q.enqueue("flaky", "p")
+    [task] = q.pop(lease=30)
     for attempt in (1, 2):
-        [task] = q.pop()
-        assert task.attempts == attempt
+        assert task.attempts == attempt and task.lease_deadline is not None
+        claimed_at = task.lease_deadline - micros(30)
         assert q.retry(task, error=f"fail {attempt}") == "retried"
-        assert q.pop() == []  # not due yet
-        time.sleep(0.05 * 2 ** (attempt - 1) + 0.03)
-    [task] = q.pop()
+        retried = q.get("flaky")
+        assert retried is not None
+        claims = claims_until_claimed(q, lease=30)
+        # the retry's server time lies between the claim and the next claim: the due time is
+        # that plus the backoff (doubled per attempt), exactly
+        backoff = micros(0.05 * 2 ** (attempt - 1))
+        assert claimed_at + backoff <= retried.score <= claims[0].now + backoff
+        # not handed out before it is due (exact, whatever the machine's speed)
+        assert [bool(c.tasks) for c in claims] == [c.now >= retried.score for c in claims]
+        [task] = claims[-1].tasks
     assert (task.attempts, task.last_error) == (3, "fail 2")
     assert q.retry(task, error="fail 3") == "dead"
     assert q.stats()["dead"] == 1

@@ -111,7 +111,8 @@ def test_order_creation_is_idempotent(shop_redis: RedisTarget) -> None:
 
 
 def test_unpaid_orders_expire_and_return_their_units(shop_redis: RedisTarget) -> None:
-    sale = new_sale(2, pay_within=timedelta(seconds=1.5))  # room for a slow first drain
+    # 2.5 s to pay: room for a slow first drain (its burst must end before an expiry is due)
+    sale = new_sale(2, pay_within=timedelta(seconds=2.5))
     client = Client()
     paid_number = buy(client, sale, "payer").json()["order"]
     unpaid_number = buy(client, sale, "forgetful").json()["order"]
@@ -120,7 +121,11 @@ def test_unpaid_orders_expire_and_return_their_units(shop_redis: RedisTarget) ->
     paid = client.post(f"/order/{paid_number}/pay")
     assert (paid.status_code, paid.json()["status"]) == (200, "paid")
     assert tasks.expire_order.queue.get(tasks.expiry_id(paid_number)) is None
-    time.sleep(1.7)
+    expiry = tasks.expire_order.queue.get(tasks.expiry_id(unpaid_number))
+    deadline = time.monotonic() + 10
+    while expiry is not None and expiry.state != "ready" and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the unpaid order's expiry is due
+        expiry = tasks.expire_order.queue.get(tasks.expiry_id(unpaid_number))
     assert drain() == 1  # only the unpaid order's expiry was left
     assert Order.objects.get(number=unpaid_number).status == Order.EXPIRED
     assert Order.objects.get(number=paid_number).status == Order.PAID

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +17,10 @@ from django_redislock.exceptions import (
     InvalidArgument,
     TaskImportError,
     TaskNotRegistered,
+    UndecodablePayload,
 )
 from django_redislock.queue import Queue
+from django_redislock.queue import registry as registry_module
 from django_redislock.queue.registry import registry, resolve
 
 from .conftest import RedisTarget
@@ -105,6 +109,48 @@ def test_bad_calls_raise_before_anything_is_sent(alias: RedisTarget) -> None:
     assert alias.raw.exists(*q.keys) == 0
 
 
+def nested(depth: int) -> list[Any]:
+    """A list ``depth`` levels deep."""
+    top: list[Any] = []
+    inner = top
+    for _ in range(depth - 1):
+        inner.append([])
+        inner = inner[0]
+    return top
+
+
+def test_enqueue_refuses_what_a_worker_could_not_decode(alias: RedisTarget) -> None:
+    q = the_queue()
+    with pytest.raises(InvalidArgument, match=r"payload\['args'\]\[0\]\[0\].* more than 100"):
+        tasks.remember.delay(nested(150))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=r"payload\['kwargs'\]\['deep'\]"):
+        tasks.remember.delay("x", deep={"a": nested(120)})
+    with pytest.raises(InvalidArgument, match="nested more than 100 levels"):
+        q.enqueue("deep", nested(101))
+    with pytest.raises(InvalidArgument, match="nested more than 100 levels"):
+        tasks.remember.enqueue_many([((nested(150),), {})])
+    assert alias.raw.exists(*q.keys) == 0
+    # brackets inside strings are not nesting; 100 levels are fine
+    assert q.enqueue("brackets", {"text": "[{" * 500})
+    assert q.enqueue("deepest", nested(100))
+    assert q.get("deepest").payload == nested(100)  # type: ignore[union-attr]
+
+
+def test_an_undecodable_payload_fails_only_where_it_is_read(alias: RedisTarget) -> None:
+    q = the_queue()
+    q.enqueue("good", {"n": 1})
+    q.enqueue("bad", {"n": 2})
+    alias.raw.hset(q.keys[3], "bad", b"\x80\x04not json")
+    listed = {t.id: t for t in q.tasks("ready")}  # no error while listing
+    assert listed["good"].payload == {"n": 1}
+    with pytest.raises(UndecodablePayload, match="payload of task 'bad' cannot be decoded"):
+        listed["bad"].payload  # noqa: B018
+    assert listed["bad"].payload_text == repr(b"\x80\x04not json")
+    assert "not json" in repr(listed["bad"])
+    claimed = {t.id: t for t in q.pop(5)}  # nor while claiming
+    assert sorted(claimed) == ["bad", "good"]
+
+
 def test_resolve_tells_deleted_from_broken() -> None:
     with pytest.raises(TaskNotRegistered, match="deleted or renamed"):
         resolve("tests.testapp.tasks.no_such_function")
@@ -114,8 +160,42 @@ def test_resolve_tells_deleted_from_broken() -> None:
         resolve("nonexistent_package_xyz.fn")
     with pytest.raises(TaskNotRegistered, match=r"os\.getcwd"):
         resolve("os.getcwd")  # importable but not a @task: never run
-    with pytest.raises(TaskImportError, match="broken on purpose"):
-        resolve("tests.broken_task_module.fn")
+    with pytest.raises(TaskNotRegistered, match="REDISLOCK_TASK_MODULES"):
+        resolve("tests.broken_task_module.fn")  # not a task module: never imported
+    with override_settings(REDISLOCK_TASK_MODULES=["tests.broken_task_module"]):
+        with pytest.raises(TaskImportError, match="broken on purpose"):
+            resolve("tests.broken_task_module.fn")
+        # a path in no task module might be a custom name in the broken one: retried too
+        with pytest.raises(TaskImportError, match="broken on purpose"):
+            resolve("elsewhere.fn")
+        assert "tests.broken_task_module" in registry_module.broken_modules
+
+
+def test_a_payload_path_is_never_imported() -> None:
+    for name in ("this", "antigravity", "tests.never_imported_module"):
+        sys.modules.pop(name, None)
+        with pytest.raises(TaskNotRegistered):
+            resolve(f"{name}.anything")
+        assert name not in sys.modules
+
+
+def test_task_modules_come_from_apps_and_the_setting() -> None:
+    assert registry_module.task_modules() == [
+        "django_redislock.tasks",
+        "tests.testapp.tasks",
+        "shop.tasks",
+    ]
+    with override_settings(REDISLOCK_TASK_MODULES=["tests.inventory_tasks", "shop.tasks"]):
+        assert registry_module.task_modules()[-1] == "tests.inventory_tasks"
+        assert registry_module.check_task_modules() == []
+    for value, match in [
+        ("tests.inventory_tasks", "must be a list"),
+        (["tests.inventory_tasks", "not a module!"], r"REDISLOCK_TASK_MODULES\[1\]"),
+        (["tests.no_such_module_at_all"], "no module named 'tests.no_such_module_at_all'"),
+    ]:
+        with override_settings(REDISLOCK_TASK_MODULES=value):
+            [error] = registry_module.check_task_modules()
+            assert error.id == "redislock.E020" and re.search(match, error.msg), error.msg
 
 
 def test_eager_mode_runs_inline(redis_target: RedisTarget) -> None:

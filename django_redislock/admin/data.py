@@ -141,7 +141,7 @@ class TaskRow:
         """The payload indented when it is JSON, else as stored."""
         try:
             return json.dumps(json.loads(self.payload), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than it can parse
             return self.payload
 
 

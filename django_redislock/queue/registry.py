@@ -6,15 +6,19 @@ worker of another process imports the module and finds the function in the
 registry. Only registered functions run: a payload can never name an arbitrary
 callable.
 
-How a worker treats a path it cannot resolve (see :func:`resolve`):
+A worker imports only the task modules (:func:`task_modules`: the ``tasks``
+module of every installed app and the modules of ``REDISLOCK_TASK_MODULES``),
+never a module named by a payload. How it treats a path it cannot resolve (see
+:func:`resolve`):
 
-* the module or the function no longer exists (deleted or renamed in a new
-  deploy): :class:`~django_redislock.exceptions.TaskNotRegistered`; the worker
+* the function is not registered by any task module (deleted or renamed in a
+  new deploy, or a payload naming something else):
+  :class:`~django_redislock.exceptions.TaskNotRegistered`; the worker
   dead-letters that task with the message and keeps running;
-* importing the module raises (a syntax error, a failing import inside it, a
-  missing dependency): :class:`~django_redislock.exceptions.TaskImportError`;
-  the worker gives its claimed tasks back and stops with a non-zero exit, since
-  every task of that module would fail the same way.
+* importing its task module raises (a syntax error, a failing import inside it,
+  a missing dependency): :class:`~django_redislock.exceptions.TaskImportError`;
+  the worker retries that task with backoff, since a later deploy may fix the
+  module, and goes on with the others.
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ import asyncio
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from django.core.checks import CheckMessage, Error, register
+from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
@@ -238,33 +245,150 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     return register if fn is None else register(fn)
 
 
+#: The setting that lists task modules besides the ``tasks`` module of every installed app.
+TASK_MODULES_SETTING = "REDISLOCK_TASK_MODULES"
+#: Modules of :func:`task_modules` whose last import raised: module -> the error.
+broken_modules: dict[str, str] = {}
+
+
+def task_modules() -> list[str]:
+    """The modules a worker may import to find tasks, and only these.
+
+    ``<app>.tasks`` for every installed app that has a ``tasks`` submodule (the
+    file is found without importing it), then the dotted module names of the
+    ``REDISLOCK_TASK_MODULES`` setting. A payload's path is only ever looked up
+    among what these imports registered, never imported itself.
+    """
+    from django.apps import apps
+    from django.conf import settings
+    from django.utils.module_loading import module_has_submodule
+
+    found = [
+        f"{config.name}.tasks"
+        for config in apps.get_app_configs()
+        if module_has_submodule(config.module, "tasks")
+    ]
+    extra = getattr(settings, TASK_MODULES_SETTING, ())
+    problem = task_modules_error(extra)
+    if problem:
+        raise ImproperlyConfigured(problem)
+    return found + [name for name in extra if name not in found]
+
+
+def task_modules_error(value: Any) -> str | None:
+    """What is wrong with a ``REDISLOCK_TASK_MODULES`` value (its shape), or None."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        return f"{TASK_MODULES_SETTING} must be a list of dotted module names, got {value!r}"
+    for i, name in enumerate(value):
+        parts = name.split(".") if isinstance(name, str) else [""]
+        if not all(part.isidentifier() for part in parts):
+            return f"{TASK_MODULES_SETTING}[{i}] must be a dotted module name, got {name!r}"
+    return None
+
+
+def import_task_module(module: str) -> None:
+    """Import one of :func:`task_modules`; raises ``TaskImportError`` (and remembers it)."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        broken_modules[module] = f"{type(exc).__name__}: {exc}"
+        raise TaskImportError(f"importing task module {module!r} failed: {exc!r}") from exc
+    broken_modules.pop(module, None)
+
+
+def autodiscover() -> dict[str, str]:
+    """Import every task module; returns the ones that raised (module -> error), never raises.
+
+    A module that fails is left for :func:`resolve` to try again when a task
+    needs it, so one broken module stops only its own tasks (they are retried
+    with backoff), not the worker.
+    """
+    broken = {}
+    for module in task_modules():
+        try:
+            import_task_module(module)
+        except TaskImportError:
+            broken[module] = broken_modules[module]
+    return broken
+
+
+def owner_module(path: str, modules: Iterable[str]) -> str | None:
+    """The task module that ``path`` lies in (the longest one that is a prefix), or None."""
+    owners = [module for module in modules if path.startswith(module + ".")]
+    return max(owners, key=len) if owners else None
+
+
 def resolve(path: str) -> TaskFunction[Any, Any]:
-    """The registered task ``path``, importing its module if needed (see the module doc)."""
+    """The registered task ``path``; imports nothing but :func:`task_modules`.
+
+    * registered already (its module was imported by this process): that task;
+    * ``path`` lies in a task module (``shop.tasks.create_order`` in ``shop.tasks``):
+      that module is imported, and its failure raises ``TaskImportError``;
+    * any other path (a custom ``@task(name=...)``): every task module not yet
+      imported is imported; if one of them fails, ``TaskImportError`` (the task
+      may be in it);
+    * otherwise ``TaskNotRegistered``: the path is never imported, so a payload
+      naming ``os.system`` or ``this.anything`` imports nothing.
+    """
     found = registry.get(path)
     if found is not None:
         return found
-    parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        module = ".".join(parts[:cut])
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-                continue
+    modules = task_modules()
+    owner = owner_module(path, modules)
+    if owner is not None:
+        import_task_module(owner)
+    else:
+        broken = autodiscover()
+        if path not in registry and broken:
             raise TaskImportError(
-                f"importing {module!r} for task {path!r} failed: {exc!r}"
-            ) from exc
-        except Exception as exc:
-            raise TaskImportError(
-                f"importing {module!r} for task {path!r} failed: {exc!r}"
-            ) from exc
-        break
+                f"no @task is registered as {path!r}, and task modules failed to import: "
+                + "; ".join(f"{name}: {error}" for name, error in sorted(broken.items()))
+            )
     found = registry.get(path)
     if found is None:
-        raise TaskNotRegistered(f"no @task is registered as {path!r} (was it deleted or renamed?)")
+        where = f"in {owner!r}" if owner else f"in the task modules ({', '.join(modules)})"
+        raise TaskNotRegistered(
+            f"no @task is registered as {path!r} {where} (was it deleted or renamed? "
+            f"only the tasks modules of installed apps and {TASK_MODULES_SETTING} are imported)"
+        )
     return found
 
 
 def queues_of(alias: str) -> list[str]:
     """Names of the queues that registered tasks of ``alias`` send to."""
     return sorted({fn.queue_name for fn in registry.values() if fn.using == alias})
+
+
+@register("redislock")
+def check_task_modules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``redislock.E020``: ``REDISLOCK_TASK_MODULES`` is not a list of modules that exist.
+
+    The modules are located, not imported (importing runs their code; a module
+    that raises is the worker's business: its tasks are retried).
+    """
+    from django.conf import settings
+
+    value = getattr(settings, TASK_MODULES_SETTING, None)
+    if value is None:
+        return []
+    hint = f"{TASK_MODULES_SETTING} = ['myproject.jobs']: modules whose @task functions run"
+    problem = task_modules_error(value)
+    if problem:
+        return [Error(problem, hint=hint, id="redislock.E020")]
+    errors: list[CheckMessage] = []
+    for i, name in enumerate(value):
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception as exc:  # a parent package that fails to import or is not a package
+            spec, why = None, f": {exc!r}"
+        else:
+            why = ""
+        if spec is None:
+            errors.append(
+                Error(
+                    f"{TASK_MODULES_SETTING}[{i}]: no module named {name!r}{why}",
+                    hint=hint,
+                    id="redislock.E020",
+                )
+            )
+    return errors

@@ -225,3 +225,25 @@ def test_a_failing_import_is_retried_and_blocks_nobody(real: RedisTarget) -> Non
     zen = q.get("zen")
     assert zen is not None and zen.state == DELAYED and "broken on purpose" in zen.last_error
     assert "broken on purpose" in err  # logged once when the worker started, and per retry
+
+
+@pytest.mark.parametrize("verbosity", ["0", "1", "2"])
+def test_failures_are_logged_with_their_traceback_by_verbosity(
+    real: RedisTarget, verbosity: str
+) -> None:
+    tasks.always_fails.enqueue(args=["boom"], id="bad")
+    tasks.remember.enqueue(args=["fine"], id="good")
+    worker = spawn(real, "tests", "--burst", "-v", verbosity)
+    code, out, err = finish(worker, timeout=60)
+    assert code == 0, err
+    assert "processed 2, failed 1" in out
+    failure = "task bad (tests.testapp.tasks.always_fails) of 'tests' failed (retried)"
+    per_task = "task good (tests.testapp.tasks.remember) of 'tests' succeeded in"
+    if verbosity == "0":
+        assert err == ""
+        return
+    assert failure in err
+    assert "Traceback (most recent call last)" in err
+    assert 'raise ValueError(f"always fails: {tag}")' in err
+    assert "ValueError: always fails: boom" in err
+    assert (per_task in err) is (verbosity == "2")

@@ -254,6 +254,52 @@ def test_enqueue_many_is_validated_first_then_batched(alias: RedisTarget) -> Non
     assert [t.id for t in q.top(25)] == ids
 
 
+def test_delay_binds_the_arguments_at_the_call_site(alias: RedisTarget) -> None:
+    q = the_queue()
+    bad_calls: list[tuple[Any, str]] = [
+        (tasks.unique_job.delay, "missing a required argument: 'a'"),
+        (lambda: tasks.unique_job.delay(1, c=2), "unexpected keyword argument 'c'"),  # type: ignore[call-arg]
+        (lambda: tasks.unique_job.delay(1, 2, 3), "too many positional arguments"),  # type: ignore[call-arg]
+        (lambda: tasks.always_fails.enqueue(kwargs={"tags": "x"}), "missing a required"),
+        (lambda: tasks.unique_job.enqueue_many([((1,), {}), ((), {"b": 1})]), "'a'"),
+    ]
+    for call, message in bad_calls:
+        with pytest.raises(TypeError, match=message) as raised:
+            call()
+        assert "tests.testapp.tasks." in str(raised.value)
+        assert "nothing was queued" in str(raised.value)
+    assert alias.raw.exists(*q.keys) == 0
+    assert tasks.unique_job.delay(1, b=2)  # keyword, default and extra (**extra) calls bind
+    assert tasks.remember.delay("x", anything=1)
+
+
+def test_enqueue_tells_queued_from_deduplicated(alias: RedisTarget) -> None:
+    first = tasks.remember.enqueue(args=["a"], id="order-9")
+    assert (first, first.queued) == ("order-9", True)
+    again = tasks.remember.enqueue(args=["b"], id="order-9")
+    assert (again, again.queued) == ("order-9", False)  # deduplicated: the first copy stays
+    assert tasks.remember.enqueue(args=["c"], id="order-9", replace=True).queued is True
+    assert tasks.remember.delay("d").queued is True
+    assert tasks.unique_job.delay(5).queued is True
+    assert tasks.unique_job.delay(5).queued is False
+    many = tasks.unique_job.enqueue_many([((5,), {}), ((6,), {})])
+    assert [m.queued for m in many] == [False, True]
+    assert the_queue().enqueue("order-9", {"x": 1}) is False  # the queue API: a bool
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queued_is_known_after_the_commit(single: RedisTarget) -> None:
+    with transaction.atomic():
+        waiting = tasks.remember.enqueue(args=["a"], id="later")
+        twice = tasks.remember.enqueue(args=["a"], id="later")
+        assert (waiting.queued, twice.queued) == (None, None)
+    assert (waiting.queued, twice.queued) == (True, False)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        dropped = tasks.remember.enqueue(args=["b"], id="never")
+        raise RuntimeError
+    assert dropped.queued is None and repr(dropped) == "Enqueued('never', queued=None)"
+
+
 def test_pickle_serializer_warns(redis_target: RedisTarget) -> None:
     assert redis_target.queue_backend().check() == []
     [warning] = redis_target.queue_backend(SERIALIZER="pickle").check()

@@ -49,6 +49,29 @@ from .validation import check_count, check_id, check_name, check_seconds
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
+class Enqueued(str):
+    """The id of a call queued with ``@task``: a ``str``, plus whether it was queued.
+
+    ``queued`` is True when the call was queued (or, with ``replace=True``,
+    rescheduled), False when a copy with the same id was already queued or
+    running and was kept (deduplicated: nothing new will run), and None while
+    that is not known: inside ``transaction.atomic()`` the send waits for the
+    commit and ``queued`` is filled in then (it stays None after a rollback),
+    and in ``EAGER`` mode nothing is queued at all.
+    """
+
+    queued: bool | None
+
+    def __new__(cls, id: str, queued: bool | None = None) -> Enqueued:
+        made = super().__new__(cls, id)
+        made.queued = queued
+        return made
+
+    def __repr__(self) -> str:
+        return f"Enqueued({str(self)!r}, queued={self.queued!r})"
+
+
 #: Every ``@task`` of this process, by dotted path.
 registry: dict[str, TaskFunction[Any, Any]] = {}
 
@@ -81,6 +104,7 @@ class TaskFunction(Generic[P, R]):
         self.lease = None if lease is None else check_seconds(lease, "lease", allow_zero=False)
         self.unique = unique
         self._queue: Queue | None = None
+        self._signature: inspect.Signature | None = None
 
     def __repr__(self) -> str:
         return f"<task {self.path} queue={self.queue_name!r} using={self.using!r}>"
@@ -97,8 +121,13 @@ class TaskFunction(Generic[P, R]):
             found = self._queue = backend.queue(self.queue_name)
         return found
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a call with these arguments now; returns the task id."""
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """Queue a call with these arguments now; returns its id (see :class:`Enqueued`).
+
+        The arguments are bound to the function's signature first: a call the
+        function could not take raises ``TypeError`` here and queues nothing.
+        """
+        self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
         return self._send({"task": self.path, "args": list(args), "kwargs": kwargs}, None, 0, False)
 
@@ -110,17 +139,21 @@ class TaskFunction(Generic[P, R]):
         id: str | None = None,
         delay: float = 0,
         replace: bool = False,
-    ) -> str:
-        """Queue a call; returns its id. Validation happens now, even if the send waits.
+    ) -> Enqueued:
+        """Queue a call; returns its id (see :class:`Enqueued`). Validation happens now.
 
         ``id`` gives a stable id for deduplication (with ``unique=True`` the id
-        is derived from the arguments). Inside ``transaction.atomic()`` the send
-        waits for the commit unless ``OPTIONS['COMMIT_MODE']`` is
+        is derived from the arguments): ``.queued`` of the result is False when
+        a copy with that id was kept instead. Inside ``transaction.atomic()`` the
+        send waits for the commit unless ``OPTIONS['COMMIT_MODE']`` is
         ``"immediate"``; with ``OPTIONS['EAGER']`` the call runs inline instead.
+        Arguments the function could not take raise ``TypeError``.
         """
         return self._send(self.payload(args, kwargs), id, delay, replace)
 
-    def _send(self, payload: dict[str, Any], id: str | None, delay: float, replace: bool) -> str:
+    def _send(
+        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool
+    ) -> Enqueued:
         """Validate and queue one envelope (or run it, or wait for the commit); its id.
 
         The hot path of :meth:`delay`: what :meth:`Queue.prepare
@@ -134,13 +167,17 @@ class TaskFunction(Generic[P, R]):
         options = queue.backend.options
         if options["EAGER"]:
             self.run(queue.serializer.loads(data))
-            return task_id
+            return Enqueued(task_id)
         args = ["1" if replace else "0", task_id, due_in, data]
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
-            transaction.on_commit(lambda: queue.send_entries(args))
-        else:
-            queue.send_entries(args)
-        return task_id
+            result = Enqueued(task_id)
+
+            def send() -> None:
+                result.queued = queue.send_entries(args)[0]
+
+            transaction.on_commit(send)
+            return result
+        return Enqueued(task_id, queue.send_entries(args)[0])
 
     def enqueue_many(
         self,
@@ -148,11 +185,12 @@ class TaskFunction(Generic[P, R]):
         *,
         delay: float = 0,
         batch_size: int = 1000,
-    ) -> list[str]:
+    ) -> list[Enqueued]:
         """Queue many ``(args, kwargs)`` calls, one round trip per ``batch_size``; their ids.
 
-        Every call is validated before the first batch is sent; transactions and
-        eager mode are honoured as in :meth:`enqueue`.
+        Every call is validated (and bound to the signature) before the first
+        batch is sent; transactions and eager mode are honoured as in
+        :meth:`enqueue`, and each id tells whether it was queued likewise.
         """
         queue = self.queue
         check_count(batch_size, "batch_size")
@@ -161,20 +199,23 @@ class TaskFunction(Generic[P, R]):
             payload = self.payload(args, kwargs)
             entries.append(queue.prepare(self.task_id(payload, None), payload, delay))
         options = queue.backend.options
+        results = [Enqueued(entry.id) for entry in entries]
         if options["EAGER"]:
             for entry in entries:
                 self.run(queue.serializer.loads(entry.data))
-            return [entry.id for entry in entries]
+            return results
 
         def send() -> None:
             for start in range(0, len(entries), batch_size):
-                queue.enqueue_prepared(entries[start : start + batch_size])
+                flags = queue.enqueue_prepared(entries[start : start + batch_size])
+                for result, flag in zip(results[start:], flags, strict=False):
+                    result.queued = flag
 
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             transaction.on_commit(send)
         else:
             send()
-        return [entry.id for entry in entries]
+        return results
 
     def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
         """The envelope a worker needs to make the call."""
@@ -184,7 +225,26 @@ class TaskFunction(Generic[P, R]):
             raise InvalidArgument(f"args must be a list or tuple, got {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise InvalidArgument(f"kwargs must be a dict, got {type(kwargs).__name__}")
-        return {"task": self.path, "args": list(args), "kwargs": dict(kwargs or {})}
+        args, kwargs = list(args), dict(kwargs or {})
+        self.check_call(args, kwargs)
+        return {"task": self.path, "args": args, "kwargs": kwargs}
+
+    def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """Raise ``TypeError`` (naming the task) if the function could not take these arguments.
+
+        Checked where the call is queued, so a missing or unexpected argument
+        fails in the caller instead of in a worker, retried until dead.
+        """
+        signature = self._signature
+        if signature is None:
+            try:
+                signature = self._signature = inspect.signature(self.fn)
+            except (TypeError, ValueError):  # a callable without a signature: nothing to check
+                return
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.path}{signature}: {exc}; nothing was queued") from None
 
     def task_id(self, payload: dict[str, Any], id: str | None) -> str:
         """The given id, a digest of the call when ``unique``, or a random one."""

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -39,7 +40,10 @@ def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
 
 
 def spawn(
-    target: RedisTarget, *args: str, task_modules: list[str] | None = None
+    target: RedisTarget,
+    *args: str,
+    task_modules: list[str] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> subprocess.Popen[str]:
     location = target.location if isinstance(target.location, str) else target.location[0]
     env = {
@@ -47,7 +51,7 @@ def spawn(
         "REDISLOCK_TEST_TASK_MODULES": json.dumps(task_modules or []),
         "DJANGO_SETTINGS_MODULE": "tests.queue_worker_settings",
         "REDISLOCK_TEST_URL": location,
-        "REDISLOCK_TEST_OPTIONS": json.dumps(target.options),
+        "REDISLOCK_TEST_OPTIONS": json.dumps({**target.options, **(options or {})}),
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
     }
@@ -209,7 +213,14 @@ def test_a_failing_import_is_retried_and_blocks_nobody(real: RedisTarget) -> Non
     for i in range(3):
         tasks.slow.enqueue(args=[f"s{i}", 0], id=f"s{i}")
         tasks.remember.enqueue(args=[f"t{i}"], id=f"t{i}")  # another queue of the worker
-    worker = spawn(real, "slow", "tests", "--burst", task_modules=["tests.broken_task_module"])
+    worker = spawn(
+        real,
+        "slow",
+        "tests",
+        "--burst",
+        task_modules=["tests.broken_task_module"],
+        options={"RETRY_BACKOFF": 60},  # still delayed when the test looks
+    )
     code, out, err = finish(worker, timeout=60)
     assert code == 0, err
     runs = tasks.runs()
@@ -233,7 +244,7 @@ def test_failures_are_logged_with_their_traceback_by_verbosity(
 ) -> None:
     tasks.always_fails.enqueue(args=["boom"], id="bad")
     tasks.remember.enqueue(args=["fine"], id="good")
-    worker = spawn(real, "tests", "--burst", "-v", verbosity)
+    worker = spawn(real, "tests", "--burst", "-v", verbosity, options={"RETRY_BACKOFF": 60})
     code, out, err = finish(worker, timeout=60)
     assert code == 0, err
     assert "processed 2, failed 1" in out

@@ -273,6 +273,25 @@ def test_delay_binds_the_arguments_at_the_call_site(alias: RedisTarget) -> None:
     assert tasks.remember.delay("x", anything=1)
 
 
+def test_argument_checks_of_every_parameter_kind() -> None:
+    def fn(a: int, /, b: int, c: int = 0, *rest: int, d: int, e: int = 0, **extra: int) -> None:
+        """A function with every kind of parameter."""
+
+    checked = task(name="tests.every_kind", queue="tests")(fn)
+    try:
+        for args, kwargs in [
+            ((1, 2), {"d": 4}),
+            ((1,), {"b": 2, "d": 4, "z": 9}),
+            ((1, 2, 3, 4, 5), {"d": 1}),
+        ]:
+            checked.check_call(args, kwargs)
+        for args, kwargs in [((1, 2), {}), ((), {"a": 1, "b": 2, "d": 4}), ((1,), {"d": 4})]:
+            with pytest.raises(TypeError, match=r"tests\.every_kind"):
+                checked.check_call(args, kwargs)
+    finally:
+        del registry["tests.every_kind"]
+
+
 def test_enqueue_tells_queued_from_deduplicated(alias: RedisTarget) -> None:
     first = tasks.remember.enqueue(args=["a"], id="order-9")
     assert (first, first.queued) == ("order-9", True)

@@ -30,6 +30,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -105,6 +106,8 @@ class TaskFunction(Generic[P, R]):
         self.unique = unique
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
+        #: (fewest, most) positional arguments that bind without keywords; see check_call
+        self._positional: tuple[float, float] = (0, -1)
 
     def __repr__(self) -> str:
         return f"<task {self.path} queue={self.queue_name!r} using={self.using!r}>"
@@ -241,6 +244,9 @@ class TaskFunction(Generic[P, R]):
                 signature = self._signature = inspect.signature(self.fn)
             except (TypeError, ValueError):  # a callable without a signature: nothing to check
                 return
+            self._positional = positional_bounds(signature)
+        if not kwargs and self._positional[0] <= len(args) <= self._positional[1]:
+            return  # the common delay(7, 42): no need for a full bind
         try:
             signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -264,6 +270,27 @@ class TaskFunction(Generic[P, R]):
         if inspect.iscoroutine(result):
             return asyncio.run(result)
         return result
+
+
+def positional_bounds(signature: inspect.Signature) -> tuple[float, float]:
+    """How many positional arguments alone bind to ``signature``: ``(fewest, most)``.
+
+    ``(inf, -1)`` (nothing binds without keywords) when a keyword-only parameter
+    has no default; ``most`` is infinite with ``*args``.
+    """
+    fewest, most = 0, 0
+    unbounded = False
+    for parameter in signature.parameters.values():
+        kind = parameter.kind
+        if kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            most += 1
+            if parameter.default is parameter.empty:
+                fewest = most
+        elif kind is parameter.VAR_POSITIONAL:
+            unbounded = True
+        elif kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
+            return (math.inf, -1)
+    return (fewest, math.inf if unbounded else most)
 
 
 def in_transaction(using: str | None = None) -> bool:

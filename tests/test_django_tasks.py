@@ -248,6 +248,20 @@ def test_a_deleted_task_is_failed_and_dead_lettered(single: RedisTarget) -> None
     assert raw[b"status"] == b"FAILED"
 
 
+def test_a_django_task_path_is_never_imported(single: RedisTarget) -> None:
+    result = djtasks.add.enqueue(1, 1)
+    q = queue()
+    [claimed] = q.pop()
+    q.release([claimed])
+    sys.modules.pop("this", None)
+    payload = {**claimed.payload, "django_task": "this.anything"}
+    q.enqueue(result.id, payload, replace=True)
+    assert "dead 1" in drain()
+    assert "this" not in sys.modules
+    dead = q.get(result.id)
+    assert dead is not None and "not among the task modules" in dead.last_error
+
+
 def test_both_kinds_of_task_share_a_queue(single: RedisTarget) -> None:
     from .testapp import tasks as app_tasks
 

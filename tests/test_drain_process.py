@@ -253,7 +253,7 @@ def test_failures_are_logged_with_their_traceback_by_verbosity(
     if verbosity == "0":
         assert err == ""
         return
-    assert failure in err
+    assert f"WARNING {failure}" in err
     assert "Traceback (most recent call last)" in err
     assert 'raise ValueError(f"always fails: {tag}")' in err
     assert "ValueError: always fails: boom" in err

@@ -314,7 +314,7 @@ class Worker:
         queue.retry(task, delay=0, error=error, max_attempts=1)
         self.summary.dead += 1
         self._counts[queue.name]["dead"] += 1
-        logger.error("task %s of %r dead-lettered: %s", task.id, queue.name, error)
+        logger.error("task %s of %r failed (dead): %s", task.id, queue.name, error)
         signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         self._count()
 
@@ -325,15 +325,13 @@ class Worker:
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1
+        level = logging.ERROR if outcome == "dead" else logging.WARNING
+        logger.log(level, "task %s of %r failed (%s): %s", task.id, queue.name, outcome, error)
         if outcome == "dead":
             self.summary.dead += 1
-            logger.error("task %s of %r dead-lettered: %s", task.id, queue.name, error)
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         else:
             self.summary.retried += outcome == "retried"
-            logger.warning(
-                "task %s of %r will be retried (%s): %s", task.id, queue.name, outcome, error
-            )
             signals.task_failed.send(sender=Queue, queue=queue, task=task, error=exc)
         self._count()
 
@@ -346,9 +344,14 @@ class Worker:
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1  # "retried", "dead", "dropped" or "lost"
-        what = "dead-lettered" if outcome == "dead" else f"failed ({outcome})"
-        logger.error(
-            "task %s (%s) of %r %s", task.id, task_path(task), queue.name, what, exc_info=exc
+        logger.log(
+            logging.ERROR if outcome == "dead" else logging.WARNING,
+            "task %s (%s) of %r failed (%s)",
+            task.id,
+            task_path(task),
+            queue.name,
+            outcome,
+            exc_info=exc,
         )
         if outcome == "dead":
             self.summary.dead += 1

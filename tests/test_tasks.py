@@ -23,7 +23,7 @@ from django_redislock.queue import Queue
 from django_redislock.queue import registry as registry_module
 from django_redislock.queue.registry import registry, resolve
 
-from .conftest import RedisTarget
+from .conftest import RedisTarget, make_queue
 from .testapp import tasks
 
 
@@ -134,6 +134,13 @@ def test_enqueue_refuses_what_a_worker_could_not_decode(alias: RedisTarget) -> N
     assert q.enqueue("brackets", {"text": "[{" * 500})
     assert q.enqueue("deepest", nested(100))
     assert q.get("deepest").payload == nested(100)  # type: ignore[union-attr]
+
+
+def test_a_pickle_too_deep_to_write_is_refused(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, "pickled", SERIALIZER="pickle")
+    with pytest.raises(InvalidArgument, match="payload cannot be pickled: it is nested too deep"):
+        q.enqueue("deep", nested(5_000))
+    assert redis_target.raw.exists(*q.keys) == 0
 
 
 def test_an_undecodable_payload_fails_only_where_it_is_read(alias: RedisTarget) -> None:

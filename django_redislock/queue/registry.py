@@ -1,10 +1,9 @@
 """The ``@task`` decorator and the registry that workers resolve task paths with.
 
 A task is registered under its dotted path (``module.qualname``); the payload
-of a queued call is ``{"task": path, "args": [...], "kwargs": {...}}``, so a
-worker of another process imports the module and finds the function in the
-registry. Only registered functions run: a payload can never name an arbitrary
-callable.
+of a queued call is ``{"task": path, "args": [...], "kwargs": {...}}``, and a
+worker of another process finds the function in its own registry. Only
+registered functions run: a payload can never name an arbitrary callable.
 
 A worker imports only the task modules (:func:`task_modules`: the ``tasks``
 module of every installed app and the modules of ``REDISLOCK_TASK_MODULES``),

@@ -171,7 +171,7 @@ def test_sketch_convention_is_documented() -> None:
 
 
 def test_claims_in_samples_are_checked() -> None:
-    code = with_claims('values = {1}\n1 in values  # True\nvalues.add(2)\n3 in values  # True: no')
+    code = with_claims("values = {1}\n1 in values  # True\nvalues.add(2)\n3 in values  # True: no")
     with pytest.raises(AssertionError, match="3 in values"):
         exec(code, {})
     assert sum("# True" in code for _, _, code in RUNNABLE) >= 1

@@ -175,3 +175,21 @@ def test_claims_in_samples_are_checked() -> None:
     with pytest.raises(AssertionError, match="3 in values"):
         exec(code, {})
     assert sum("# True" in code for _, _, code in RUNNABLE) >= 1
+
+
+# -- the README on the package index ---------------------------------------------------------
+
+
+def test_readme_links_every_page_with_absolute_urls() -> None:
+    """The README is the package index's description: relative links break there."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from django_redislock.docs import DOCS_URL, HOME
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert [link for link in links if not link.startswith("https://")] == []
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md", "changelog.md"}
+    assert {page for page in pages if f"{DOCS_URL}{page}" not in links} == set()
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Homepage"] == HOME
+    assert all(url.startswith(HOME) for url in urls.values())

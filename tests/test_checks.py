@@ -183,8 +183,11 @@ def test_client_class_whose_package_is_missing() -> None:
     )
 
 
-def test_typoed_task_option() -> None:
-    tasks = {"default": {"BACKEND": TASKS_BACKEND, "OPTIONS": {"USIN": "default", "LEASE": 0}}}
+@pytest.mark.parametrize(
+    "backend", [TASKS_BACKEND, "django_redislock.tasks.backend.RedisTaskBackend"]
+)
+def test_typoed_task_option(backend: str) -> None:
+    tasks = {"default": {"BACKEND": backend, "OPTIONS": {"USIN": "default", "LEASE": 0}}}
     assert run(TASKS=tasks) == [
         Error(
             "TASKS['default']: unknown OPTIONS key(s) 'USIN'; valid keys are LEASE, "

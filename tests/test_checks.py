@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -219,8 +219,13 @@ def test_task_option_using_names_no_queue_alias() -> None:
 
 
 def test_tasks_backend_without_the_framework(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "django.tasks", None)
-    monkeypatch.setitem(sys.modules, "django_tasks", None)
+    # As on Django 4.2/5.x without the backport: neither module can be found.
+    find_spec = importlib.util.find_spec
+
+    def missing(name: str, *args):
+        return None if name in ("django.tasks", "django_tasks") else find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
     tasks = {"default": {"BACKEND": TASKS_BACKEND}}
     assert run(TASKS=tasks) == [
         Error(

@@ -65,13 +65,21 @@ class Command(BaseCommand):
         add_using(parser)
         parser.add_argument("--burst", action="store_true", help="Stop when nothing is due.")
         parser.add_argument("--max-tasks", type=int, default=None, help="Stop after N tasks.")
-        parser.add_argument("--batch", type=int, default=100, help="Tasks claimed per round trip.")
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=100,
+            help="Tasks claimed per round trip (default: %(default)s).",
+        )
         parser.add_argument("--timeout", type=float, default=None, help="Stop after S seconds.")
         parser.add_argument(
             "--lease", type=float, default=None, help="Lease per claim (default: the option)."
         )
         parser.add_argument(
-            "--log-every", type=int, default=1000, help="Log a line every N tasks (no terminal)."
+            "--log-every",
+            type=int,
+            default=1000,
+            help="Log a line every N tasks when not on a terminal (default: %(default)s).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

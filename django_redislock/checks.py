@@ -48,6 +48,8 @@ CHECKS: dict[str, str] = {
     "redislock.E010": "`RedisTaskBackend` is configured but Django's tasks framework is missing "
     "(Django < 6 without the `django-tasks` backport).",
     "redislock.E011": "A check could not run (the message names the exception).",
+    "redislock.E020": "`REDISLOCK_TASK_MODULES` is not a list of dotted module names, or names a "
+    "module that cannot be found.",
     "redislock.W001": "`embedded://` while `DEBUG = False` (silent under the test runner and "
     "for paths under the temporary directory).",
     "redislock.W002": "A queue alias stores payloads with pickle.",

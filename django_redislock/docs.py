@@ -154,6 +154,7 @@ Silence one with Django's `SILENCED_SYSTEM_CHECKS`, e.g.
 
 | Setting | Default | Meaning |
 |---|---|---|
+| `REDISLOCK_TASK_MODULES` | `[]` | Modules besides the `tasks` module of each installed app that a worker imports to find `@task` functions (it never imports a module a payload names); see [poison payloads and broken task modules](queue.md#poison-payloads-and-broken-task-modules). |
 | `REDISLOCK_METRICS_TOKEN` | unset | A bearer token (or a list of tokens) that may read the metrics endpoints without a staff login; see [metrics](metrics.md). |
 """
 

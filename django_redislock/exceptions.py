@@ -69,8 +69,8 @@ class TaskNotRegistered(QueueError):
 class TaskImportError(QueueError):
     """A task's module raised while being imported: a broken deploy that a later one may fix.
 
-    The worker retries the task with backoff (it does not stop: the other tasks and
-    queues go on) and dead-letters it once its attempts are used up.
+    The worker retries the task with backoff until the module imports (it does not
+    stop: the other tasks and queues go on).
     """
 
 

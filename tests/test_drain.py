@@ -133,7 +133,9 @@ def test_a_broken_task_module_costs_only_its_own_tasks(alias: RedisTarget) -> No
     q.enqueue("broken", {"task": "tests.broken_task_module.fn", "args": [], "kwargs": {}})
     tasks.remember.delay("after")
     params: dict[str, Any] = settings.REDISLOCK_QUEUES["default"]
-    slow_retries = {**params, "OPTIONS": {**params["OPTIONS"], "RETRY_BACKOFF": 60}}
+    # MAX_ATTEMPTS 1: a task at fault would be dead now; one whose module is broken waits
+    options = {**params["OPTIONS"], "RETRY_BACKOFF": 60, "MAX_ATTEMPTS": 1}
+    slow_retries = {**params, "OPTIONS": options}
     with override_settings(
         REDISLOCK_TASK_MODULES=["tests.broken_task_module"],
         REDISLOCK_QUEUES={"default": slow_retries},

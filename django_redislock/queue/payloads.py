@@ -12,8 +12,8 @@ the payload cannot be decoded   :class:`~django_redislock.exceptions.Undecodable
 it is not a task call, or       :class:`~django_redislock.exceptions.TaskNotRegistered`:
 names no registered task        dead-lettered with the reason
 its task module raises on       :class:`~django_redislock.exceptions.TaskImportError`:
-import                          retried with the queue's backoff (a later deploy may fix
-                                the module), dead-lettered when its attempts are used up
+import                          retried with the queue's backoff until a later deploy
+                                fixes the module (``MAX_ATTEMPTS`` does not apply)
 ==============================  ======================================================
 
 Only the task modules are ever imported

@@ -32,6 +32,7 @@ from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .records import Task
+from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
 
@@ -319,9 +320,15 @@ class Worker:
         self._count()
 
     def _postpone(self, queue: Queue, task: Task, exc: Exception) -> None:
-        """Retry a task whose module failed to import, with backoff; the others go on."""
+        """Retry a task whose module failed to import, with backoff; the others go on.
+
+        Its attempts are not a limit here: the task is not at fault, and the deploy
+        that fixes the module may be hours away, so it waits with the queue's
+        backoff (doubling up to ``RETRY_BACKOFF_MAX``) instead of dying after
+        ``MAX_ATTEMPTS`` quick tries (only the hard cap of 5,000 attempts ends it).
+        """
         error = f"{type(exc).__name__}: {exc}"
-        outcome = queue.retry(task, error=error)
+        outcome = queue.retry(task, error=error, max_attempts=min(task.attempts + 1, MAX_COUNT))
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1

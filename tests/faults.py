@@ -14,6 +14,8 @@ request, and can, on demand:
   (``then="cut"``: the client sees a connection error) or keeps it open and
   silent (``then="silent"``: the client waits for its socket timeout);
 * **cut a connection mid-reply**: half of the reply's bytes, then a reset;
+* **stall once a request went out** (``stall_on``): the request reaches Redis,
+  then the proxy stalls as above;
 * **swallow a request** (``drop_request``): it never reaches Redis and the
   connection stays silent;
 * cut every open connection now (``cut_all``).
@@ -168,7 +170,7 @@ def _matches(matcher: Matcher, args: Args) -> bool:
     return bool(matcher(args))
 
 
-Action = Literal["drop_reply", "cut_mid_reply", "delay_reply", "drop_request"]
+Action = Literal["drop_reply", "cut_mid_reply", "delay_reply", "drop_request", "stall"]
 
 
 @dataclass
@@ -183,6 +185,7 @@ class Fault:
     times: int = 1
     then: Literal["cut", "silent"] = "cut"
     seconds: float = 0.0
+    direction: Direction = "down"
     hits: list[Args] = field(default_factory=list)
     fired: threading.Event = field(default_factory=threading.Event)
 
@@ -251,6 +254,9 @@ class _Conn:
                     return
                 self.u_writer.write(raw)
                 await self.u_writer.drain()
+                stall = self.proxy._take(args, ("stall",))
+                if stall is not None:
+                    self.proxy.stall(stall.seconds, stall.direction)
 
     async def downward(self) -> None:
         buf = bytearray()
@@ -477,6 +483,17 @@ class FaultProxy:
     def drop_request(self, match: Matcher = None, *, times: int = 1) -> Fault:
         """Swallow the next matching request (Redis never sees it); the connection goes silent."""
         return self._add(Fault("drop_request", match, times))
+
+    def stall_on(
+        self, seconds: float, match: Matcher = None, *, direction: Direction = "down"
+    ) -> Fault:
+        """Once the next matching request went up to Redis, stall ``direction`` for ``seconds``.
+
+        With ``"down"`` (the default) the request runs and neither its reply nor
+        anything else comes back until the stall ends: a server or network that
+        freezes just as the call goes out.
+        """
+        return self._add(Fault("stall", match, 1, seconds=seconds, direction=direction))
 
     def clear(self) -> None:
         """Disarm every fault, end any stall and reply delay (requests stay counted)."""

@@ -77,6 +77,7 @@ class ProxiedTarget:
     options: dict[str, Any] = field(default_factory=dict)
     prefix: str = ""
     _backends: list[Any] = field(default_factory=list)
+    _raw: Any = None
 
     @property
     def proxy(self) -> FaultProxy:
@@ -89,9 +90,12 @@ class ProxiedTarget:
 
     def raw(self) -> Any:
         """One direct client that reaches every key: a RedisCluster for the cluster."""
-        if self.kind == "cluster":
-            return redis.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
-        return self.servers[0].client()
+        if self._raw is None:
+            if self.kind == "cluster":
+                self._raw = redis.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
+            else:
+                self._raw = self.servers[0].client()
+        return self._raw
 
     def _client_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         kwargs = dict(self.options.get("CLIENT_KWARGS", {}))
@@ -134,6 +138,11 @@ class ProxiedTarget:
     def cut_mid_reply(self, match: Matcher = None, *, times: int = 1) -> list[Fault]:
         return [proxy.cut_mid_reply(match, times=times) for proxy in self.proxies]
 
+    def stall_on(
+        self, seconds: float, match: Matcher = None, *, direction: Direction = "down"
+    ) -> list[Fault]:
+        return [proxy.stall_on(seconds, match, direction=direction) for proxy in self.proxies]
+
     def stall(self, seconds: float, direction: Direction = "both") -> None:
         for proxy in self.proxies:
             proxy.stall(seconds, direction)
@@ -155,6 +164,8 @@ class ProxiedTarget:
                 close()
         for proxy in self.proxies:
             proxy.close()
+        if self._raw is not None:
+            self._raw.close()
 
 
 def _proxies(servers: list[RedisProcess]) -> list[FaultProxy]:

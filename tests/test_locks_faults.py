@@ -484,7 +484,11 @@ def run_case(target: ProxiedTarget, op_name: str, fault: str) -> Case:
 def test_lock_operation_under_fault(
     kind: str, op_name: str, fault: str, request: pytest.FixtureRequest
 ) -> None:
-    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    run_checks(request.getfixturevalue(f"proxied_{kind}"), op_name, fault)
+
+
+def run_checks(target: ProxiedTarget, op_name: str, fault: str) -> None:
+    """One case, then every check: consistency, exclusion, another owner gets in."""
     op = OPS[op_name]
     case = run_case(target, op_name, fault)
     op.consistent(case, settled=fault != "stall")

@@ -448,7 +448,7 @@ def run_model(model: str, target: ProxiedTarget, faults: bool, examples: int) ->
 @pytest.mark.parametrize("model", list(MODELS))
 def test_lock_model(model: str, kind: str, request: pytest.FixtureRequest) -> None:
     target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
-    run_model(model, target, faults=False, examples=5)
+    run_model(model, target, faults=False, examples=4)
 
 
 @pytest.mark.xfail(strict=True, reason=_FAULT_REASON)

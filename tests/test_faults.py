@@ -197,3 +197,34 @@ def test_cluster_clients_only_use_the_proxies(proxied_cluster: ProxiedTarget) ->
     with pytest.raises((ConnectionFailed, redis.RedisClusterException)):
         backend.lock("spread0", ttl=5).acquire(timeout=0.5)
     proxied_cluster.clear()
+
+
+def test_replies_pair_with_their_requests_in_a_long_pipeline(proxy: FaultProxy) -> None:
+    c = client(proxy, timeout=2)
+    pipe = c.pipeline(transaction=False)
+    for i in range(300):
+        pipe.set(f"k{i}", "v" * (i * 50))
+        pipe.get(f"k{i}")
+    fault = proxy.delay_reply(0.05, contains("k150"), times=2)
+    replies = pipe.execute()
+    assert replies[1::2] == [b"v" * (i * 50) for i in range(300)]
+    assert fault.hits == [(b"SET", b"k150", b"v" * 7500), (b"GET", b"k150")]
+
+
+def test_resp3_replies_and_pushes(proxy: FaultProxy) -> None:
+    c = redis.Redis(
+        host="127.0.0.1", port=proxy.port, protocol=3, socket_timeout=2, retry=Retry(NoBackoff(), 0)
+    )
+    c.hset("h", mapping={"a": 1, "b": 2})
+    assert c.hgetall("h") == {b"a": b"1", b"b": b"2"}  # a RESP3 map
+    pubsub = c.pubsub()
+    pubsub.subscribe("chan")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    redis.Redis(host="127.0.0.1", port=proxy.port).publish("chan", "hello")
+    message = pubsub.get_message(timeout=2)
+    assert message is not None and message["data"] == b"hello"
+    pubsub.close()
+    fault = proxy.drop_reply("HGETALL")
+    with pytest.raises(redis.ConnectionError):
+        c.hgetall("h")
+    assert fault.fired.is_set()

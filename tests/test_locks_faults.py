@@ -28,6 +28,7 @@ need; the mark goes when that lands.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -366,6 +367,10 @@ _RELEASE = (
     "needs a release that ends in an error to end the object's hold and stop renewal; today "
     "the object still holds while Redis released it (lockcore)"
 )
+_RENEWAL = (
+    "needs a release that ends in an error to stop the watchdog's renewal, so the hold ends "
+    "by its TTL; today the watchdog renews it for the life of the process (lockcore)"
+)
 _REENTER = (
     "needs a re-entry whose outcome is unknown to be resolved (or the hold given up), so the "
     "client's count is Redis's count (lockcore)"
@@ -516,3 +521,46 @@ def test_an_unreachable_cluster_raises_connection_failed(proxied_cluster: Proxie
             backend.lock("frozen", ttl=TTL).acquire(blocking=False)
     finally:
         proxied_cluster.clear()
+
+
+WATCHDOG_TTL = 1.0
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=_RENEWAL))
+        if kind != "redlock"
+        else kind
+        for kind in ("single", "cluster", "redlock")
+    ],
+)
+def test_a_release_that_never_arrived_stops_the_watchdog(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The release request is swallowed (Redis never sees it) and the call times out: the
+    watchdog must stop renewing, so the hold ends by its TTL and another owner gets in."""
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    backend = target.lock_backend(**no_resend_options(kind))
+    name = f"flt-watchdog-{uuid.uuid4().hex[:8]}"
+    lock = backend.lock(name, ttl=WATCHDOG_TTL, watchdog=True)
+    assert lock.acquire(blocking=False)
+    faults = [proxy.drop_request(script_on(name)) for proxy in target.proxies]
+    try:
+        lock.release()  # Redlock may count unreachable masters as released within validity
+    except ConnectionFailed:
+        pass
+    finally:
+        target.clear()
+    assert any(f.fired.is_set() for f in faults)
+    try:
+        other = backend.lock(name, ttl=WATCHDOG_TTL)
+        started = time.monotonic()
+        assert other.acquire(timeout=WATCHDOG_TTL + MARGIN), "the watchdog kept the hold"
+        assert time.monotonic() - started < WATCHDOG_TTL + MARGIN
+        other.release()
+        assert not lock.held_by_me(), "the object still holds after its release"
+    finally:
+        if lock.held_by_me():  # do not leave a hold renewed for the rest of the session
+            with contextlib.suppress(ConnectionFailed, LockLost):
+                lock.release()

@@ -367,10 +367,6 @@ _RELEASE = (
     "needs a release that ends in an error to end the object's hold and stop renewal; today "
     "the object still holds while Redis released it (lockcore)"
 )
-_RENEWAL = (
-    "needs a release that ends in an error to stop the watchdog's renewal, so the hold ends "
-    "by its TTL; today the watchdog renews it for the life of the process (lockcore)"
-)
 _REENTER = (
     "needs a re-entry whose outcome is unknown to be resolved (or the hold given up), so the "
     "client's count is Redis's count (lockcore)"
@@ -524,6 +520,10 @@ def test_an_unreachable_cluster_raises_connection_failed(proxied_cluster: Proxie
 
 
 WATCHDOG_TTL = 1.0
+_RENEWAL = (
+    "needs a release that ends in an error to stop the watchdog's renewal, so the hold ends "
+    "by its TTL; today the watchdog renews it for the life of the process (lockcore)"
+)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,9 @@ request, and can, on demand:
   connection stays silent;
 * cut every open connection now (``cut_all``).
 
+Given ``port_map`` (server port -> proxy port), it rewrites the address in a
+cluster's ``MOVED``/``ASK`` redirections, so clients stay behind the proxies.
+
 Reply faults are rules (:class:`Fault`) that match requests by command name or
 by a predicate on the request's arguments, fire a bounded number of times, and
 record what they hit, so a test can wait until its fault really happened.
@@ -302,6 +305,8 @@ class _Conn:
         return True
 
     async def _send(self, raw: bytes) -> None:
+        if raw.startswith((b"-MOVED ", b"-ASK ")) and self.proxy.port_map:
+            raw = self.proxy._remap_redirect(raw)
         await self.proxy._wait_unstalled("down")
         if self.silent or self.closed:
             return
@@ -321,6 +326,10 @@ class FaultProxy:
         self.name = name or f"proxy->{upstream[1]}"
         self.port = 0
         self.reply_delay = 0.0
+        #: Server port -> proxy port: ``MOVED``/``ASK`` replies naming a server are rewritten to
+        #: name its proxy (redis-py's asyncio cluster client does not apply ``address_remap``
+        #: to redirections, and would otherwise leave the proxies behind).
+        self.port_map: dict[int, int] = {}
         #: Every request seen (setup commands included), in arrival order.
         self.requests: list[Args] = []
         self._faults: list[Fault] = []
@@ -437,6 +446,15 @@ class FaultProxy:
             self._conns.discard(conn)
 
     # ---- the loop's side -------------------------------------------------------------
+
+    def _remap_redirect(self, raw: bytes) -> bytes:
+        """``-MOVED 3999 127.0.0.1:7001`` with the port of that server's proxy."""
+        head, _, address = raw[:-2].rpartition(b" ")
+        host, _, port = address.rpartition(b":")
+        mapped = self.port_map.get(int(port)) if port.isdigit() else None
+        if mapped is None:
+            return raw
+        return head + b" " + host + b":" + str(mapped).encode() + b"\r\n"
 
     def _record(self, args: Args) -> None:
         with self._guard:

@@ -198,6 +198,9 @@ def make_proxied(kind: str, servers: list[RedisProcess]) -> ProxiedTarget:
     prefix = f"flt{uuid.uuid4().hex[:8]}"
     options: dict[str, Any] = {"SOCKET_TIMEOUT": PROXY_SOCKET_TIMEOUT}
     if kind == "cluster":
+        ports = {server.port: proxy.port for server, proxy in zip(servers, proxies, strict=True)}
+        for proxy in proxies:
+            proxy.port_map = ports
         options["CLUSTER"] = True
         options["CLIENT_KWARGS"] = {"address_remap": _remap(servers, proxies)}
     if kind == "redlock":

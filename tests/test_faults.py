@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -228,3 +229,34 @@ def test_resp3_replies_and_pushes(proxy: FaultProxy) -> None:
     with pytest.raises(redis.ConnectionError):
         c.hgetall("h")
     assert fault.fired.is_set()
+
+
+def test_async_clients_reach_their_servers_through_the_proxies(
+    proxied_target: ProxiedTarget,
+) -> None:
+    backend = proxied_target.lock_backend()
+    name = f"reach-async-{proxied_target.kind}"
+
+    async def cycle() -> int:
+        lock = backend.lock(name, ttl=5)
+        assert await lock.acquire_async(timeout=2)
+        fence = lock.fence
+        await lock.release_async()
+        return fence
+
+    before = proxied_target.count()
+    assert asyncio.run(cycle()) >= 1
+    assert proxied_target.count() >= before + 2
+
+
+def test_cluster_redirections_name_the_proxies(proxied_cluster: ProxiedTarget) -> None:
+    proxy = proxied_cluster.proxies[0]
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, retry=Retry(NoBackoff(), 0))
+    for i in range(50):  # some key lives on another node: its MOVED names that node's proxy
+        try:
+            client.get(f"key{i}")
+        except redis.ResponseError as exc:
+            port = int(str(exc).rsplit(":", 1)[1])
+            assert port in {p.port for p in proxied_cluster.proxies}
+            return
+    raise AssertionError("no key of 50 lived on another node")

@@ -1,40 +1,53 @@
 -- Acknowledge finished tasks, return expired leases, then claim due tasks under a lease.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
 -- ARGV[3] at most this many expired leases are handled (bounds the work of one call)
--- ARGV[4] attempts after which a task whose lease expired goes to the dead-letter set
--- ARGV[5..] ids to acknowledge first (saves the worker a round trip per batch)
+-- ARGV[4] the queue's max_attempts, for a lease that expires on a run that recorded none
+-- ARGV[5] "1": record every claimed run as started now (pop()); "0": the worker records
+--         each start itself (extend with a start mark, or retry), so a claimed task that never
+--         ran costs no attempt
+-- ARGV[6] payload bytes per claim: claiming stops before the task that would pass it (the
+--         first task is always claimed), which bounds the reply
+-- ARGV[7..] pairs id, claim token to acknowledge first (saves the worker a round trip)
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
---          then per claimed task: id, due score, attempts, payload, last error}
--- include: ack
+--          then per claimed task: id, due score, this run's attempt number, payload,
+--          last error, claim token, 1 if it is a suspect (see the claims fragment) else 0}
+-- include: claims
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local count = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
-local max_attempts = tonumber(ARGV[4])
+local default_max = tonumber(ARGV[4])
+local start_all = ARGV[5] == '1'
 
-local acked = 0
-if #ARGV >= 5 then
-  local ids = {}
-  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
-  acked = ack(ids)
-end
+local acked = ack(ARGV, 7)
 
+-- a lease expired: a run recorded as started was an attempt (dead-lettered once the task's
+-- own max_attempts is used up); an unrecorded one costs nothing. Either way the task comes
+-- back as a suspect, whose next run is recorded before it runs.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
-  if not redis.call('ZSCORE', KEYS[1], id) then
-    local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
-    local why = 'lease expired during attempt ' .. attempts ..
-      ' (the worker died or the task ran past its lease)'
-    redis.call('HSET', KEYS[6], id, why)
-    if attempts >= max_attempts then
+  local v = redis.call('HGET', KEYS[8], id) or ''
+  local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
+  if started(v) then
+    redis.call('HSET', KEYS[6], id, 'lease expired during attempt ' .. attempts ..
+      ' (the worker died or the task ran past its lease)')
+    if attempts >= limit_of(v, default_max) then
       redis.call('ZADD', KEYS[3], now, id)
+      redis.call('HDEL', KEYS[8], id)
     else
       redis.call('ZADD', KEYS[1], now, id)
+      redis.call('HSET', KEYS[8], id, '?')
     end
+  else
+    redis.call('HSET', KEYS[6], id, 'lease expired before a run was recorded as started '
+      .. '(its worker died or stalled); no attempt counted')
+    redis.call('ZADD', KEYS[1], now, id)
+    redis.call('HSET', KEYS[8], id, '?')
   end
 end
 
@@ -44,9 +57,18 @@ if count > 0 then
   local n = #due / 2
   if n > 0 then
     local ids = {}
+    for i = 1, n do ids[i] = due[2 * i - 1] end
+    local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
+    local budget, used, m = tonumber(ARGV[6]), 0, 0
+    for i = 1, n do
+      used = used + #(payloads[i] or '')
+      if m > 0 and used > budget then break end
+      m = i
+    end
+    for i = m + 1, n do ids[i] = nil end
+    n = m
     local claims = {}
     for i = 1, n do
-      ids[i] = due[2 * i - 1]
       claims[2 * i - 1] = now + lease
       claims[2 * i] = ids[i]
     end
@@ -54,24 +76,31 @@ if count > 0 then
     for i = 1, 2 * n, 1000 do
       redis.call('ZADD', KEYS[2], unpack(claims, i, math.min(i + 999, 2 * n)))
     end
-    local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
     local errors = redis.call('HMGET', KEYS[6], unpack(ids))
     local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
-    local counted = {}
+    local held = redis.call('HMGET', KEYS[8], unpack(ids))
+    local last = redis.call('HINCRBY', KEYS[8], '', n)
+    local tokens, counted = {}, {}
     for i = 1, n do
+      local token = string.format('%d', last - n + i)
       attempts[i] = tonumber(attempts[i] or '0') + 1
+      tokens[2 * i - 1] = ids[i]
+      tokens[2 * i] = start_all and (token .. '|0') or token
       counted[2 * i - 1] = ids[i]
       counted[2 * i] = attempts[i]
-    end
-    for i = 1, 2 * n, 1000 do
-      redis.call('HSET', KEYS[5], unpack(counted, i, math.min(i + 999, 2 * n)))
-    end
-    for i = 1, n do
       out[#out + 1] = ids[i]
       out[#out + 1] = due[2 * i]
       out[#out + 1] = attempts[i]
       out[#out + 1] = payloads[i] or ''
       out[#out + 1] = errors[i] or ''
+      out[#out + 1] = token
+      out[#out + 1] = held[i] == '?' and 1 or 0
+    end
+    for i = 1, 2 * n, 1000 do
+      redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))
+      if start_all then
+        redis.call('HSET', KEYS[5], unpack(counted, i, math.min(i + 999, 2 * n)))
+      end
     end
   end
 end

@@ -10,15 +10,17 @@ from django.utils.module_loading import autodiscover_modules
 
 from ...exceptions import RedisLockError, TaskImportError
 from ...queue.registry import queues_of
-from ...queue.worker import Summary, Worker
+from ...queue.worker import ForcedStop, Summary, Worker
 from ._queue_common import add_using, backend_of, queue_of
 
 
 class Command(BaseCommand):
     help = (
         "Claim tasks in batches and run them, acking or retrying each. SIGTERM/SIGINT finish "
-        "the running task and give the unstarted ones back at once. Exits non-zero when a "
-        "task module fails to import; tasks whose function no longer exists are dead-lettered."
+        "the running task and give the unstarted ones back at once; a second one stops at "
+        "once. Rides out Redis outages (reconnecting with backoff) for up to --give-up "
+        "seconds. Exits non-zero when a task module fails to import; tasks whose function "
+        "no longer exists are dead-lettered."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,6 +36,13 @@ class Command(BaseCommand):
             "--lease", type=float, default=None, help="Lease per claim (default: the option)."
         )
         parser.add_argument(
+            "--give-up",
+            type=float,
+            default=None,
+            help="Exit after Redis was unreachable this many seconds "
+            "(default: OPTIONS['WORKER_GIVE_UP'], 300).",
+        )
+        parser.add_argument(
             "--log-every", type=int, default=1000, help="Log a line every N tasks (no terminal)."
         )
 
@@ -41,8 +50,10 @@ class Command(BaseCommand):
         for name in ("max_tasks", "batch", "log_every"):
             if options[name] is not None and options[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
-        if options["timeout"] is not None and options["timeout"] <= 0:
-            raise CommandError("--timeout must be > 0")
+        for name in ("timeout", "give_up"):
+            value = options.get(name)
+            if value is not None and not 0 < value < float("inf"):
+                raise CommandError(f"--{name.replace('_', '-')} must be a number of seconds > 0")
         autodiscover_modules("tasks")
         worker = self.build_worker(options)
         names = ", ".join(queue.name for queue in worker.queues)
@@ -62,6 +73,7 @@ class Command(BaseCommand):
             timeout=options["timeout"],
             lease=options["lease"],
             progress=progress,
+            give_up=options.get("give_up"),
         )
 
     def known_queues(self, alias: str) -> list[str]:
@@ -81,6 +93,10 @@ class Command(BaseCommand):
             raise CommandError(f"{exc}; claimed tasks were given back") from exc
         except RedisLockError as exc:
             raise CommandError(str(exc)) from exc
+        except ForcedStop as exc:
+            raise CommandError(
+                f"{exc}: the running task was interrupted; its claim comes back when its lease ends"
+            ) from exc
         finally:
             self.close_progress()
 

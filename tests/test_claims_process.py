@@ -172,19 +172,20 @@ def test_a_worker_that_lost_its_lease_leaves_the_batch_to_the_new_holder(place: 
 
 
 def test_a_replaced_task_is_never_touched_by_the_old_run(place: Place) -> None:
-    tasks.step.enqueue(args=["old", 2.0], id="r")
-    first = place.spawn("--batch", "1", "--lease", "10", "--timeout", "8", "--max-tasks", "1")
+    tasks.step.enqueue(args=["old", 5.0], id="r")
+    first = place.spawn("--batch", "1", "--lease", "10", "--timeout", "12", "--max-tasks", "1")
     try:
         wait_for(lambda: runs_of("run")["old"] == 1, 30, "the old copy to start")
-        tasks.step.enqueue(args=["new", 4.0], id="r", replace=True)
+        tasks.step.enqueue(args=["new", 8.0], id="r", replace=True)
         second = place.spawn("--batch", "1", "--lease", "10", "--max-tasks", "1")
         wait_for(lambda: runs_of("run")["new"] == 1, 30, "the new copy to start")
+        assert runs_of("done")["old"] == 0  # both copies are running now
         code, _, err = finish(first)  # the old run ends and acks its own claim: lost
         assert code == 0, err
         q = claims_queue()
         held = q.get("r")
         assert held is not None and held.state == "in_flight"  # the new run still holds it
-        assert held.payload["args"] == ["new", 4.0]
+        assert held.payload["args"] == ["new", 8.0]
         code, _, err = finish(second)
         assert code == 0, err
     finally:
@@ -216,7 +217,7 @@ def test_workers_ride_out_a_redis_outage(aof_place: tuple[RedisProcess, Place], 
     n = 300
     for i in range(n):
         tasks.step.enqueue(args=[f"t{i}", 0.01], id=f"t{i}")
-    workers = [place.spawn("--batch", "10", "--lease", "3", "--give-up", "30") for _ in range(2)]
+    workers = [place.spawn("--batch", "10", "--lease", "3") for _ in range(2)]
     try:
         wait_for(lambda: len(runs_of("done")) >= 30, 30, "the drain to be under way")
         if how == "restart":

@@ -9,6 +9,7 @@ anything reaches Redis.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -99,6 +100,8 @@ class Call(Generic[R]):
     script: str
     args: list[Any]
     parse: Callable[[Any], R]
+    #: keys after the queue's own: the request key of a call that must be safe to resend
+    extra_keys: tuple[str, ...] = ()
 
 
 def enqueue_args(entries: Iterable[Entry], replace: bool) -> list[Any]:
@@ -152,17 +155,27 @@ class QueueCalls:
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
+    def request_key(self) -> str:
+        """A fresh key for one call that must be safe to resend (claims, replacing enqueues).
+
+        The script records its answer there (for about a minute, or a lease); a resend of
+        the same request (redis-py retries a command after a connection error or timeout)
+        finds it and answers the same without doing the work twice.
+        """
+        return self.backend.key(f"q:{self.name}", f"req:{os.urandom(9).hex()}")
+
     def _run(self, call: Call[R]) -> R:
+        keys = [*self.script_keys, *call.extra_keys]
         script = self.backend.script(call.script)
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
             try:
                 # EVALSHA straight through execute_command: redis-py's Script wrapper costs
                 # about as much client time as the script itself costs the server
                 reply = script.registered_client.execute_command(
-                    "EVALSHA", script.sha, len(self.script_keys), *self.script_keys, *call.args
+                    "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
             except redis.exceptions.NoScriptError:
-                reply = script(keys=self.script_keys, args=call.args)  # loads it, runs it
+                reply = script(keys=keys, args=call.args)  # loads it, runs it
         except (redis.ConnectionError, redis.TimeoutError):
             with self.backend.errors():
                 raise
@@ -171,7 +184,7 @@ class QueueCalls:
     async def _arun(self, call: Call[R]) -> R:
         script = self.backend.script(call.script, self.backend.async_client())
         try:
-            reply = await script(keys=self.script_keys, args=call.args)
+            reply = await script(keys=[*self.script_keys, *call.extra_keys], args=call.args)
         except (redis.ConnectionError, redis.TimeoutError):
             with self.backend.errors():
                 raise
@@ -180,14 +193,19 @@ class QueueCalls:
     def send_entries(self, args: list[Any]) -> list[bool]:
         """Run the enqueue script with ``args`` as ARGV (replace flag, then id/delay/data triples).
 
-        The hot path of every blocking enqueue. Per client (first call, a forked
-        child, a settings reset) the EVALSHA head (sha, key count, keys) is built
+        The hot path of every blocking enqueue (a replacing one goes through
+        :meth:`_run` with a request key instead, so a resend is harmless). Per
+        client (first call, a forked child, a settings reset) the EVALSHA head
+        (sha, key count, keys) is built
         once, packed once for a :class:`~django_redislock.wire.DirectSender` where the client
         allows one, and the queue name is registered
         (:meth:`~django_redislock.backends.redis.RedisQueueBackend.register_queue`)
         then, or again after it was forgotten, rather than checked on every call.
         """
         backend = self.backend
+        if args[0] == "1":  # replacing is not the hot path: a request key makes a resend harmless
+            backend.register_queue(self.name)
+            return self._run(Call("queue_enqueue", args, parse_flags, (self.request_key(),)))
         client = backend.client
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
@@ -255,8 +273,9 @@ class QueueCalls:
     # -- one builder per script ----------------------------------------------------------
 
     def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
-        """The enqueue request for the asyncio twins (the blocking API uses send_entries)."""
-        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags)
+        """The enqueue request (a replacing one carries a request key: safe to resend)."""
+        extra = (self.request_key(),) if replace else ()
+        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags, extra)
 
     def _claim_call(
         self, count: int, lease: float | None, ack: Iterable[TaskRef], start: bool = True
@@ -279,7 +298,7 @@ class QueueCalls:
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             return Claim(tasks, now, next_due, next_deadline, int(reply[3]), int(reply[4]))
 
-        return Call("queue_pop", args, parse)
+        return Call("queue_pop", args, parse, (self.request_key(),))
 
     def _list_call(self, state: str, count: int, after: Cursor = None) -> Call[list[Task]]:
         if state not in STATE_SETS:
@@ -315,7 +334,7 @@ class QueueCalls:
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
-        return Call("queue_ack", claim_refs(tasks), int)
+        return Call("queue_ack", claim_refs(tasks), int, (self.request_key(),))
 
     def _release_call(self, tasks: Iterable[Task]) -> Call[int]:
         tasks = list(tasks)

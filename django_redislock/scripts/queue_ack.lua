@@ -6,5 +6,13 @@
 -- thousand (they are passed to single commands)
 -- returns how many were acknowledged; a claim that is no longer current (its lease expired,
 -- or a newer copy was queued with replace=True) changes nothing
+-- KEYS[9] (optional) this request's key: a resent call (same key) answers the first call's
+--         count and changes nothing
 -- include: claims
-return ack(ARGV, 1)
+if #KEYS >= 9 then
+  local seen = redis.call('GET', KEYS[9])
+  if seen then return tonumber(seen) end
+end
+local done = ack(ARGV, 1)
+if #KEYS >= 9 then redis.call('SET', KEYS[9], done, 'PX', 60000) end
+return done

@@ -2,6 +2,8 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] (optional) this request's key: a resent call (same key) answers what the first
+--         call claimed, those of its claims that are still current, and claims nothing new
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
 -- ARGV[3] at most this many expired leases are handled (bounds the work of one call)
@@ -24,6 +26,42 @@ local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
 local acked = ack(ARGV, 7)
+
+local function wake_and_hints(out)
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then out[2] = first[2] end
+  if not first[2] or tonumber(first[2]) > now then
+    redis.call('DEL', KEYS[7])
+  elseif redis.call('LLEN', KEYS[7]) == 0 then
+    redis.call('LPUSH', KEYS[7], 1)  -- work is left: wake the next idle worker
+  end
+  local lease_first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if lease_first[2] then out[3] = lease_first[2] end
+  return out
+end
+
+if #KEYS >= 9 then
+  local rows = redis.call('LRANGE', KEYS[9], 0, -1)
+  if #rows > 0 then
+    local out = {now, -1, -1, acked, 0}
+    for i = 1, #rows, 4 do
+      local id, token = rows[i], rows[i + 1]
+      if holder(id, token) then
+        local v = redis.call('HGET', KEYS[8], id) or ''
+        local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
+        if not started(v) then attempts = attempts + 1 end
+        out[#out + 1] = id
+        out[#out + 1] = rows[i + 2]
+        out[#out + 1] = attempts
+        out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
+        out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
+        out[#out + 1] = token
+        out[#out + 1] = tonumber(rows[i + 3])
+      end
+    end
+    return wake_and_hints(out)
+  end
+end
 
 -- a lease expired: a run recorded as started was an attempt (dead-lettered once the task's
 -- own max_attempts is used up); an unrecorded one costs nothing. Either way the task comes
@@ -80,7 +118,7 @@ if count > 0 then
     local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
     local held = redis.call('HMGET', KEYS[8], unpack(ids))
     local last = redis.call('HINCRBY', KEYS[8], '', n)
-    local tokens, counted = {}, {}
+    local tokens, counted, record = {}, {}, {}
     for i = 1, n do
       local token = string.format('%d', last - n + i)
       attempts[i] = tonumber(attempts[i] or '0') + 1
@@ -95,6 +133,16 @@ if count > 0 then
       out[#out + 1] = errors[i] or ''
       out[#out + 1] = token
       out[#out + 1] = held[i] == '?' and 1 or 0
+      record[#record + 1] = ids[i]
+      record[#record + 1] = token
+      record[#record + 1] = due[2 * i]
+      record[#record + 1] = held[i] == '?' and 1 or 0
+    end
+    if #KEYS >= 9 then
+      for i = 1, #record, 1000 do
+        redis.call('RPUSH', KEYS[9], unpack(record, i, math.min(i + 999, #record)))
+      end
+      redis.call('PEXPIRE', KEYS[9], math.floor(lease / 1000) + 60000)
     end
     for i = 1, 2 * n, 1000 do
       redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))
@@ -105,13 +153,4 @@ if count > 0 then
   end
 end
 
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then out[2] = first[2] end
-if not first[2] or tonumber(first[2]) > now then
-  redis.call('DEL', KEYS[7])
-elseif redis.call('LLEN', KEYS[7]) == 0 then
-  redis.call('LPUSH', KEYS[7], 1)  -- work is left: wake the next idle worker
-end
-local lease_first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if lease_first[2] then out[3] = lease_first[2] end
-return out
+return wake_and_hints(out)

@@ -73,9 +73,11 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
         @rule(id=st.sampled_from(IDS), replace=st.booleans(), delayed=st.booleans())
         def enqueue(self, id: str, replace: bool, delayed: bool) -> None:
             self.world.version += 1
-            got = queue.enqueue(
-                id, self.world.version, delay=3600 if delayed else 0, replace=replace
-            )
+            entry = queue.prepare(id, self.world.version, 3600 if delayed else 0)
+            call = queue._enqueue_call([entry], replace)
+            [got] = queue._run(call)
+            if replace:  # resent: answers the same and changes nothing
+                assert queue._run(call) == [got]
             known = self.world.tasks.get(id)
             live = known is not None and known.state != DEAD
             if live and not replace:
@@ -93,10 +95,16 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
 
         # -- workers ------------------------------------------------------------------
 
-        @rule(target=claims, short=st.booleans(), start=st.booleans())
-        def claim(self, short: bool, start: bool) -> Any:
+        @rule(target=claims, short=st.booleans(), start=st.booleans(), resend=st.booleans())
+        def claim(self, short: bool, start: bool, resend: bool) -> Any:
             self._expire()
-            claim = queue.claim(50, SHORT if short else LONG, start=start)
+            call = queue._claim_call(50, SHORT if short else LONG, [], start)
+            claim = queue._run(call)
+            if resend:  # the same request again (a client retry after a lost reply)
+                again = queue._run(call)
+                assert [(t.id, t.claim, t.attempts) for t in again.tasks] == [
+                    (t.id, t.claim, t.attempts) for t in claim.tasks
+                ]
             due = sorted(i for i, m in self.world.tasks.items() if m.state == READY)
             assert sorted(t.id for t in claim.tasks) == due
             for task in claim.tasks:
@@ -212,7 +220,7 @@ def test_the_queue_follows_its_model(request: pytest.FixtureRequest, kind: str) 
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=120 if kind == "single" else 40,
+            max_examples=200 if kind == "single" else 60,
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=list(HealthCheck),

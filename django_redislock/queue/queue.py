@@ -16,6 +16,8 @@ Keys (all share the hash tag ``{q:<name>}``)::
     <prefix>:{q:<name>}:signal     list  wake-up tokens for idle workers
     <prefix>:{q:<name>}:claims     hash  id -> claim token of an in-flight task (and
                                          whether its run was recorded as started)
+    <prefix>:{q:<name>}:req:<hex>  list  the answer of one claim, ack or replacing
+                                         enqueue, for a resend of that request
 
 Every claim of a task gets its own token (drawn from a counter that never goes
 back). ``ack``, ``retry``, ``release`` and ``extend_lease`` of a :class:`Task`

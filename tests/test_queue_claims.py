@@ -10,6 +10,7 @@ from django_redislock.checks import check_settings
 from django_redislock.handlers import queues
 from django_redislock.queue import IN_FLIGHT
 from django_redislock.queue.calls import MAX_CLAIM_BYTES
+from django_redislock.queue.worker import Worker
 
 from .conftest import RedisTarget, make_queue
 
@@ -73,3 +74,21 @@ def test_worker_give_up_option_is_validated() -> None:
         finally:
             queues.reset()
     assert any("OPTIONS['WORKER_GIVE_UP'] must be > 0" in m for m in messages), messages
+
+
+def test_a_resent_claim_answers_the_first_and_a_drain_frees_its_request_keys(
+    single_target: RedisTarget,
+) -> None:
+    q = make_queue(single_target)
+    q.enqueue_many([(f"t{i:03d}", i) for i in range(500)])
+    call = q._claim_call(10, 60, [], True)
+    first, again = q._run(call), q._run(call)
+    assert [(t.id, t.claim) for t in again.tasks] == [(t.id, t.claim) for t in first.tasks]
+    assert q.stats()["in_flight"] == 10  # the resend claimed nothing more
+    q.release(first.tasks)
+    worker = Worker([q], batch=50, burst=True)
+    assert worker.run().processed == 500
+    left = list(q.backend.client.scan_iter(match="*req:*", count=1000))
+    # each claim freed the previous one's key: the last claim's, the first claim's (not
+    # passed back) and the final flush of acks are all that wait for their 60 s
+    assert len(left) <= 3, left

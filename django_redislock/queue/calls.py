@@ -91,6 +91,8 @@ class Claim:
     next_lease_deadline: int | None
     acked: int
     recovered: int
+    #: this claim's request key (pass it as ``done_request`` to the next claim to free it)
+    request: str = ""
 
 
 @dataclass(frozen=True)
@@ -278,7 +280,12 @@ class QueueCalls:
         return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags, extra)
 
     def _claim_call(
-        self, count: int, lease: float | None, ack: Iterable[TaskRef], start: bool = True
+        self,
+        count: int,
+        lease: float | None,
+        ack: Iterable[TaskRef],
+        start: bool = True,
+        done_request: str | None = None,
     ) -> Call[Claim]:
         check_count(count, allow_zero=True)
         lease_us = self._lease_micros(lease)
@@ -296,9 +303,21 @@ class QueueCalls:
                 task.claim = to_text(rows[i * CLAIM_FIELDS + TASK_FIELDS])
                 task.suspect = bool(int(rows[i * CLAIM_FIELDS + TASK_FIELDS + 1]))
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
-            return Claim(tasks, now, next_due, next_deadline, int(reply[3]), int(reply[4]))
+            acked, recovered = int(reply[3]), int(reply[4])
+            return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
 
-        return Call("queue_pop", args, parse, (self.request_key(),))
+        request = self.request_key()
+        extra = (request,) if done_request is None else (request, self._own_key(done_request))
+        return Call("queue_pop", args, parse, extra)
+
+    def _own_key(self, key: str) -> str:
+        """``key`` if it is a request key of this queue (so a script only ever touches those)."""
+        head = self.backend.key(f"q:{self.name}", "req:")
+        if not isinstance(key, str) or not key.startswith(head):
+            raise InvalidArgument(
+                f"done_request must be a Claim.request of this queue, got {key!r}"
+            )
+        return key
 
     def _list_call(self, state: str, count: int, after: Cursor = None) -> Call[list[Task]]:
         if state not in STATE_SETS:

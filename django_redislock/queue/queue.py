@@ -125,8 +125,12 @@ class Queue(QueueCalls):
         lease: float | None = None,
         ack: Iterable[TaskRef] = (),
         start: bool = True,
+        done_request: str | None = None,
     ) -> Claim:
         """:meth:`pop` that first acks ``ack`` and also reports when work is next due.
+
+        The claim is safe to resend: its answer is kept under ``Claim.request`` for
+        60 s; pass that as ``done_request`` to the next claim to free it at once.
 
         With ``start=False`` the claim costs no attempt: the caller records each
         run with :meth:`start` (or :meth:`retry` counts it), and a task whose lease
@@ -134,7 +138,7 @@ class Queue(QueueCalls):
         ``suspect`` (the ``drain_queue`` worker records a suspect's run before it
         runs, so a task that kills its worker is charged from then on).
         """
-        return self._run(self._claim_call(count, lease, ack, start))
+        return self._run(self._claim_call(count, lease, ack, start, done_request))
 
     async def claim_async(
         self,
@@ -142,9 +146,10 @@ class Queue(QueueCalls):
         lease: float | None = None,
         ack: Iterable[TaskRef] = (),
         start: bool = True,
+        done_request: str | None = None,
     ) -> Claim:
         """The asyncio twin of :meth:`claim`."""
-        return await self._arun(self._claim_call(count, lease, ack, start))
+        return await self._arun(self._claim_call(count, lease, ack, start, done_request))
 
     def start(
         self, task: Task, lease: float | None = None, max_attempts: int | None = None

@@ -300,8 +300,10 @@ class Worker:
             if self.max_tasks is not None:
                 count = min(count, self.max_tasks - self.summary.processed)
             acks = self._take_acks(queue)
+            previous = self._hints.get(queue.name)
+            done = previous.request if previous is not None and previous.request else None
             try:
-                claim = queue.claim(count, self.lease, ack=acks, start=False)
+                claim = queue.claim(count, self.lease, ack=acks, start=False, done_request=done)
             except BaseException:
                 self._acks[queue.name][:0] = acks  # not sent: keep them for the next try
                 raise

@@ -4,6 +4,9 @@
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] (optional) this request's key: a resent call (same key) answers what the first
 --         call claimed, those of its claims that are still current, and claims nothing new
+--         (kept 60 s)
+-- KEYS[10] (optional) the request key of the caller's previous claim, deleted: its answer
+--         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
 -- ARGV[3] at most this many expired leases are handled (bounds the work of one call)
@@ -26,6 +29,7 @@ local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
 local acked = ack(ARGV, 7)
+if #KEYS >= 10 then redis.call('DEL', KEYS[10]) end
 
 local function wake_and_hints(out)
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -142,7 +146,7 @@ if count > 0 then
       for i = 1, #record, 1000 do
         redis.call('RPUSH', KEYS[9], unpack(record, i, math.min(i + 999, #record)))
       end
-      redis.call('PEXPIRE', KEYS[9], math.floor(lease / 1000) + 60000)
+      redis.call('PEXPIRE', KEYS[9], 60000)
     end
     for i = 1, 2 * n, 1000 do
       redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))

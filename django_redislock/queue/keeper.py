@@ -13,12 +13,14 @@ worker does not hold its batch forever.
 When Redis answers that a claim is no longer current (its lease expired and the task
 went to another worker, or a newer copy replaced it), :attr:`LeaseKeeper.lost` is set:
 the worker then starts no further task of that claim. A failing connection is logged
-once per outage; the thread keeps trying every interval.
+once per outage; the thread tries again after a delay that doubles from 0.1 s (with
+jitter) up to a third of the lease, so it never waits past a renewal it needs.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +53,8 @@ class LeaseKeeper:
         self._watch: Watch | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._failing = False
+        self._failing = 0  # renewals failed in a row
+        self._next_try = 0.0
         #: set when Redis said a watched claim is no longer current; reset by :meth:`clear`
         self.lost = False
 
@@ -89,7 +92,8 @@ class LeaseKeeper:
             watch = self._watch
             if watch is None or time.monotonic() >= watch.until:
                 continue
-            if time.monotonic() - watch.renewed >= watch.lease / 3:
+            now = time.monotonic()
+            if now - watch.renewed >= watch.lease / 3 and now >= self._next_try:
                 self._renew(watch)
 
     def _interval(self) -> float:
@@ -97,11 +101,11 @@ class LeaseKeeper:
         return 0.5 if watch is None else min(max(watch.lease / 6, 0.01), 0.5)
 
     def _renew(self, watch: Watch) -> None:
-        watch.renewed = time.monotonic()
+        started = time.monotonic()
         try:
             held = True
             if not watch.current_set:
-                run_for = max(watch.until - watch.renewed, 0.001)
+                run_for = max(watch.until - started, 0.001)
                 held = watch.queue.start(watch.current, run_for, watch.max_attempts)
                 watch.current_set = True
             tasks = watch.tasks()
@@ -110,10 +114,13 @@ class LeaseKeeper:
         except Exception as exc:  # the main thread meets the same outage and rides it out
             if not self._failing:
                 logger.warning("could not renew leases of queue %r: %s", watch.queue.name, exc)
-            self._failing = True
+            delay = min(0.1 * 2 ** min(self._failing, 20), watch.lease / 3)
+            self._next_try = time.monotonic() + delay * random.uniform(0.5, 1.0)
+            self._failing += 1
             return
+        watch.renewed = started  # only a renewal that reached Redis counts
         if self._failing:
             logger.info("renewing leases of queue %r again", watch.queue.name)
-        self._failing = False
+        self._failing = 0
         if not held and self._watch is watch:
             self.lost = True

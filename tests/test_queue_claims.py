@@ -76,6 +76,7 @@ def test_worker_give_up_option_is_validated() -> None:
     assert any("OPTIONS['WORKER_GIVE_UP'] must be > 0" in m for m in messages), messages
 
 
+@pytest.mark.django_db
 def test_a_resent_claim_answers_the_first_and_a_drain_frees_its_request_keys(
     single_target: RedisTarget,
 ) -> None:

@@ -296,12 +296,13 @@ class QueueCalls:
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
             rows = reply[5:]
-            flat = [v for i, v in enumerate(rows) if i % CLAIM_FIELDS < TASK_FIELDS]
-            tasks = parse_tasks(self.name, flat, self.serializer.loads, lambda s: IN_FLIGHT)
-            for i, task in enumerate(tasks):
-                task.lease_deadline = now + lease_us
-                task.claim = to_text(rows[i * CLAIM_FIELDS + TASK_FIELDS])
-                task.suspect = bool(int(rows[i * CLAIM_FIELDS + TASK_FIELDS + 1]))
+            loads = self.serializer.loads
+            tasks = parse_tasks(self.name, rows, loads, lambda s: IN_FLIGHT, CLAIM_FIELDS)
+            deadline = now + lease_us
+            for task, at in zip(tasks, range(TASK_FIELDS, len(rows), CLAIM_FIELDS), strict=True):
+                task.lease_deadline = deadline
+                task.claim = to_text(rows[at])
+                task.suspect = rows[at + 1] == 1
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             acked, recovered = int(reply[3]), int(reply[4])
             return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)

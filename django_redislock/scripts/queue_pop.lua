@@ -48,19 +48,24 @@ if #KEYS >= 9 then
   local rows = redis.call('LRANGE', KEYS[9], 0, -1)
   if #rows > 0 then
     local out = {now, -1, -1, acked, 0}
-    for i = 1, #rows, 4 do
-      local id, token = rows[i], rows[i + 1]
+    -- the record: first token, due scores and suspect flags (comma-separated), then the ids
+    local first = tonumber(rows[1])
+    local scores, flags = {}, {}
+    for v in string.gmatch(rows[2], '[^,]+') do scores[#scores + 1] = v end
+    for v in string.gmatch(rows[3], '[^,]+') do flags[#flags + 1] = tonumber(v) end
+    for k = 4, #rows do
+      local id, token = rows[k], string.format('%d', first + k - 4)
       if holder(id, token) then
         local v = redis.call('HGET', KEYS[8], id) or ''
         local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
         if not started(v) then attempts = attempts + 1 end
         out[#out + 1] = id
-        out[#out + 1] = rows[i + 2]
+        out[#out + 1] = scores[k - 3]
         out[#out + 1] = attempts
         out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
         out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
         out[#out + 1] = token
-        out[#out + 1] = tonumber(rows[i + 3])
+        out[#out + 1] = flags[k - 3]
       end
     end
     return wake_and_hints(out)
@@ -122,7 +127,7 @@ if count > 0 then
     local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
     local held = redis.call('HMGET', KEYS[8], unpack(ids))
     local last = redis.call('HINCRBY', KEYS[8], '', n)
-    local tokens, counted, record = {}, {}, {}
+    local tokens, counted, scores, flags = {}, {}, {}, {}
     for i = 1, n do
       local token = string.format('%d', last - n + i)
       attempts[i] = tonumber(attempts[i] or '0') + 1
@@ -137,14 +142,14 @@ if count > 0 then
       out[#out + 1] = errors[i] or ''
       out[#out + 1] = token
       out[#out + 1] = held[i] == '?' and 1 or 0
-      record[#record + 1] = ids[i]
-      record[#record + 1] = token
-      record[#record + 1] = due[2 * i]
-      record[#record + 1] = held[i] == '?' and 1 or 0
+      scores[i] = due[2 * i]
+      flags[i] = held[i] == '?' and 1 or 0
     end
     if #KEYS >= 9 then
-      for i = 1, #record, 1000 do
-        redis.call('RPUSH', KEYS[9], unpack(record, i, math.min(i + 999, #record)))
+      local head = string.format('%d', last - n + 1)
+      redis.call('RPUSH', KEYS[9], head, table.concat(scores, ','), table.concat(flags, ','))
+      for i = 1, n, 1000 do
+        redis.call('RPUSH', KEYS[9], unpack(ids, i, math.min(i + 999, n)))
       end
       redis.call('PEXPIRE', KEYS[9], 60000)
     end

@@ -24,7 +24,6 @@ from .records import (
     DELAYED,
     IN_FLIGHT,
     READY,
-    TASK_FIELDS,
     Task,
     micros,
     optional_score,
@@ -51,8 +50,8 @@ KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "si
 CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
-#: Fields the claim script returns per task: parse_tasks's five, then claim token, suspect.
-CLAIM_FIELDS = 7
+#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects).
+CLAIM_HEAD = 7
 
 
 def cursor_of(after: Cursor) -> tuple[int, str] | None:
@@ -132,6 +131,12 @@ def claim_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> lis
         else:
             pairs += [check_id(ref, f"{argument}[{i}]"), ""]
     return pairs
+
+
+def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
+    """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
+    pairs = claim_refs(refs, argument)
+    return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
 
 
 def task_ids(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
@@ -291,18 +296,22 @@ class QueueCalls:
         lease_us = self._lease_micros(lease)
         options = self.backend.options
         head = [count, lease_us, options["RECOVERY_BATCH"], options["MAX_ATTEMPTS"]]
-        args = [*head, "1" if start else "0", MAX_CLAIM_BYTES, *claim_refs(list(ack), "ack")]
+        args = [*head, "1" if start else "0", MAX_CLAIM_BYTES, *ack_refs(list(ack), "ack")]
 
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
-            rows = reply[5:]
             loads = self.serializer.loads
-            tasks = parse_tasks(self.name, rows, loads, lambda s: IN_FLIGHT, CLAIM_FIELDS)
-            deadline = now + lease_us
-            for task, at in zip(tasks, range(TASK_FIELDS, len(rows), CLAIM_FIELDS), strict=True):
+            tasks = parse_tasks(self.name, reply[CLAIM_HEAD:], loads, lambda s: IN_FLIGHT)
+            tokens, deadline = reply[5], now + lease_us
+            if isinstance(tokens, list):  # a resend's answer: the tokens one by one
+                claims = [to_text(token) for token in tokens]
+            else:  # consecutive tokens from the first
+                claims = [str(token) for token in range(int(tokens), int(tokens) + len(tasks))]
+            for task, claim in zip(tasks, claims, strict=True):
                 task.lease_deadline = deadline
-                task.claim = to_text(rows[at])
-                task.suspect = rows[at + 1] == 1
+                task.claim = claim
+            for position in reply[6]:
+                tasks[int(position) - 1].suspect = True
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             acked, recovered = int(reply[3]), int(reply[4])
             return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
@@ -354,7 +363,7 @@ class QueueCalls:
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
-        return Call("queue_ack", claim_refs(tasks), int, (self.request_key(),))
+        return Call("queue_ack", ack_refs(tasks), int, (self.request_key(),))
 
     def _release_call(self, tasks: Iterable[Task]) -> Call[int]:
         tasks = list(tasks)

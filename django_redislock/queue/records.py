@@ -78,20 +78,15 @@ Loads = Callable[[bytes], Any]
 
 
 def parse_tasks(
-    queue: str,
-    flat: Sequence[Any],
-    loads: Loads,
-    state: Callable[[int], str],
-    width: int = TASK_FIELDS,
+    queue: str, flat: Sequence[Any], loads: Loads, state: Callable[[int], str]
 ) -> list[Task]:
     """Turn ``[id, score, attempts, payload, error, ...]`` into tasks.
 
     ``state(score)`` names the state of each task (pending tasks are ready or
-    delayed depending on the server time). ``width``: fields per task in
-    ``flat``, of which the first five are these (the rest are the caller's).
+    delayed depending on the server time).
     """
     tasks = []
-    for i in range(0, len(flat), width):
+    for i in range(0, len(flat), TASK_FIELDS):
         raw_id, raw_score, attempts, payload, error = flat[i : i + TASK_FIELDS]
         score = int(float(raw_score))
         tasks.append(

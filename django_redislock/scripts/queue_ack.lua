@@ -2,8 +2,8 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
--- ARGV[1..] pairs: task id, claim token ("" for whatever claim is current); at most a few
--- thousand (they are passed to single commands)
+-- ARGV[1..] "<claim token>:<task id>" (token "" for whatever claim is current); at most a
+-- few thousand (they are passed to single commands)
 -- returns how many were acknowledged; a claim that is no longer current (its lease expired,
 -- or a newer copy was queued with replace=True) changes nothing
 -- KEYS[9] (optional) this request's key: a resent call (same key) answers the first call's

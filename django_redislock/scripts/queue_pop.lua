@@ -16,10 +16,12 @@
 --         ran costs no attempt
 -- ARGV[6] payload bytes per claim: claiming stops before the task that would pass it (the
 --         first task is always claimed), which bounds the reply
--- ARGV[7..] pairs id, claim token to acknowledge first (saves the worker a round trip)
+-- ARGV[7..] "<claim token>:<id>" to acknowledge first (saves the worker a round trip)
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
+--          claim tokens: the first (the others follow one by one) or, for a resend, a list,
+--          positions (1-based) of the suspects (see the claims fragment),
 --          then per claimed task: id, due score, this run's attempt number, payload,
---          last error, claim token, 1 if it is a suspect (see the claims fragment) else 0}
+--          last error}
 -- include: claims
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -47,7 +49,7 @@ end
 if #KEYS >= 9 then
   local rows = redis.call('LRANGE', KEYS[9], 0, -1)
   if #rows > 0 then
-    local out = {now, -1, -1, acked, 0}
+    local out = {now, -1, -1, acked, 0, {}, {}}
     -- the record: first token, due scores and suspect flags (comma-separated), then the ids
     local first = tonumber(rows[1])
     local scores, flags = {}, {}
@@ -59,13 +61,13 @@ if #KEYS >= 9 then
         local v = redis.call('HGET', KEYS[8], id) or ''
         local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
         if not started(v) then attempts = attempts + 1 end
+        out[6][#out[6] + 1] = token
+        if flags[k - 3] == 1 then out[7][#out[7] + 1] = #out[6] end
         out[#out + 1] = id
         out[#out + 1] = scores[k - 3]
         out[#out + 1] = attempts
         out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
         out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
-        out[#out + 1] = token
-        out[#out + 1] = flags[k - 3]
       end
     end
     return wake_and_hints(out)
@@ -98,7 +100,7 @@ for _, id in ipairs(expired) do
   end
 end
 
-local out = {now, -1, -1, acked, #expired}
+local out = {now, -1, -1, acked, #expired, 0, {}}
 if count > 0 then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
   local n = #due / 2
@@ -127,6 +129,7 @@ if count > 0 then
     local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
     local held = redis.call('HMGET', KEYS[8], unpack(ids))
     local last = redis.call('HINCRBY', KEYS[8], '', n)
+    out[6] = last - n + 1
     local tokens, counted, scores, flags = {}, {}, {}, {}
     for i = 1, n do
       local token = string.format('%d', last - n + i)
@@ -140,8 +143,7 @@ if count > 0 then
       out[#out + 1] = attempts[i]
       out[#out + 1] = payloads[i] or ''
       out[#out + 1] = errors[i] or ''
-      out[#out + 1] = token
-      out[#out + 1] = held[i] == '?' and 1 or 0
+      if held[i] == '?' then out[7][#out[7] + 1] = i end
       scores[i] = due[2 * i]
       flags[i] = held[i] == '?' and 1 or 0
     end

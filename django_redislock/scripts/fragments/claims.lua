@@ -34,14 +34,16 @@ local function limit_of(v, default)
   if n and n > 0 then return n end
   return default
 end
--- ack(args, from): args[from..] are pairs id, token (at most a few thousand: they are passed
--- to single commands); the tasks still held under those claims leave the in-flight set and
--- never come back; a stale claim changes nothing; returns how many were acknowledged
+-- ack(args, from): args[from..] are "<token>:<id>" (tokens are digits; "" for any claim),
+-- at most a few thousand (they are passed to single commands); the tasks still held under
+-- those claims leave the in-flight set and never come back; a stale claim changes nothing;
+-- returns how many were acknowledged
 local function ack(args, from)
   local ids, tokens = {}, {}
-  for i = from, #args - 1, 2 do
-    ids[#ids + 1] = args[i]
-    tokens[#tokens + 1] = args[i + 1]
+  for i = from, #args do
+    local colon = string.find(args[i], ':', 1, true)
+    tokens[#tokens + 1] = string.sub(args[i], 1, colon - 1)
+    ids[#ids + 1] = string.sub(args[i], colon + 1)
   end
   if #ids == 0 then return 0 end
   local flying = redis.call('ZMSCORE', KEYS[2], unpack(ids))

@@ -13,13 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE, DELETION
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, STATES
-from .common import REDIS_ERRORS, log, render, require, url
+from .common import (
+    REDIS_ERRORS,
+    decode_id,
+    log,
+    parse_int,
+    read,
+    render,
+    require,
+    unquote,
+    url,
+)
 from .data import (
     ACTIONS,
     CHANGED,
@@ -28,9 +37,10 @@ from .data import (
     WHERE,
     act,
     find_task,
+    purge_confirmed,
     queue_summaries,
 )
-from .queues import STATE_LABELS, queue_of
+from .queues import STATE_LABELS, queue_exists, queue_of
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -91,7 +101,7 @@ def task_action(
     queue = queue_of(alias, name)
     task_id = unquote(task_id)
     try:
-        task = find_task(queue, task_id)
+        task = read(lambda: find_task(queue, task_id))
         if task is None:
             messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
             return HttpResponseRedirect(back_to(queue, request.GET.get("state", "ready")))
@@ -113,11 +123,12 @@ def task_action(
                 applies=task.state in ACTIONS[action],
                 back_url=url("task", queue.backend.alias, queue.name, task.id),
             )
-        where, score = request.POST.get("where", ""), request.POST.get("score", "")
-        if not (where.isdigit() and score.lstrip("-").isdigit()):
-            messages.error(request, "The form was incomplete; nothing was done.")
+        where = parse_int(request.POST.get("where"), 1, 3)
+        score = parse_int(request.POST.get("score"))
+        if where is None or score is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
             return HttpResponseRedirect(back_to(queue, task.state))
-        codes = act(queue, action, [(task_id, int(where), int(score))])
+        codes = act(queue, action, [(task_id, where, score)])
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not {VERBS[action].lower()} task “{task_id}”: {exc}")
         return HttpResponseRedirect(back_to(queue, "ready"))
@@ -126,12 +137,13 @@ def task_action(
 
 
 def parse_selected(values: list[str]) -> list[tuple[int, str]]:
-    """``score:id`` checkbox values as ``(score, id)``; malformed ones are dropped."""
+    """``score:id`` checkbox values (id %-escaped) as ``(score, id)``; malformed ones dropped."""
     picked = []
     for value in values:
-        score, sep, id = value.partition(":")
-        if sep and id and score.lstrip("-").isdigit():
-            picked.append((int(score), id))
+        raw_score, sep, raw_id = value.partition(":")
+        score = parse_int(raw_score)
+        if sep and raw_id and score is not None:
+            picked.append((score, decode_id(raw_id)))
     return picked
 
 
@@ -179,13 +191,28 @@ def queue_action(
     *,
     purge: bool,
 ) -> HttpResponse:
-    """Requeue every dead task, or purge the whole queue; confirmed on GET with the count."""
+    """Requeue every dead task, or purge the whole queue; confirmed on GET with the count.
+
+    The form carries the count the operator confirmed: a purge deletes at most
+    that many tasks and nothing when more have arrived since (see
+    :func:`~.data.purge_confirmed`); requeue moves at most that many.
+    """
     require(request, PURGE_QUEUES if purge else MANAGE_TASKS)
     queue = queue_of(alias, name)
     back = back_to(queue, DEAD if not purge else "ready")
     verb = "Purge" if purge else "Requeue all dead tasks of"
     try:
-        (summary,) = queue_summaries(queue.backend, [queue.name])
+
+        def load() -> tuple[Any, bool]:
+            (found,) = queue_summaries(queue.backend, [queue.name])
+            return found, found.total > 0 or queue_exists(queue)
+
+        summary, exists = read(load)
+        if not exists:
+            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        if summary.error:
+            messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
+            return HttpResponseRedirect(back)
         count = summary.total if purge else summary.dead
         if request.method != "POST":
             return render(
@@ -200,10 +227,27 @@ def queue_action(
                 purge=purge,
                 back_url=back,
             )
-        done = queue.purge() if purge else requeue_all_dead(queue, count)
+        seen = parse_int(request.POST.get("count"), 0)
+        if seen is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
+            return HttpResponseRedirect(back)
+        grew = False
+        if purge:
+            done, grew = purge_confirmed(queue, seen)
+        else:
+            done = requeue_all_dead(queue, seen)
     except REDIS_ERRORS as exc:
         messages.error(request, f"{verb} queue “{queue.name}” failed: {exc}")
         return HttpResponseRedirect(back)
+    if grew:
+        messages.warning(
+            request,
+            f"Queue “{queue.name}” holds more tasks than the {seen:,} you confirmed; "
+            f"{done:,} deleted before that was seen, the rest left alone. Check the queue and "
+            f"purge again if you still mean it.",
+        )
+        if not done:
+            return HttpResponseRedirect(back)
     what = "deleted" if purge else "requeued"
     log(
         request,
@@ -216,11 +260,12 @@ def queue_action(
 
 
 def requeue_all_dead(queue: Any, seen: int) -> int:
-    """Requeue dead tasks a chunk per call, stopping after the ones counted on the form."""
+    """Requeue at most ``seen`` dead tasks (the count on the form), a chunk per call."""
     moved = 0
-    for _ in range(seen // REQUEUE_CHUNK + 2):
-        step: int = queue.requeue_dead(limit=REQUEUE_CHUNK)
+    while moved < seen:
+        want = min(REQUEUE_CHUNK, seen - moved)
+        step: int = queue.requeue_dead(limit=want)
         moved += step
-        if step < REQUEUE_CHUNK:
+        if step < want:
             break
     return moved

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
@@ -24,7 +23,7 @@ from ..exceptions import ConfigurationError
 from ..handlers import locks
 from ..locks.index import HeldLock
 from ..models import RELEASE_LOCKS
-from .common import REDIS_ERRORS, can, duration, log, render, require, url
+from .common import REDIS_ERRORS, can, duration, log, read, render, require, unquote, url
 from .data import PAGE_SIZE, find_lock
 
 if TYPE_CHECKING:
@@ -86,7 +85,11 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
     try:
         if not backend.supports_listing:
             raise Http404(f"{type(backend).__name__} cannot list its locks")
-        page = backend.held_locks_page(prefix=prefix, limit=PAGE_SIZE, after=after, before=before)
+        page = read(
+            lambda: backend.held_locks_page(
+                prefix=prefix, limit=PAGE_SIZE, after=after, before=before
+            )
+        )
         rows = [lock_row(alias, held) for held in page.locks]
         total = page.total
         next_url = page_link(alias, prefix, "after", page.next_after)
@@ -124,7 +127,7 @@ def release(
         raise Http404(f"REDISLOCK_LOCKS has no listable alias {alias!r}")
     back = url("locks", query=urlencode({"alias": alias}))
     try:
-        held = find_lock(backend, name)
+        held = read(lambda: find_lock(backend, name))
         if held is None:
             messages.warning(request, f"Lock “{name}” is not held any more; nothing to release.")
             return HttpResponseRedirect(back)

@@ -12,16 +12,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.http import urlencode
+from django.utils.http import content_disposition_header, urlencode
 
 from ..exceptions import ConfigurationError, InvalidArgument
 from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
-from .common import REDIS_ERRORS, can, render, require, url
-from .data import ACTIONS, TaskPage, TaskRow, find_task, supports_scripts, task_page
+from .common import REDIS_ERRORS, can, parse_int, read, render, require, unquote, url
+from .data import (
+    ACTIONS,
+    TaskPage,
+    TaskRow,
+    find_task,
+    queue_summaries,
+    supports_scripts,
+    task_page,
+)
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -29,6 +36,8 @@ if TYPE_CHECKING:
 #: What each state's time column means.
 WHEN_LABELS = {READY: "Due", DELAYED: "Due", IN_FLIGHT: "Lease deadline", DEAD: "Died"}
 STATE_LABELS = {READY: "Ready", DELAYED: "Delayed", IN_FLIGHT: "In flight", DEAD: "Dead"}
+#: Payload bytes read for a search hit, shown in the preview column.
+PREVIEW_CAP = 200
 
 
 def queue_of(alias: str, name: str) -> Any:
@@ -52,13 +61,21 @@ def decorate(queue: Any, row: TaskRow) -> TaskRow:
     return row
 
 
-def page_query(state: str, rows: list[TaskRow], page: TaskPage) -> dict[str, str]:
-    """Links to the first, previous, next and last pages of ``state``."""
+def page_query(
+    state: str, rows: list[TaskRow], page: TaskPage, cursor: tuple[int, str] | None
+) -> dict[str, str]:
+    """Links to the first, previous, next and last pages of ``state``.
+
+    A cursor past the end (the tasks after it were taken meanwhile) gives an
+    empty page that still links back: "Previous" ends just before the cursor.
+    """
     links = {"first": urlencode({"state": state})}
     if page.has_previous and rows:
         links["previous"] = urlencode(
             {"state": state, "before": str(rows[0].score), "id": rows[0].id}
         )
+    elif not rows and cursor is not None and page.total:
+        links["previous"] = urlencode({"state": state, "before": str(cursor[0]), "id": cursor[1]})
     if page.has_next and rows:
         links["next"] = urlencode({"state": state, "after": str(rows[-1].score), "id": rows[-1].id})
         links["last"] = urlencode({"state": state, "last": "1"})
@@ -73,10 +90,18 @@ def requested_page(request: HttpRequest) -> tuple[str, str, tuple[int, str] | No
     if request.GET.get("last"):
         return state, "last", None
     for direction in ("after", "before"):
-        raw = request.GET.get(direction, "")
-        if raw.lstrip("-").isdigit() and "id" in request.GET:
-            return state, direction, (int(raw), request.GET["id"])
+        score = parse_int(request.GET.get(direction))
+        if score is not None and "id" in request.GET:
+            return state, direction, (score, request.GET["id"])
     return state, "first", None
+
+
+def queue_exists(queue: Any) -> bool:
+    """True when the alias's queue list names ``queue`` or it holds any task."""
+    if queue.name in queue.backend.queue_names():
+        return True
+    (summary,) = queue_summaries(queue.backend, [queue.name])
+    return summary.total > 0
 
 
 def queue_page(
@@ -90,17 +115,25 @@ def queue_page(
     rows: list[TaskRow] = []
     page, links, error = None, {}, ""
     try:
+
+        def load() -> tuple[TaskRow | None, TaskPage, bool]:
+            found = find_task(queue, search, cap=PREVIEW_CAP) if search else None
+            got = task_page(queue, state, direction, cursor)
+            exists = bool(sum(got.counts.values())) or queue_exists(queue)
+            return found, got, exists
+
+        found, page, exists = read(load)
+        if not exists:
+            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
         if search:
-            found = find_task(queue, search)
             rows = [decorate(queue, found)] if found else []
             if found is None:
-                messages.info(request, f"No task with the id “{search}” in this queue.")
-        page = task_page(queue, state, direction, cursor)
-        if not search:
+                messages.warning(request, f"No task with the id “{search}” in this queue.")
+        else:
             rows = [decorate(queue, row) for row in page.rows]
             links = {
                 k: url("queue", queue.backend.alias, queue.name, query=v)
-                for k, v in page_query(state, rows, page).items()
+                for k, v in page_query(state, rows, page, cursor).items()
             }
     except REDIS_ERRORS as exc:
         error = str(exc)
@@ -149,7 +182,7 @@ def task_detail(
     task_id = unquote(task_id)
     back = url("queue", queue.backend.alias, queue.name)
     try:
-        task = find_task(queue, task_id)
+        task = read(lambda: find_task(queue, task_id))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
@@ -168,4 +201,30 @@ def task_detail(
         state_label=STATE_LABELS[task.state],
         when_label=WHEN_LABELS[task.state],
         may_manage=can(request, MANAGE_TASKS),
+        download_url=url("payload", queue.backend.alias, queue.name, task.id),
     )
+
+
+def task_payload(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str, task_id: str
+) -> HttpResponse:
+    """The whole stored payload of a task, as a download (never rendered, never deserialized)."""
+    require(request)
+    queue = queue_of(alias, name)
+    task_id = unquote(task_id)
+    try:
+        task = read(lambda: find_task(queue, task_id, cap=0))
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not read task “{task_id}”: {exc}")
+        return HttpResponseRedirect(url("queue", queue.backend.alias, queue.name))
+    if task is None:
+        raise Http404(f"Task “{task_id}” is not in queue “{queue.name}” any more.")
+    pickled = queue.backend.options["SERIALIZER"] == "pickle"
+    response = HttpResponse(
+        task.raw, content_type="application/octet-stream" if pickled else "application/json"
+    )
+    suffix = "pickle" if pickled else "json"
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=f"task-{task.id}.{suffix}"
+    )
+    return response

@@ -217,6 +217,7 @@ def rows_detail_id(html: str) -> str:
 
 
 def test_gone_objects_say_so(dashboard: Dashboard, admin_client: Client) -> None:
+    dashboard.queue().enqueue("real")  # the queue exists; the task does not
     task = admin_client.get(BASE + "queues/default/orders/tasks/ghost/", follow=True)
     assert task.status_code == 200 and "Task “ghost” is not in queue “orders” any more" in (
         task.content.decode()

@@ -38,7 +38,11 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # no page of this site may be framed: a frame on a same-site page could click the
+    # admin's purge and release buttons for a logged-in operator
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+X_FRAME_OPTIONS = "DENY"
 
 TEMPLATES = [
     {

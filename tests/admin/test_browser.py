@@ -145,3 +145,42 @@ def test_operator_releases_a_lock_and_requeues_a_dead_task(
 def test_chromium_is_the_system_package() -> None:
     """Guard against a stray ``playwright install``: the test must drive Debian's Chromium."""
     assert shutil.which("chromium") == CHROMIUM or os.path.exists(CHROMIUM)
+
+
+def test_long_errors_wrap_and_the_audit_trail_links_back(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    seed(single)
+    orders = single.queue("orders")
+    dead_task(orders, "order-979", error="ValueError: " + "x" * 3000)  # one unbroken word
+    shots = artifacts_dir / "admin"
+    shots.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+        page.goto(
+            f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/%3Fstate%3Ddead"
+        )
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        expect(page.locator("#result_list")).to_contain_text("order-979")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"the dead-task table is {width} px wide"
+        page.click("text=order-979")
+        expect(page.locator("#task-fields")).to_contain_text("ValueError")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        page.click("#requeue-button")
+        expect(page.locator(".messagelist")).to_contain_text("1 task(s) requeued")
+        page.goto(f"{live_server.url}{BASE}?refresh=off")
+        page.click("#audit-link")
+        expect(page.locator("#result_list")).to_contain_text("task order-979 (orders)")
+        page.screenshot(path=str(shots / "audit.png"), full_page=True)
+        page.click("text=task order-979 (orders)")
+        expect(page.locator("#task-fields")).to_contain_text("order-979")
+        browser.close()
+    assert (shots / "audit.png").stat().st_size > 10_000

@@ -10,7 +10,7 @@ may only look must not be able to release a lock by crafting a POST).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote as percent_quote
 from urllib.parse import unquote as percent_unquote
@@ -21,7 +21,8 @@ from django.contrib.admin.utils import quote
 from django.contrib.admin.utils import unquote as admin_unquote
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisLockError, redis.RedisError)
 #: The prefix of the dashboard's URL names (``admin:<prefix>_<page>``).
 URL_PREFIX = "admin:django_redislock_dashboard_"
+#: Seconds between two polls of a live page's regions (paused while the tab is hidden).
+LIVE_SECONDS = 5
 #: Longest integer text accepted from a request (a microsecond score needs 17 digits).
 MAX_DIGITS = 20
 
@@ -130,18 +133,29 @@ def unquote(text: str) -> str:
     return UNDOTTED.get(text) or admin_unquote(text)
 
 
+def wants_live(request: HttpRequest) -> bool:
+    """True for the live script's poll of a page (``?live=1``)."""
+    return request.GET.get("live") == "1"
+
+
 def render(
     model_admin: ModelAdmin[Any],
     request: HttpRequest,
     template: str,
     title: str,
     crumbs: Sequence[tuple[str, str]] = (),
+    *,
+    live: Mapping[str, str] | None = None,
     **context: Any,
-) -> TemplateResponse:
+) -> HttpResponse:
     """Render ``admin/django_redislock/<template>`` inside the admin's own layout.
 
     ``crumbs`` are ``(label, url)`` pairs after Home and the app; the last
-    one may have an empty URL (the current page).
+    one may have an empty URL (the current page). ``live`` maps the ids of the
+    page's elements that refresh in place to the templates of their contents:
+    the page then carries the live script, which polls the same URL with
+    ``?live=1`` and gets ``{"regions": {id: html}}`` from here, rendered from
+    the same context, so a region always shows what a reload would show.
     """
     opts = model_admin.model._meta
     page = {
@@ -151,9 +165,17 @@ def render(
         "title": title,
         "crumbs": crumbs,
         "dashboard_url": url("changelist"),
+        "live_regions": list(live or ()),
+        "live_seconds": LIVE_SECONDS,
         **context,
     }
     request.current_app = model_admin.admin_site.name
+    if live and wants_live(request):
+        regions = {
+            id: render_to_string(f"admin/django_redislock/{name}", page, request)
+            for id, name in live.items()
+        }
+        return JsonResponse({"regions": regions, "interval": LIVE_SECONDS})
     return TemplateResponse(request, f"admin/django_redislock/{template}", page)
 
 

@@ -102,6 +102,7 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
         "locks.html",
         "Held locks",
         crumbs=[("Held locks", "")],
+        live=None if error else {"lock-rows": "_locks_rows.html"},
         aliases=[(name, url("locks", query=urlencode({"alias": name}))) for name in aliases],
         alias=alias,
         prefix=prefix,

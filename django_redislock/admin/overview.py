@@ -16,21 +16,20 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from django.http import HttpRequest
-from django.template.response import TemplateResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils.http import urlencode
 
 from ..handlers import locks, queues
 from ..metrics.deadline import admin_timeout, all_within
 from ..models import MANAGE_TASKS, PURGE_QUEUES, RELEASE_LOCKS
-from .common import REDIS_ERRORS, can, duration, render, require, url
+from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, render, require, url
 from .data import QueueSummary, queue_summaries, supports_scripts
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-#: Seconds between automatic reloads of the overview.
-REFRESH_SECONDS = 10
+#: Seconds between refreshes of the overview's tables.
+REFRESH_SECONDS = LIVE_SECONDS
 
 
 @dataclass
@@ -123,8 +122,8 @@ def queue_aliases(results: dict[str, Any], by_trouble: bool) -> list[QueueAlias]
     return sections
 
 
-def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> TemplateResponse:
-    """The dashboard's front page; reloads itself every few seconds unless turned off."""
+def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    """The dashboard's front page; its tables refresh in place unless turned off."""
     require(request)
     refresh = request.GET.get("refresh") != "off"
     by_trouble = request.GET.get("sort") != "name"
@@ -134,6 +133,14 @@ def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> TemplateResp
         request,
         "overview.html",
         "Redis locks & queues",
+        live=(
+            {
+                "lock-aliases": "_overview_locks.html",
+                "queue-aliases": "_overview_queues.html",
+            }
+            if refresh
+            else None
+        ),
         lock_aliases=lock_aliases(results),
         queue_aliases=queue_aliases(results, by_trouble),
         by_trouble=by_trouble,

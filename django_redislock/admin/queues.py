@@ -12,14 +12,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.http import content_disposition_header, urlencode
 
 from ..exceptions import ConfigurationError, InvalidArgument
 from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
-from .common import REDIS_ERRORS, can, parse_int, read, render, require, unquote, url
+from .common import (
+    REDIS_ERRORS,
+    can,
+    parse_int,
+    read,
+    render,
+    require,
+    unquote,
+    url,
+    wants_live,
+)
 from .data import (
     ACTIONS,
     TaskPage,
@@ -153,6 +163,13 @@ def queue_page(
         "queue.html",
         f"Queue “{queue.name}”",
         crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", "")],
+        live=None
+        if search or error
+        else {
+            "state-tabs": "_queue_tabs.html",
+            "task-rows": "_queue_rows.html",
+            "keyset": "_queue_pager.html",
+        },
         queue=queue,
         alias=queue.backend.alias,
         state=state,
@@ -187,6 +204,8 @@ def task_detail(
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
     if task is None:
+        if wants_live(request):  # the live script stops and offers a reload
+            return JsonResponse({"gone": f"Task “{task_id}” is not in the queue any more."})
         messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
         return HttpResponseRedirect(back)
     decorate(queue, task)
@@ -196,6 +215,7 @@ def task_detail(
         "task.html",
         f"Task “{task.id}”",
         crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task.id, "")],
+        live={"task-fields": "_task_fields.html"},
         task=task,
         queue=queue,
         state_label=STATE_LABELS[task.state],

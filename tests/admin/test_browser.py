@@ -184,3 +184,35 @@ def test_long_errors_wrap_and_the_audit_trail_links_back(
         expect(page.locator("#task-fields")).to_contain_text("order-979")
         browser.close()
     assert (shots / "audit.png").stat().st_size > 10_000
+
+
+def test_queue_page_refreshes_in_place(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    orders = single.queue("orders")
+    orders.enqueue("order-1", {"n": 1})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+        page.goto(f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        expect(page.locator("#result_list")).to_contain_text("order-1")
+        page.evaluate("window.marker = 'no reload'")
+        orders.enqueue("order-2", {"n": 2})
+        expect(page.locator("#result_list")).to_contain_text("order-2")  # within ~5 s
+        expect(page.locator("#state-tabs")).to_contain_text("Ready2")
+        expect(page.locator("#live-status")).to_contain_text("updated")
+        assert page.evaluate("window.marker") == "no reload"  # refreshed in place
+        page.evaluate(
+            "Object.defineProperty(document, 'hidden', {value: true, configurable: true});"
+            "document.dispatchEvent(new Event('visibilitychange'))"
+        )
+        expect(page.locator("#live-status")).to_contain_text("paused while the tab is hidden")
+        page.screenshot(path=str(artifacts_dir / "admin" / "queue-live.png"), full_page=True)
+        browser.close()

@@ -340,3 +340,33 @@ def test_previews_show_text_not_escapes(dashboard: Dashboard, admin_client: Clie
     html = admin_client.get(Q).content.decode()
     assert "café 😀" in html and "\\u00e9" in html  # an escaped backslash stays literal
     assert "\\u00e9\\" not in html and "caf\\u00e9" not in html
+
+
+# -- live pages ------------------------------------------------------------------------------
+
+
+def test_live_polls_get_the_regions_as_json(dashboard: Dashboard, admin_client: Client) -> None:
+    q = dashboard.queue()
+    q.enqueue("first", 1)
+    page = admin_client.get(Q).content.decode()
+    assert 'data-regions="state-tabs task-rows keyset"' in page
+    q.enqueue("second", 2)
+    live = admin_client.get(Q, {"live": "1"})
+    assert live["Content-Type"] == "application/json"
+    regions = live.json()["regions"]
+    assert set(regions) == {"state-tabs", "task-rows", "keyset"}
+    assert ">second</a>" in regions["task-rows"] and "<tbody" not in regions["task-rows"]
+    overview = admin_client.get(BASE, {"live": "1"}).json()["regions"]
+    assert (
+        set(overview) == {"lock-aliases", "queue-aliases"}
+        and ">orders</a>" in overview["queue-aliases"]
+    )
+    task = admin_client.get(Q + "tasks/first/", {"live": "1"}).json()["regions"]
+    assert "first" in task["task-fields"]
+    q.remove("first")
+    gone = admin_client.get(Q + "tasks/first/", {"live": "1"})
+    assert "not in the queue any more" in gone.json()["gone"]
+    later = admin_client.get(Q)
+    assert not any("not in queue" in m for _, m in levels(later))  # none left for a later page
+    viewer_denied = Client().get(Q, {"live": "1"})
+    assert viewer_denied.status_code == 302  # the login page, as for the page itself

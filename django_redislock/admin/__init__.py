@@ -13,7 +13,8 @@ Permissions (``django_redislock.<codename>``):
 
 * ``view_dashboard``: every page;
 * ``release_locks``: force-release a held lock;
-* ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks;
+* ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks, return
+  expired leases to ready;
 * ``purge_queues``: delete every task of a queue.
 """
 
@@ -65,7 +66,8 @@ class DashboardAdmin(ModelAdminBase):
             wrapped = self.admin_site.admin_view(partial(styled_403, view, self, **kw))
             return path(route, wrapped, name=f"django_redislock_dashboard_{name}")
 
-        task = "queues/<str:alias>/<str:name>/tasks/<str:task_id>/"
+        one = "queues/<str:alias>/<str:name>/"
+        task = one + "tasks/<str:task_id>/"
         return [
             page(overview.overview, "changelist", ""),
             page(audit.audit_page, "audit", "audit/"),
@@ -78,6 +80,11 @@ class DashboardAdmin(ModelAdminBase):
                 "requeue_dead",
                 "queues/<str:alias>/<str:name>/requeue-dead/",
                 purge=False,
+            ),
+            page(
+                actions.return_expired,
+                "return_expired",
+                "queues/<str:alias>/<str:name>/return-expired/",
             ),
             page(actions.queue_action, "purge", "queues/<str:alias>/<str:name>/purge/", purge=True),
             page(queues.task_detail, "task", task),

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
 from ..models import MANAGE_TASKS, PURGE_QUEUES
-from ..queue.records import DEAD, STATES
+from ..queue.records import DEAD, IN_FLIGHT, STATES
 from .common import (
     REDIS_ERRORS,
     decode_id,
@@ -269,3 +269,74 @@ def requeue_all_dead(queue: Any, seen: int) -> int:
         if step < want:
             break
     return moved
+
+
+def return_expired(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
+) -> HttpResponse:
+    """Hand in-flight tasks whose lease ended back to the ready set, as the next claim would.
+
+    It runs the queue's own claim script with a claim of zero tasks, whose first
+    step recovers expired leases (``RECOVERY_BATCH`` per call): a task that has
+    used up ``MAX_ATTEMPTS`` goes to the dead-letter set, the others become
+    ready at once with "lease expired" as their last error. A worker still
+    running such a task finds its ack refused ("lost"). Leases that end
+    between the confirmation and the click are returned too: they are expired
+    as well, and the next claim would return them anyway.
+    """
+    require(request, MANAGE_TASKS)
+    queue = queue_of(alias, name)
+    back = back_to(queue, IN_FLIGHT)
+    try:
+
+        def load() -> tuple[Any, bool]:
+            (found,) = queue_summaries(queue.backend, [queue.name])
+            return found, found.total > 0 or queue_exists(queue)
+
+        summary, exists = read(load)
+        if not exists:
+            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        if summary.error:
+            messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
+            return HttpResponseRedirect(back)
+        if request.method != "POST":
+            return render(
+                model_admin,
+                request,
+                "queue_confirm.html",
+                f"Return expired leases of queue “{queue.name}”",
+                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), ("Return", "")],
+                queue=queue,
+                summary=summary,
+                count=summary.expired_leases,
+                mode="expired",
+                back_url=back,
+            )
+        seen = parse_int(request.POST.get("count"), 0)
+        if seen is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
+            return HttpResponseRedirect(back)
+        batch = int(queue.backend.options["RECOVERY_BATCH"])
+        returned = 0
+        for _ in range(seen // batch + 2):
+            step = int(queue.claim(0).recovered)
+            returned += step
+            if step < batch:
+                break
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Returning expired leases of “{queue.name}” failed: {exc}")
+        return HttpResponseRedirect(back)
+    if returned:
+        log(
+            request,
+            CHANGE,
+            [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
+            f"Returned expired leases of queue {queue.name!r} on alias {queue.backend.alias!r}: "
+            f"{returned} task(s) (ready, or dead when out of attempts).",
+        )
+        messages.success(
+            request, f"Queue “{queue.name}”: {returned} task(s) with an expired lease returned."
+        )
+    else:
+        messages.warning(request, f"Queue “{queue.name}” has no expired lease any more.")
+    return HttpResponseRedirect(back)

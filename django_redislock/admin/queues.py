@@ -183,6 +183,7 @@ def queue_page(
         error=error,
         actions_url=url("bulk", queue.backend.alias, queue.name),
         requeue_dead_url=url("requeue_dead", queue.backend.alias, queue.name),
+        return_expired_url=url("return_expired", queue.backend.alias, queue.name),
         purge_url=url("purge", queue.backend.alias, queue.name),
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),

@@ -370,3 +370,32 @@ def test_live_polls_get_the_regions_as_json(dashboard: Dashboard, admin_client: 
     assert not any("not in queue" in m for _, m in levels(later))  # none left for a later page
     viewer_denied = Client().get(Q, {"live": "1"})
     assert viewer_denied.status_code == 302  # the login page, as for the page itself
+
+
+# -- operator actions ------------------------------------------------------------------------
+
+
+def test_return_expired_leases_to_ready(
+    dashboard: Dashboard, admin_client: Client, staff_client: Any
+) -> None:
+    q = dashboard.queue()
+    q.enqueue_many([(f"t{i}", i) for i in range(4)])
+    assert len(q.pop(3, lease=0.05)) == 3  # a worker took three and died
+    time.sleep(0.2)
+    viewer = staff_client("view_dashboard")
+    assert viewer.get(Q + "return-expired/").status_code == 403
+    assert viewer.post(Q + "return-expired/", {"count": "3"}).status_code == 403
+    assert q.stats()["in_flight"] == 3
+    html = admin_client.get(Q, {"state": "in_flight"}).content.decode()
+    assert 'id="return-expired"' in html
+    confirm = admin_client.get(Q + "return-expired/").content.decode()
+    assert "3 in-flight task(s) whose lease has ended" in confirm
+    assert q.stats()["in_flight"] == 3  # GET changes nothing
+    done = admin_client.post(
+        Q + "return-expired/", {"count": hidden(confirm, "count")}, follow=True
+    )
+    assert "3 task(s) with an expired lease returned" in done.content.decode()
+    stats = q.stats()
+    assert stats["in_flight"] == 0 and stats["ready"] == 4
+    (entry,) = LogEntry.objects.all()
+    assert "Returned expired leases" in entry.change_message

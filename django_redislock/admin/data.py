@@ -311,6 +311,38 @@ def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | N
     return row
 
 
+def find_everywhere(backend: Any, id: str) -> list[tuple[str, TaskRow]]:
+    """``(queue name, task)`` for every queue of the alias holding a task ``id``.
+
+    Two round trips: the queue list, then one lookup script per queue in one
+    pipeline (one request per master on a Cluster). Queues that cannot be read
+    are skipped.
+    """
+    names = backend.queue_names()
+    calls: list[tuple[str, list[str], list[Any]]] = []
+    queues = []
+    for name in names:
+        try:
+            queue = backend.queue(name)
+        except (RedisLockError, ConfigurationError):
+            continue
+        queues.append(queue)
+        calls.append(("admin_task_get", queue.keys, [id, PREVIEW_BYTES]))
+    found = []
+    serializer = backend.options["SERIALIZER"]
+    for queue, reply in zip(queues, run_scripts(backend, calls), strict=True):
+        if isinstance(reply, Exception) or not reply:
+            continue
+        now, where, score, attempts, payload, size, error = reply
+        score = int(float(score))
+        state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
+        text = payload_text(payload, serializer)
+        row = TaskRow(id, state, score, int(attempts), text, int(size), to_text(error), int(now))
+        row.truncated = len(payload) < int(size)
+        found.append((queue.name, row))
+    return found
+
+
 def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[int, bool]:
     """Delete at most ``seen`` tasks, a chunk per call; ``(deleted, stopped because it grew)``.
 

@@ -23,7 +23,7 @@ from ..handlers import locks, queues
 from ..metrics.deadline import admin_timeout, all_within
 from ..models import MANAGE_TASKS, PURGE_QUEUES, RELEASE_LOCKS
 from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, render, require, url
-from .data import QueueSummary, queue_summaries, supports_scripts
+from .data import QueueSummary, find_everywhere, queue_summaries, supports_scripts
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -64,9 +64,16 @@ def summarize_queues(alias: str) -> list[QueueSummary] | str:
     return queue_summaries(backend)
 
 
-def read_aliases() -> dict[str, Any]:
-    """Every alias read in parallel under the page deadline; a value or an exception each."""
+def read_aliases(find: str = "") -> dict[str, Any]:
+    """Every alias read in parallel under the page deadline; a value or an exception each.
+
+    With ``find``, every queue of every queue alias is also searched for that task id.
+    """
     jobs: dict[str, Callable[[], Any]] = {}
+    if find:
+        for alias in queues:
+            if supports_scripts(queues[alias]):
+                jobs[f"admin-find:{alias}"] = partial(find_everywhere, queues[alias], find)
     for alias in locks:
         jobs[f"admin-locks:{alias}"] = partial(count_locks, alias)
     for alias in queues:
@@ -122,12 +129,35 @@ def queue_aliases(results: dict[str, Any], by_trouble: bool) -> list[QueueAlias]
     return sections
 
 
+def found_rows(results: dict[str, Any], find: str) -> list[dict[str, Any]]:
+    """The search hits of every queue alias, with links (an alias that failed says so)."""
+    rows: list[dict[str, Any]] = []
+    if not find:
+        return rows
+    for alias in queues:
+        result = results.get(f"admin-find:{alias}")
+        if isinstance(result, REDIS_ERRORS):
+            rows.append({"alias": alias, "error": str(result)})
+        elif isinstance(result, list):
+            for name, task in result:
+                rows.append(
+                    {
+                        "alias": alias,
+                        "queue": name,
+                        "task": task,
+                        "url": url("task", alias, name, find),
+                    }
+                )
+    return rows
+
+
 def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     """The dashboard's front page; its tables refresh in place unless turned off."""
     require(request)
     refresh = request.GET.get("refresh") != "off"
     by_trouble = request.GET.get("sort") != "name"
-    results = read_aliases()
+    find = request.GET.get("find", "").strip()
+    results = read_aliases(find)
     return render(
         model_admin,
         request,
@@ -145,6 +175,8 @@ def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse
         queue_aliases=queue_aliases(results, by_trouble),
         by_trouble=by_trouble,
         audit_url=url("audit"),
+        find=find,
+        found=found_rows(results, find),
         refresh=refresh,
         refresh_seconds=REFRESH_SECONDS,
         may_release=can(request, RELEASE_LOCKS),

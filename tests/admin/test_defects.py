@@ -399,3 +399,16 @@ def test_return_expired_leases_to_ready(
     assert stats["in_flight"] == 0 and stats["ready"] == 4
     (entry,) = LogEntry.objects.all()
     assert "Returned expired leases" in entry.change_message
+
+
+def test_find_a_task_id_in_every_queue(dashboard: Dashboard, admin_client: Client) -> None:
+    dashboard.queue("orders").enqueue("order-7", 1)
+    dashboard.queue("emails").enqueue("order-7", 2, delay=600)
+    dashboard.queue("other").enqueue("order-8", 3)
+    html = admin_client.get(BASE, {"find": "order-7"}).content.decode()
+    found = html.split('id="found"', 1)[1].split("</table>", 1)[0]
+    assert found.count("<tr><th scope=\"row\">") == 2
+    assert f'href="{url("task", "default", "emails", "order-7")}">emails</a>' in found
+    assert ">delayed<" in found and ">ready<" in found and ">other<" not in found
+    none = admin_client.get(BASE, {"find": "nope"}).content.decode()
+    assert "No queue holds a task with this id." in none

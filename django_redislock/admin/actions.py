@@ -39,6 +39,7 @@ from .data import (
     find_task,
     purge_confirmed,
     queue_summaries,
+    task_page,
 )
 from .queues import STATE_LABELS, queue_exists, queue_of
 
@@ -49,6 +50,8 @@ VERBS = {"run": "Run now", "requeue": "Requeue", "delete": "Delete"}
 DONE_VERBS = {"run": "made due now", "requeue": "requeued", "delete": "deleted"}
 #: Dead tasks moved per script call by "requeue all dead" (Redis stays responsive).
 REQUEUE_CHUNK = 1000
+#: Tasks read and acted on per step of an action over a whole state.
+BULK_PAGE = 500
 
 
 def back_to(queue: Any, state: str) -> str:
@@ -155,6 +158,8 @@ def bulk(model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: s
     action = request.POST.get("action", "")
     if request.method != "POST" or state not in STATES:
         return HttpResponseRedirect(back_to(queue, "ready"))
+    if request.POST.get("scope") == "all":
+        return bulk_all(model_admin, request, queue, state, action)
     picked = parse_selected(request.POST.getlist("selected"))
     if action not in ACTIONS or state not in ACTIONS[action] or not picked:
         messages.warning(request, "Pick an action that applies to this state and some tasks.")
@@ -181,6 +186,84 @@ def bulk(model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: s
         return HttpResponseRedirect(back_to(queue, state))
     report(request, queue, action, [id for _, id in picked], codes)
     return HttpResponseRedirect(back_to(queue, state))
+
+
+def bulk_all(
+    model_admin: ModelAdmin[Any], request: HttpRequest, queue: Any, state: str, action: str
+) -> HttpResponse:
+    """An action on every task of a state, not only the visible page; confirmed with the count.
+
+    Tasks are read a page of :data:`BULK_PAGE` at a time in the state's order
+    and acted on with the score each was read with, so a task that moved
+    meanwhile is left alone, as with a selection. At most the confirmed count
+    is acted on: tasks arriving during the run may be among them in place of
+    ones that left. One log entry records the whole run (a row per task would
+    be a row per task of a 100,000-task state).
+    """
+    back = back_to(queue, state)
+    if action not in ACTIONS or state not in ACTIONS[action]:
+        messages.warning(request, "Pick an action that applies to this state.")
+        return HttpResponseRedirect(back)
+    try:
+        total = read(lambda: task_page(queue, state, size=0)).total
+        if request.POST.get("confirm") != "yes":
+            return render(
+                model_admin,
+                request,
+                "bulk_confirm.html",
+                f"{VERBS[action]}: all {total:,} {STATE_LABELS[state].lower()} task(s)",
+                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back)],
+                whole_state=True,
+                count=total,
+                verb=VERBS[action],
+                state=state,
+                state_label=STATE_LABELS[state],
+                action=action,
+                queue=queue,
+                back_url=back,
+            )
+        seen = parse_int(request.POST.get("count"), 0)
+        if seen is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
+            return HttpResponseRedirect(back)
+        done, skipped = act_on_state(queue, state, action, seen)
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not {VERBS[action].lower()} the tasks: {exc}")
+        return HttpResponseRedirect(back)
+    if done:
+        log(
+            request,
+            DELETION if action == "delete" else CHANGE,
+            [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
+            f"{VERBS[action]}: all {state} tasks of queue {queue.name!r} on alias "
+            f"{queue.backend.alias!r}: {done} task(s) {DONE_VERBS[action]} "
+            f"(of {seen} confirmed).",
+        )
+        messages.success(request, f"{done:,} task(s) {DONE_VERBS[action]}.")
+    if skipped:
+        messages.warning(request, f"{skipped:,} task(s) changed meanwhile and were left alone.")
+    if not done and not skipped:
+        messages.warning(request, "No task was left to act on.")
+    return HttpResponseRedirect(back)
+
+
+def act_on_state(queue: Any, state: str, action: str, seen: int) -> tuple[int, int]:
+    """Apply ``action`` to up to ``seen`` tasks of ``state``, a page at a time: (done, skipped)."""
+    done = skipped = 0
+    cursor: tuple[int, str] | None = None
+    for _ in range(seen // BULK_PAGE + 2):
+        left = seen - done - skipped
+        if left <= 0:
+            break
+        size = min(BULK_PAGE, left)
+        page = task_page(queue, state, "after" if cursor else "first", cursor, size=size)
+        if not page.rows:
+            break
+        codes = act(queue, action, [(row.id, WHERE[state], row.score) for row in page.rows])
+        done += sum(1 for code in codes if code == DONE)
+        skipped += sum(1 for code in codes if code != DONE)
+        cursor = (page.rows[-1].score, page.rows[-1].id)
+    return done, skipped
 
 
 def queue_action(

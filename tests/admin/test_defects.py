@@ -407,8 +407,39 @@ def test_find_a_task_id_in_every_queue(dashboard: Dashboard, admin_client: Clien
     dashboard.queue("other").enqueue("order-8", 3)
     html = admin_client.get(BASE, {"find": "order-7"}).content.decode()
     found = html.split('id="found"', 1)[1].split("</table>", 1)[0]
-    assert found.count("<tr><th scope=\"row\">") == 2
+    assert found.count('<tr><th scope="row">') == 2
     assert f'href="{url("task", "default", "emails", "order-7")}">emails</a>' in found
     assert ">delayed<" in found and ">ready<" in found and ">other<" not in found
     none = admin_client.get(BASE, {"find": "nope"}).content.decode()
     assert "No queue holds a task with this id." in none
+
+
+def test_an_action_over_a_whole_state(dashboard: Dashboard, admin_client: Client) -> None:
+    from django_redislock.admin import actions
+
+    q = dashboard.queue()
+    q.enqueue_many([(f"r{i}", i) for i in range(3)])
+    q.enqueue_many([(f"d{i:03}", i) for i in range(120)], delay=600)
+    form = {"state": "delayed", "action": "run", "scope": "all"}
+    confirm = admin_client.post(Q + "actions/", form).content.decode()
+    assert "all 120 delayed task(s)" in confirm and q.stats()["delayed"] == 120
+    q.enqueue_many([(f"late{i}", i) for i in range(5)], delay=600)  # arrive before the click
+    old = actions.BULK_PAGE
+    actions.BULK_PAGE = 50  # several pages
+    try:
+        done = admin_client.post(
+            Q + "actions/",
+            {**form, "confirm": "yes", "count": hidden(confirm, "count")},
+            follow=True,
+        )
+    finally:
+        actions.BULK_PAGE = old
+    assert "120 task(s) made due now" in done.content.decode()
+    stats = q.stats()
+    assert stats["delayed"] == 5 and stats["ready"] == 123  # never more than confirmed
+    (entry,) = LogEntry.objects.all()
+    assert "120 task(s) made due now (of 120 confirmed)" in entry.change_message
+    refused = admin_client.post(
+        Q + "actions/", {"state": "delayed", "action": "requeue", "scope": "all"}, follow=True
+    )
+    assert "Pick an action that applies" in refused.content.decode()

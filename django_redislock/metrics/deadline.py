@@ -11,10 +11,10 @@ So each read runs in a daemon thread and the caller waits for it at most
 ``seconds``. When the deadline passes the caller gets
 :class:`DeadlineExceeded` and moves on; the thread is left to finish on its
 own (it ends when the socket timeout fires, and the connection it used goes
-back to the pool or is dropped by redis-py). A read never changes Redis, so
-an abandoned one leaves nothing behind. Calls that write (admin actions) are
-run the same way and reported as "may still apply": the action scripts check
-the state the operator saw, so a late one is as safe as a prompt one.
+back to the pool or is dropped by redis-py). Only reads run this way, and a
+read never changes Redis, so an abandoned one leaves nothing behind. Writes
+(admin actions) are not cut short: the operator must learn whether they
+happened, so they wait as long as the socket timeout allows.
 
 Reads with a ``key`` (one per alias) never pile up: while an abandoned read
 of that key is still waiting, the next one fails at once instead of starting

@@ -205,7 +205,8 @@ def test_queue_page_refreshes_in_place(
         expect(page.locator("#result_list")).to_contain_text("order-1")
         page.evaluate("window.marker = 'no reload'")
         orders.enqueue("order-2", {"n": 2})
-        expect(page.locator("#result_list")).to_contain_text("order-2")  # within ~5 s
+        # the next poll (every 5 s) brings it; expect's own default wait is only 5 s
+        expect(page.locator("#result_list")).to_contain_text("order-2", timeout=20_000)
         expect(page.locator("#state-tabs")).to_contain_text("Ready2")
         expect(page.locator("#live-status")).to_contain_text("updated")
         assert page.evaluate("window.marker") == "no reload"  # refreshed in place

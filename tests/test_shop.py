@@ -6,6 +6,7 @@ and the inventory together).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,6 +20,7 @@ from shop import tasks
 from shop.models import Order, Product, Sale
 from shop.services import open_sale, pay_order, restock
 
+from django_redislock.exceptions import ConfigurationError
 from django_redislock.queue.worker import Worker
 
 from .conftest import RedisTarget
@@ -254,3 +256,35 @@ def test_redis_down_gives_json_503s_and_admin_messages(shop_redis: RedisTarget) 
     sale.refresh_from_db()
     order.refresh_from_db()
     assert sale.units == 2 and order.status == Order.PENDING  # nothing half-done
+
+
+def test_the_dashboard_flash_sale_panel(shop_redis: RedisTarget) -> None:
+    sale = new_sale(5)
+    for buyer in ("p", "q"):
+        assert sale.stock.take(buyer=buyer, data={"sale": sale.pk}).ok
+    admin = User.objects.create_superuser("watcher", "w@example.com", "pw")
+    client = Client()
+    client.force_login(admin)
+    panel_url = "/admin/django_redislock/dashboard/flash-sales/"
+    unset = client.get(panel_url).content.decode()
+    assert "No stocks to show: set REDISLOCK_ADMIN_STOCKS" in unset
+    with override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks"):
+        assert (
+            'id="sales-link"' in client.get("/admin/django_redislock/dashboard/").content.decode()
+        )
+        html = client.get(panel_url).content.decode()
+        row = html.split('id="sale-rows">', 1)[1].split("</tr>", 1)[0]
+        cells = re.findall(r'<td class="numeric">(?:<strong>)?(\d+)', row)
+        assert cells[:4] == ["3", "2", "0", "2"]  # left, taken, restored, buyers
+        assert ">orders</a>" in row and ">open<" in row
+        assert cells[4] == "2"  # two order tasks ready
+        live = client.get(panel_url, {"live": "1"}).json()["regions"]["sale-rows"]
+        assert sale.stock.item in live
+        sale.stock.take(buyer="r", data={"sale": sale.pk})
+        again = client.get(panel_url, {"live": "1"}).json()["regions"]["sale-rows"]
+        assert "<strong>2</strong>" in again
+    with (
+        override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.nothing_here"),
+        pytest.raises(ConfigurationError, match="REDISLOCK_ADMIN_STOCKS"),
+    ):
+        client.get(panel_url)

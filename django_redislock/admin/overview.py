@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import urlencode
 
@@ -175,6 +176,7 @@ def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse
         queue_aliases=queue_aliases(results, by_trouble),
         by_trouble=by_trouble,
         audit_url=url("audit"),
+        sales_url=url("sales") if getattr(settings, "REDISLOCK_ADMIN_STOCKS", None) else "",
         find=find,
         found=found_rows(results, find),
         refresh=refresh,

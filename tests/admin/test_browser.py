@@ -217,3 +217,41 @@ def test_queue_page_refreshes_in_place(
         expect(page.locator("#live-status")).to_contain_text("paused while the tab is hidden")
         page.screenshot(path=str(artifacts_dir / "admin" / "queue-live.png"), full_page=True)
         browser.close()
+
+
+def test_flash_sale_panel_follows_the_sale(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.test import override_settings
+    from django.utils import timezone
+    from playwright.sync_api import expect, sync_playwright
+    from shop.models import Product
+    from shop.services import open_sale
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    product = Product.objects.create(name="Phone X", price=Decimal("999.00"))
+    sale = open_sale(product, 100, closes=timezone.now() + timedelta(minutes=30))
+    for i in range(37):
+        assert sale.stock.take(buyer=f"b{i}", data={"sale": sale.pk}).ok
+    with (
+        override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks"),
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+        page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        page.click("#sales-link")
+        expect(page.locator("#sale-rows")).to_contain_text("63")  # left
+        for i in range(37, 50):
+            assert sale.stock.take(buyer=f"b{i}", data={"sale": sale.pk}).ok
+        expect(page.locator("#sale-rows")).to_contain_text("50", timeout=20_000)  # refreshed
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        page.screenshot(path=str(artifacts_dir / "admin" / "sales.png"), full_page=True)
+        browser.close()

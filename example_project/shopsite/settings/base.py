@@ -44,6 +44,9 @@ MIDDLEWARE = [
 ]
 X_FRAME_OPTIONS = "DENY"
 
+# the dashboard's flash-sale panel watches the stocks of current sales
+REDISLOCK_ADMIN_STOCKS = "shop.panel.live_stocks"
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

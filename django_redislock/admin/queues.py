@@ -35,7 +35,6 @@ from .data import (
     TaskPage,
     TaskRow,
     find_task,
-    queue_summaries,
     supports_scripts,
     task_page,
 )
@@ -107,11 +106,11 @@ def requested_page(request: HttpRequest) -> tuple[str, str, tuple[int, str] | No
 
 
 def queue_exists(queue: Any) -> bool:
-    """True when the alias's queue list names ``queue`` or it holds any task."""
-    if queue.name in queue.backend.queue_names():
-        return True
-    (summary,) = queue_summaries(queue.backend, [queue.name])
-    return summary.total > 0
+    """True when the alias's queue list names ``queue`` (callers first check it holds no task).
+
+    A queue that was never enqueued to is not listed; a purged one stays listed.
+    """
+    return queue.name in queue.backend.queue_names()
 
 
 def queue_page(

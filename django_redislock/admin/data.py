@@ -30,7 +30,7 @@ from ..locks.index import HeldLock
 from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
 from ..wire import to_text
-from .common import duration, encode_id
+from .common import duration, encode_id, parse_int
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
@@ -341,6 +341,91 @@ def find_everywhere(backend: Any, id: str) -> list[tuple[str, TaskRow]]:
         row.truncated = len(payload) < int(size)
         found.append((queue.name, row))
     return found
+
+
+#: HSCAN calls (of ``PREFIX_SCAN_COUNT`` fields each) one prefix search may make.
+PREFIX_SCAN_CALLS = 20
+PREFIX_SCAN_COUNT = 1000
+#: Most tasks one prefix search returns.
+PREFIX_HITS = 50
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob specials of ``MATCH`` escaped, so it matches literally."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+@dataclass
+class PrefixHits:
+    """Tasks whose id starts with a prefix, and where the scan stopped."""
+
+    rows: list[TaskRow]
+    #: Where to continue (``"<set>:<cursor>"``); "" when every set was scanned.
+    cursor: str
+
+
+def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
+    """Tasks whose id starts with ``prefix``, from a bounded scan of the queue's sorted sets.
+
+    Ids are not ordered by text anywhere, so this is the one search that scans:
+    ``ZSCAN`` with ``MATCH <prefix>*`` over the pending, in-flight and dead sets
+    in turn (members and scores only, never payloads), at most
+    :data:`PREFIX_SCAN_CALLS` calls of :data:`PREFIX_SCAN_COUNT` members,
+    stopping at :data:`PREFIX_HITS` hits; the caller continues from
+    :attr:`PrefixHits.cursor`. Each call is short, so Redis stays responsive; a
+    queue of a million tasks takes many pages. The hits are then read in one
+    pipeline.
+    """
+    client = queue.backend.client
+    pattern = glob_escape(prefix) + "*"
+    where, _, position = cursor.partition(":")
+    zset = parse_zset(where)
+    scan = parse_int(position, 0) or 0
+    ids: list[str] = []
+    with queue.backend.errors():
+        for _ in range(PREFIX_SCAN_CALLS):
+            scan, batch = client.zscan(
+                queue.keys[zset], scan, match=pattern, count=PREFIX_SCAN_COUNT
+            )
+            scan = int(scan)
+            ids += [to_text(member) for member, _ in batch]
+            if scan == 0:
+                zset += 1
+                if zset > 2:
+                    break
+            if len(ids) >= PREFIX_HITS:
+                break
+    next_cursor = f"{zset}:{scan}" if zset <= 2 else ""
+    unique = list(dict.fromkeys(ids))
+    calls: list[tuple[str, list[str], list[Any]]] = [
+        ("admin_task_get", queue.keys, [id, PREVIEW_BYTES]) for id in unique
+    ]
+    serializer = queue.backend.options["SERIALIZER"]
+    rows = []
+    for id, reply in zip(unique, _results(queue.backend, calls), strict=True):
+        if not reply:
+            continue  # gone since the scan saw it
+        now, where_, score, attempts, payload, size, error = reply
+        score = int(float(score))
+        state = {2: IN_FLIGHT, 3: DEAD}.get(int(where_), READY if score <= int(now) else DELAYED)
+        row = TaskRow(
+            id,
+            state,
+            score,
+            int(attempts),
+            payload_text(payload, serializer),
+            int(size),
+            to_text(error),
+            int(now),
+            truncated=len(payload) < int(size),
+        )
+        rows.append(row)
+    return PrefixHits(rows, next_cursor)
+
+
+def parse_zset(text: str) -> int:
+    """The sorted set (0 pending, 1 in flight, 2 dead) a prefix-scan cursor names."""
+    return {"1": 1, "2": 2}.get(text, 0)
 
 
 def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[int, bool]:

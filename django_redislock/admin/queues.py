@@ -32,8 +32,10 @@ from .common import (
 )
 from .data import (
     ACTIONS,
+    PrefixHits,
     TaskPage,
     TaskRow,
+    find_prefix,
     find_task,
     supports_scripts,
     task_page,
@@ -116,17 +118,24 @@ def queue_exists(queue: Any) -> bool:
 def queue_page(
     model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
 ) -> HttpResponse:
-    """Tasks of one state of one queue, 50 a page, with search by exact id."""
+    """Tasks of one state of one queue, 50 a page, with search by exact id or id prefix."""
     require(request)
     queue = queue_of(alias, name)
     state, direction, cursor = requested_page(request)
     search = request.GET.get("q", "").strip()
+    by_prefix = bool(search) and request.GET.get("match") == "prefix"
     rows: list[TaskRow] = []
-    page, links, error = None, {}, ""
+    page, links, error, more_url = None, {}, "", ""
     try:
 
-        def load() -> tuple[TaskRow | None, TaskPage, bool]:
-            found = find_task(queue, search, cap=PREVIEW_CAP) if search else None
+        def load() -> tuple[list[TaskRow] | PrefixHits, TaskPage, bool]:
+            if by_prefix:
+                found: list[TaskRow] | PrefixHits = find_prefix(
+                    queue, search, request.GET.get("from", "")
+                )
+            else:
+                hit = find_task(queue, search, cap=PREVIEW_CAP) if search else None
+                found = [hit] if hit else []
             got = task_page(queue, state, direction, cursor)
             exists = bool(sum(got.counts.values())) or queue_exists(queue)
             return found, got, exists
@@ -134,9 +143,16 @@ def queue_page(
         found, page, exists = read(load)
         if not exists:
             raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
-        if search:
-            rows = [decorate(queue, found)] if found else []
-            if found is None:
+        if isinstance(found, PrefixHits):
+            rows = [decorate(queue, row) for row in found.rows]
+            if found.cursor:
+                query = {"state": state, "q": search, "match": "prefix", "from": found.cursor}
+                more_url = url("queue", queue.backend.alias, queue.name, query=urlencode(query))
+            elif not rows:
+                messages.warning(request, f"No task id starts with “{search}” in this queue.")
+        elif search:
+            rows = [decorate(queue, row) for row in found]
+            if not found:
                 messages.warning(request, f"No task with the id “{search}” in this queue.")
         else:
             rows = [decorate(queue, row) for row in page.rows]
@@ -179,6 +195,8 @@ def queue_page(
         page=page,
         links=links,
         search=search,
+        by_prefix=by_prefix,
+        more_url=more_url,
         error=error,
         actions_url=url("bulk", queue.backend.alias, queue.name),
         requeue_dead_url=url("requeue_dead", queue.backend.alias, queue.name),

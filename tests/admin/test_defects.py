@@ -443,3 +443,36 @@ def test_an_action_over_a_whole_state(dashboard: Dashboard, admin_client: Client
         Q + "actions/", {"state": "delayed", "action": "requeue", "scope": "all"}, follow=True
     )
     assert "Pick an action that applies" in refused.content.decode()
+
+
+def test_find_ids_by_prefix(dashboard: Dashboard, admin_client: Client) -> None:
+    from django_redislock.admin import data
+
+    q = dashboard.queue()
+    q.enqueue_many([(f"order-{i:03}", i) for i in range(30)])
+    q.enqueue_many([(f"mail-{i}", i) for i in range(30)])
+    q.enqueue("order-*x", 1, delay=600)  # a glob special in an id matches only itself
+    dead_task(q, "order-dead")
+    html = admin_client.get(Q, {"q": "order-", "match": "prefix"}).content.decode()
+    shown = set(re.findall(r">(order-[^<]*)</a>", html))
+    assert len(shown) == 32 and "order-dead" in shown and "order-*x" in shown
+    assert not re.search(r">mail-", html) and 'id="scan-more"' not in html
+    star = admin_client.get(Q, {"q": "order-*", "match": "prefix"}).content.decode()
+    assert set(re.findall(r">(order-[^<]*)</a>", star)) == {"order-*x"}
+    # a small scan budget makes the search page through the sets
+    old = data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS
+    data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS = 1, 10, 5
+    try:
+        seen: set[str] = set()
+        page = admin_client.get(Q, {"q": "order-", "match": "prefix"}).content.decode()
+        for _ in range(60):
+            seen |= set(re.findall(r">(order-[^<]*)</a>", page))
+            more = re.search(r'<a href="([^"]+)" id="scan-more">', page)
+            if more is None:
+                break
+            page = admin_client.get(unescape(more.group(1))).content.decode()
+        assert len(seen) == 32
+    finally:
+        data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS = old
+    nothing = admin_client.get(Q, {"q": "zzz", "match": "prefix"})
+    assert (constants.WARNING, "No task id starts with “zzz” in this queue.") in levels(nothing)

@@ -476,3 +476,31 @@ def test_find_ids_by_prefix(dashboard: Dashboard, admin_client: Client) -> None:
         data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS = old
     nothing = admin_client.get(Q, {"q": "zzz", "match": "prefix"})
     assert (constants.WARNING, "No task id starts with “zzz” in this queue.") in levels(nothing)
+
+
+def test_locks_filter_by_kind_and_holder_and_sort_by_ttl(
+    dashboard: Dashboard, admin_client: Client
+) -> None:
+    held = [dashboard.locks.lock(f"m{i}", ttl=60 + i) for i in range(3)]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    reader = dashboard.locks.read_write_lock("catalog", ttl=30).read()
+    assert reader.acquire(blocking=False)
+    try:
+        by_kind = admin_client.get(BASE + "locks/", {"kind": "read"}).content.decode()
+        assert "1 match on" in by_kind and ">catalog<" in by_kind and ">m0<" not in by_kind
+        by_ttl = admin_client.get(BASE + "locks/", {"sort": "ttl"}).content.decode()
+        order = re.findall(r'<td class="name">([^<]+)</td>', by_ttl)
+        assert order == ["catalog", "m0", "m1", "m2"]  # soonest expiry first
+        nobody = admin_client.get(BASE + "locks/", {"holder": "no-such-host"}).content.decode()
+        assert "0 match on" in nobody
+        import socket
+
+        mine = admin_client.get(BASE + "locks/", {"holder": socket.gethostname()}).content.decode()
+        assert "4 match on" in mine
+        junk = admin_client.get(BASE + "locks/", {"kind": "x", "sort": "y", "page": "²"})
+        assert junk.status_code == 200 and "4 held on" in junk.content.decode()
+    finally:
+        for lock in held:
+            lock.release()
+        reader.release()

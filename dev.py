@@ -5,8 +5,10 @@
     python3 dev.py test     lint, type-check, build the docs and run the whole test suite
     python3 dev.py bench    run the benchmarks side by side with the peer libraries
 
-Each command creates (or reuses) a virtual environment in ``.venv`` and installs
-what it needs there, so a fresh machine needs only Python 3.10+ and pip.
+Each command creates (or reuses) a virtual environment in ``.venv`` (``REDISLOCK_VENV``
+names another) and installs what it needs there: the project with its user extras and the
+development tools of pyproject's ``[dependency-groups]`` (pip is upgraded in the environment
+to 25.1+, which installs groups). A fresh machine needs only Python 3.10+ and pip.
 """
 
 from __future__ import annotations
@@ -36,11 +38,33 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
 #: the oldest supported Python with the oldest Django, and Django 6 on Python 3.12.
 COMPAT = (("3.10", "Django>=4.2,<4.3"), ("3.12", "Django>=6.0,<7"))
 
+#: The user extras the test suite exercises; the tools come from pyproject's dependency groups.
+TEST_EXTRAS = "embedded,fakeredis,demo,tasks,celery,prometheus"
+
+#: ``pip install --group`` (PEP 735 dependency groups) arrived in pip 25.1.
+PIP_WITH_GROUPS = (25, 1)
+
+
+def pip_version(python: Path) -> tuple[int, ...]:
+    """The version of pip in the environment of ``python`` (``(0,)`` when it has none)."""
+    probe = subprocess.run(
+        [str(python), "-c", "import pip; print(pip.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    parts = probe.stdout.strip().split(".")[:2] if probe.returncode == 0 else ["0"]
+    return tuple(int(part) for part in parts if part.isdigit())
+
 
 def ensure_venv(
-    extras: str, where: Path = VENV, python: str = sys.executable, pins: tuple[str, ...] = ()
+    extras: str,
+    groups: tuple[str, ...] = (),
+    where: Path = VENV,
+    python: str = sys.executable,
+    pins: tuple[str, ...] = (),
 ) -> Path:
-    """Create a virtual environment and install the project with ``extras`` into it."""
+    """Create a virtual environment; install the project with ``extras`` and ``groups``."""
     bin_dir = where / "bin"
     if not (bin_dir / "python").exists():
         print(f"creating {where} with {python}", flush=True)
@@ -48,8 +72,15 @@ def ensure_venv(
             venv.EnvBuilder(with_pip=True).create(where)
         else:
             run(python, "-m", "venv", where)
-        run(bin_dir / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(bin_dir / "python", "-m", "pip", "install", "--quiet", "-e", f".[{extras}]", *pins)
+    if groups and pip_version(bin_dir / "python") < PIP_WITH_GROUPS:
+        run(bin_dir / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1")
+    group_args = [arg for group in groups for arg in ("--group", group)]
+    run(
+        bin_dir / "python",
+        *("-m", "pip", "install", "--quiet", "-e", f".[{extras}]"),
+        *group_args,
+        *pins,
+    )
     return bin_dir
 
 
@@ -79,7 +110,7 @@ def ensure_chromium() -> None:
 
 
 def test() -> None:
-    ensure_venv("test")
+    ensure_venv(TEST_EXTRAS, ("test",))
     ensure_chromium()
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
@@ -94,7 +125,8 @@ def test() -> None:
             print(f"skipping the Python {version} / {django} run: no python{version} here")
             continue
         name = django.split(",")[0].replace("Django>=", "django")
-        bin_dir = ensure_venv("test", ROOT / f".venv-py{version}-{name}", python, (django,))
+        where = ROOT / f".venv-py{version}-{name}"
+        bin_dir = ensure_venv(TEST_EXTRAS, ("test",), where, python, (django,))
         run(bin_dir / "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider")
 
 
@@ -104,7 +136,7 @@ def demo() -> None:
 
 
 def bench() -> None:
-    ensure_venv("test,bench")
+    ensure_venv(TEST_EXTRAS, ("test", "bench"))
     run(BIN / "python", "-m", "bench", *sys.argv[2:])
     run(BIN / "python", "-m", "bench.plot")  # refresh the docs' plots and tables
 

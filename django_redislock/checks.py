@@ -1,38 +1,100 @@
-"""System checks for ``REDISLOCK_LOCKS`` and ``REDISLOCK_QUEUES``. No network I/O.
+"""System checks for ``REDISLOCK_LOCKS``, ``REDISLOCK_QUEUES`` and ``TASKS``. No network I/O.
 
-=========================  ==========================================================
-``redislock.E001``         the setting is not a dict of alias dicts
-``redislock.E002``         ``BACKEND`` cannot be imported or is not a backend class
-``redislock.E003``         unknown ``OPTIONS`` key
-``redislock.E004``         bad ``OPTIONS`` value (non-positive TTL or timeout, wrong type)
-``redislock.E005``         bad ``LOCATION``
-``redislock.E006``         unknown key in an alias dict, or bad ``KEY_PREFIX``
-``redislock.W001``         ``embedded://`` with ``DEBUG = False``
-``redislock.W002``         a queue alias pickles payloads (``SERIALIZER``)
-``redislock.W003``         a Redlock alias lists an even number of masters
-=========================  ==========================================================
+Everything that can be known before the first call is reported here, with an id and a hint,
+instead of failing at run time. A check that cannot run (an unexpected exception from a
+backend's own ``check()``) is reported as ``redislock.E011`` instead of crashing
+``manage.py check``. ``CHECKS`` lists every id; the settings reference is generated from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib.util
+import os
+import tempfile
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core import mail
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.module_loading import import_string
 
 from .backends.base import alias_key_errors
-from .conf import DEFAULT_LOCATION, option_value_errors, unknown_option_errors
+from .conf import (
+    DEFAULT_ALIAS,
+    DEFAULT_LOCATION,
+    QUEUES_SETTING,
+    TASK_OPTIONS,
+    option_errors,
+    option_value_errors,
+    unknown_option_errors,
+)
+from .docs import settings_hint
+from .embedded import MAX_SOCKET_PATH, socket_path
 from .exceptions import ConfigurationError
 from .handlers import BackendHandler, locks, queues, settings_errors
 
-DOCS = "See the settings reference: docs/settings.md"
+#: Every id these checks report, and what it means (the settings reference lists them).
+CHECKS: dict[str, str] = {
+    "redislock.E001": "The setting is not a dict of alias dicts.",
+    "redislock.E002": "`BACKEND` cannot be imported or is not a backend class.",
+    "redislock.E003": "Unknown `OPTIONS` key (the message lists the valid keys).",
+    "redislock.E004": "Bad `OPTIONS` value: non-positive TTL or timeout, wrong type.",
+    "redislock.E005": "Bad `LOCATION`, or an `embedded://` path too long for a Unix socket.",
+    "redislock.E006": "Unknown key in an alias dict, or a bad `KEY_PREFIX`.",
+    "redislock.E007": "`OPTIONS['CLIENT_CLASS']` cannot be imported (its package is missing).",
+    "redislock.E008": "Unknown or bad `OPTIONS` of a `TASKS` alias that uses `RedisTaskBackend`.",
+    "redislock.E009": "A `TASKS` alias's `OPTIONS['USING']` names no `REDISLOCK_QUEUES` alias.",
+    "redislock.E010": "`RedisTaskBackend` is configured but Django's tasks framework is missing "
+    "(Django < 6 without the `django-tasks` backport).",
+    "redislock.E011": "A check could not run (the message names the exception).",
+    "redislock.E020": "`REDISLOCK_TASK_MODULES` is not a list of dotted module names, or names a "
+    "module that cannot be found.",
+    "redislock.W001": "`embedded://` while `DEBUG = False` (silent under the test runner and "
+    "for paths under the temporary directory).",
+    "redislock.W002": "A queue alias stores payloads with pickle.",
+    "redislock.W003": "A Redlock alias lists an even number of masters (no extra safety; use 3 "
+    "or 5).",
+}
+
+TASK_BACKEND = "django_redislock.tasks.RedisTaskBackend"
+#: The dotted paths that name this app's tasks backend.
+TASK_BACKEND_PATHS = {TASK_BACKEND, "django_redislock.tasks.backend.RedisTaskBackend"}
 
 
 @register("redislock")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Check both settings; each message names the setting and alias."""
     return _check_handler(locks) + _check_handler(queues)
+
+
+@register("redislock")
+def check_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Check the ``TASKS`` aliases that use this app's backend (options, queue alias, framework)."""
+    value = getattr(settings, "TASKS", None)
+    if not isinstance(value, Mapping):
+        return []
+    messages: list[CheckMessage] = []
+    for alias, params in value.items():
+        if isinstance(params, Mapping) and params.get("BACKEND") in TASK_BACKEND_PATHS:
+            messages.extend(_guarded(f"TASKS[{alias!r}]", _check_task_alias, alias, params))
+    return messages
+
+
+def _guarded(
+    where: str, check: Callable[..., list[CheckMessage]], *args: Any
+) -> list[CheckMessage]:
+    """Run one check; an unexpected exception becomes a message instead of a traceback."""
+    try:
+        return check(*args)
+    except Exception as exc:
+        return [
+            Error(
+                f"{where} could not be checked: {type(exc).__name__}: {exc}",
+                hint="Fix the setting this names; if it looks right, report the exception.",
+                id="redislock.E011",
+            )
+        ]
 
 
 def _check_handler(handler: BackendHandler[Any]) -> list[CheckMessage]:
@@ -49,7 +111,7 @@ def _check_handler(handler: BackendHandler[Any]) -> list[CheckMessage]:
         ]
     messages: list[CheckMessage] = []
     for alias, params in value.items():
-        messages.extend(_check_alias(handler, name, alias, params))
+        messages.extend(_guarded(f"{name}[{alias!r}]", _check_alias, handler, name, alias, params))
     return messages
 
 
@@ -69,12 +131,15 @@ def _check_alias(
         ]
     messages: list[CheckMessage] = []
     for problem in alias_key_errors(params):
-        messages.append(Error(f"{where}: {problem}", hint=DOCS, id="redislock.E006"))
+        messages.append(Error(f"{where}: {problem}", hint=settings_hint(""), id="redislock.E006"))
     options = params.get("OPTIONS", {})
+    section = "lock-options" if handler is locks else "queue-options"
     if not isinstance(options, Mapping):
         return [
             *messages,
-            Error(f"{where}: OPTIONS must be a dict", hint=DOCS, id="redislock.E004"),
+            Error(
+                f"{where}: OPTIONS must be a dict", hint=settings_hint(section), id="redislock.E004"
+            ),
         ]
     for problem in unknown_option_errors(options, cls.option_schema):
         messages.append(
@@ -85,7 +150,10 @@ def _check_alias(
             )
         )
     for problem in option_value_errors(options, cls.option_schema):
-        messages.append(Error(f"{where}: {problem}", hint=DOCS, id="redislock.E004"))
+        messages.append(
+            Error(f"{where}: {problem}", hint=settings_hint(section), id="redislock.E004")
+        )
+    messages += _client_class_errors(where, options)
     location = params.get("LOCATION", DEFAULT_LOCATION)
     for problem in cls.location_errors(params):
         messages.append(
@@ -95,22 +163,120 @@ def _check_alias(
                 id="redislock.E005",
             )
         )
-    if _is_embedded(location) and not settings.DEBUG:
-        messages.append(
-            Warning(
-                f"{where} uses {location!r}, a private development server, with DEBUG = False.",
-                hint="embedded:// is for development, tests and the demo; point LOCATION at a "
-                "managed Redis in production.",
-                id="redislock.W001",
-            )
-        )
-    if not messages:
+    messages += _embedded_messages(where, location)
+    if not any(message.is_serious() for message in messages):
         messages.extend(handler[alias].check())
     return messages
 
 
-def _is_embedded(location: Any) -> bool:
+def _client_class_errors(where: str, options: Mapping[str, Any]) -> list[CheckMessage]:
+    """E007: a ``CLIENT_CLASS`` path whose module cannot be imported."""
+    path = options.get("CLIENT_CLASS")
+    if not isinstance(path, str) or "." not in path:
+        return []
+    try:
+        import_string(path)
+    except ImportError as exc:
+        package = path.split(".")[0]
+        extra = " (pip install 'django-redislock[fakeredis]')" if package == "fakeredis" else ""
+        return [
+            Error(
+                f"{where}: OPTIONS['CLIENT_CLASS'] = {path!r} cannot be imported: {exc}",
+                hint=f"Install the package that provides it{extra}, or fix the path.",
+                id="redislock.E007",
+            )
+        ]
+    return []
+
+
+def _embedded_paths(location: Any) -> list[str]:
     items = [location] if isinstance(location, str) else location
-    return isinstance(items, (list, tuple)) and any(
-        isinstance(item, str) and item.startswith("embedded://") for item in items
-    )
+    if not isinstance(items, (list, tuple)):
+        return []
+    return [
+        os.path.abspath(item[len("embedded://") :])
+        for item in items
+        if isinstance(item, str) and item.startswith("embedded://")
+    ]
+
+
+def _embedded_messages(where: str, location: Any) -> list[CheckMessage]:
+    """E005 for a socket path that cannot fit; W001 for ``embedded://`` with DEBUG off."""
+    messages: list[CheckMessage] = []
+    for path in _embedded_paths(location):
+        sock = socket_path(path)
+        if len(sock) > MAX_SOCKET_PATH:
+            messages.append(
+                Error(
+                    f"{where}: embedded://{path} is too long for a Unix socket "
+                    f"({sock!r} has {len(sock)} characters, at most {MAX_SOCKET_PATH}).",
+                    hint="Choose a shorter LOCATION path, e.g. under the project directory.",
+                    id="redislock.E005",
+                )
+            )
+        elif not settings.DEBUG and not _testing() and not _is_temporary(path):
+            messages.append(
+                Warning(
+                    f"{where} uses {location!r}, a private development server, with DEBUG = False.",
+                    hint="embedded:// is for development, tests and the demo; point LOCATION at "
+                    "a managed Redis in production. To keep it anyway, add 'redislock.W001' to "
+                    "SILENCED_SYSTEM_CHECKS.",
+                    id="redislock.W001",
+                )
+            )
+    return messages
+
+
+def _testing() -> bool:
+    """True under Django's test runner (or pytest-django): it installs ``mail.outbox``."""
+    return hasattr(mail, "outbox")
+
+
+def _is_temporary(path: str) -> bool:
+    """True for a path under the temporary directory (a test's own server)."""
+    temp = os.path.realpath(tempfile.gettempdir())
+    return os.path.realpath(path).startswith(temp + os.sep)
+
+
+def _check_task_alias(alias: str, params: Mapping[str, Any]) -> list[CheckMessage]:
+    where = f"TASKS[{alias!r}]"
+    if not _tasks_framework_installed():
+        return [
+            Error(
+                f"{where} uses {TASK_BACKEND}, but Django's tasks framework is not installed.",
+                hint="Django 6.0+ ships it as django.tasks; on Django 4.2/5.x install the "
+                "backport: pip install 'django-redislock[tasks]'.",
+                id="redislock.E010",
+            )
+        ]
+    options = params.get("OPTIONS", {})
+    messages: list[CheckMessage] = [
+        Error(f"{where}: {problem}", hint=settings_hint("task-options"), id="redislock.E008")
+        for problem in option_errors(options, TASK_OPTIONS)
+    ]
+    using = options.get("USING", DEFAULT_ALIAS) if isinstance(options, Mapping) else None
+    try:
+        aliases = queues.settings
+    except ConfigurationError:  # a bad REDISLOCK_QUEUES is reported as E001
+        return messages
+    if isinstance(using, str) and using and using not in aliases:
+        defined = ", ".join(map(repr, aliases)) or "none"
+        messages.append(
+            Error(
+                f"{where}: OPTIONS['USING'] = {using!r} names no {QUEUES_SETTING} alias "
+                f"(defined aliases: {defined}).",
+                hint=f"Add {using!r} to {QUEUES_SETTING} or name one of its aliases.",
+                id="redislock.E009",
+            )
+        )
+    return messages
+
+
+def _tasks_framework_installed() -> bool:
+    for name in ("django.tasks", "django_tasks"):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return True
+        except ImportError:
+            continue
+    return False

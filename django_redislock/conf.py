@@ -160,7 +160,7 @@ CONNECTION_OPTIONS: dict[str, Option] = {
     ),
 }
 
-#: Options of the Redis lock backend (the lock issue adds its own keys here).
+#: Options of the Redis lock backend, besides the connection options.
 LOCK_OPTIONS: dict[str, Option] = {
     "DEFAULT_TTL": Option(30.0, positive_seconds, "TTL of a lock taken without ttl=."),
     "DEFAULT_TIMEOUT": Option(
@@ -230,7 +230,7 @@ REDLOCK_OPTIONS: dict[str, Option] = {
     ),
 }
 
-#: Options of the Redis queue backend (the queue issue adds its own keys here).
+#: Options of the Redis queue backend, besides the connection options.
 QUEUE_OPTIONS: dict[str, Option] = {
     "VISIBILITY_TIMEOUT": Option(
         60.0,

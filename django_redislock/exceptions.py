@@ -67,7 +67,20 @@ class TaskNotRegistered(QueueError):
 
 
 class TaskImportError(QueueError):
-    """A task's module raised while being imported: a broken deploy, so the worker stops."""
+    """A task's module raised while being imported: a broken deploy that a later one may fix.
+
+    The worker retries the task with backoff until the module imports (it does not
+    stop: the other tasks and queues go on).
+    """
+
+
+class UndecodablePayload(QueueError):
+    """A stored payload cannot be decoded (corrupt, too deep, or written by another serializer).
+
+    Raised when ``Task.payload`` is read; ``Task.raw_payload`` and
+    ``Task.payload_text`` still show what is stored. The worker dead-letters such
+    a task with this message.
+    """
 
 
 class ConfigurationError(ImproperlyConfigured):

@@ -10,13 +10,12 @@ import django
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 django.setup()
 
 project = "django-redislock"
 author = "django-redislock developers"
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "redislock_options"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}

@@ -16,3 +16,5 @@ _ALIAS = {
 }
 REDISLOCK_QUEUES = {"default": _ALIAS}
 REDISLOCK_LOCKS = {"default": {"LOCATION": os.environ["REDISLOCK_TEST_URL"]}}
+# task modules besides the apps' tasks modules (a test may list a broken one)
+REDISLOCK_TASK_MODULES = json.loads(os.environ.get("REDISLOCK_TEST_TASK_MODULES", "[]"))

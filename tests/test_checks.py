@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
+from pathlib import Path
+
 import pytest
+from django.core import mail
 from django.core.checks import Error, Warning
 from django.test import override_settings
 
-from django_redislock.checks import check_settings
+from django_redislock import checks as checks_module
+from django_redislock.backends import redis as redis_module
+from django_redislock.backends import redlock as redlock_module
+from django_redislock.checks import check_settings, check_tasks
 from django_redislock.handlers import locks, queues
 
-HINT = "See the settings reference: docs/settings.md"
+DOCS = "https://github.com/django-redislock/django-redislock/blob/main/docs/settings.md"
+COMMAND = "(or run: python -m django_redislock.docs settings)."
+HINT = f"See {DOCS} {COMMAND}"
+LOCK_HINT = f"See {DOCS}#lock-options {COMMAND}"
+TASK_HINT = f"See {DOCS}#task-options {COMMAND}"
+TASKS_BACKEND = "django_redislock.tasks.RedisTaskBackend"
 
 
 def run(**settings) -> list:
     with override_settings(**settings):
         try:
-            return check_settings()
+            return check_settings() + (check_tasks() if "TASKS" in settings else [])
         finally:
             locks.reset()
             queues.reset()
@@ -65,19 +78,19 @@ def test_non_positive_ttl_and_timeouts() -> None:
         Error(
             "REDISLOCK_LOCKS['default']: OPTIONS['DEFAULT_TIMEOUT'] must be >= 0 and <= 604800 "
             "seconds, got -1",
-            hint=HINT,
+            hint=LOCK_HINT,
             id="redislock.E004",
         ),
         Error(
             "REDISLOCK_LOCKS['default']: OPTIONS['DEFAULT_TTL'] must be > 0 and <= 604800 "
             "seconds, got 0",
-            hint=HINT,
+            hint=LOCK_HINT,
             id="redislock.E004",
         ),
         Error(
             "REDISLOCK_LOCKS['default']: OPTIONS['SOCKET_TIMEOUT'] must be > 0 and <= 604800 "
             "seconds, got 0",
-            hint=HINT,
+            hint=LOCK_HINT,
             id="redislock.E004",
         ),
     ]
@@ -111,18 +124,158 @@ def test_bad_alias_keys_and_prefix() -> None:
     ]
 
 
-def test_embedded_with_debug_off_warns() -> None:
-    aliases = {"default": {"LOCATION": "embedded:///tmp/shop-redis"}}
+def test_embedded_with_debug_off_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside the test runner (which installs mail.outbox) and outside the temporary directory.
+    monkeypatch.delattr(mail, "outbox", raising=False)
+    aliases = {"default": {"LOCATION": "embedded:///srv/shop-redis"}}
     assert run(REDISLOCK_LOCKS=aliases, DEBUG=False) == [
         Warning(
-            "REDISLOCK_LOCKS['default'] uses 'embedded:///tmp/shop-redis', a private "
+            "REDISLOCK_LOCKS['default'] uses 'embedded:///srv/shop-redis', a private "
             "development server, with DEBUG = False.",
             hint="embedded:// is for development, tests and the demo; point LOCATION at a "
-            "managed Redis in production.",
+            "managed Redis in production. To keep it anyway, add 'redislock.W001' to "
+            "SILENCED_SYSTEM_CHECKS.",
             id="redislock.W001",
         ),
     ]
     assert run(REDISLOCK_LOCKS=aliases, DEBUG=True) == []
+
+
+def test_embedded_warning_is_silent_under_the_test_runner(tmp_path) -> None:
+    # The test runner sets DEBUG = False; docs/embedded.md recommends embedded:// for tests.
+    assert hasattr(mail, "outbox")
+    aliases = {"default": {"LOCATION": "embedded:///srv/shop-redis"}}
+    assert run(REDISLOCK_LOCKS=aliases, DEBUG=False) == []
+
+
+def test_embedded_warning_is_silent_under_the_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    monkeypatch.delattr(mail, "outbox", raising=False)
+    aliases = {"default": {"LOCATION": f"embedded://{tmp_path}/redis"}}
+    assert run(REDISLOCK_LOCKS=aliases, DEBUG=False) == []
+
+
+def test_embedded_path_too_long_for_a_socket() -> None:
+    path = "/srv/" + "x" * 100
+    assert run(REDISLOCK_QUEUES={"default": {"LOCATION": f"embedded://{path}"}}) == [
+        Error(
+            f"REDISLOCK_QUEUES['default']: embedded://{path} is too long for a Unix socket "
+            f"('{path}/redis.sock' has 116 characters, at most 100).",
+            hint="Choose a shorter LOCATION path, e.g. under the project directory.",
+            id="redislock.E005",
+        ),
+    ]
+
+
+def test_client_class_whose_package_is_missing() -> None:
+    options = {"CLIENT_CLASS": "nosuchredis.FakeRedis"}
+    assert run(REDISLOCK_LOCKS={"default": {"OPTIONS": options}}) == [
+        Error(
+            "REDISLOCK_LOCKS['default']: OPTIONS['CLIENT_CLASS'] = 'nosuchredis.FakeRedis' "
+            "cannot be imported: No module named 'nosuchredis'",
+            hint="Install the package that provides it, or fix the path.",
+            id="redislock.E007",
+        ),
+    ]
+    assert (
+        run(REDISLOCK_LOCKS={"default": {"OPTIONS": {"CLIENT_CLASS": "fakeredis.FakeRedis"}}}) == []
+    )
+
+
+@pytest.mark.parametrize(
+    "backend", [TASKS_BACKEND, "django_redislock.tasks.backend.RedisTaskBackend"]
+)
+def test_typoed_task_option(backend: str) -> None:
+    tasks = {"default": {"BACKEND": backend, "OPTIONS": {"USIN": "default", "LEASE": 0}}}
+    assert run(TASKS=tasks) == [
+        Error(
+            "TASKS['default']: unknown OPTIONS key(s) 'USIN'; valid keys are LEASE, "
+            "MAX_ATTEMPTS, RESULT_TTL, USING",
+            hint=TASK_HINT,
+            id="redislock.E008",
+        ),
+        Error(
+            "TASKS['default']: OPTIONS['LEASE'] must be > 0 and <= 604800 seconds, got 0",
+            hint=TASK_HINT,
+            id="redislock.E008",
+        ),
+    ]
+
+
+def test_task_option_using_names_no_queue_alias() -> None:
+    tasks = {"default": {"BACKEND": TASKS_BACKEND, "OPTIONS": {"USING": "jobs"}}}
+    queues_setting = {"default": {"LOCATION": "redis://127.0.0.1:1/0"}}
+    assert run(TASKS=tasks, REDISLOCK_QUEUES=queues_setting) == [
+        Error(
+            "TASKS['default']: OPTIONS['USING'] = 'jobs' names no REDISLOCK_QUEUES alias "
+            "(defined aliases: 'default').",
+            hint="Add 'jobs' to REDISLOCK_QUEUES or name one of its aliases.",
+            id="redislock.E009",
+        ),
+    ]
+    queues_setting["jobs"] = queues_setting["default"]
+    assert run(TASKS=tasks, REDISLOCK_QUEUES=queues_setting) == []
+
+
+def test_tasks_backend_without_the_framework(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on Django 4.2/5.x without the backport: neither module can be found.
+    find_spec = importlib.util.find_spec
+
+    def missing(name: str, *args):
+        return None if name in ("django.tasks", "django_tasks") else find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
+    tasks = {"default": {"BACKEND": TASKS_BACKEND}}
+    assert run(TASKS=tasks) == [
+        Error(
+            f"TASKS['default'] uses {TASKS_BACKEND}, but Django's tasks framework is not "
+            "installed.",
+            hint="Django 6.0+ ships it as django.tasks; on Django 4.2/5.x install the "
+            "backport: pip install 'django-redislock[tasks]'.",
+            id="redislock.E010",
+        ),
+    ]
+
+
+def test_a_crashing_backend_check_becomes_a_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django_redislock.backends.redis import RedisLockBackend
+
+    def broken(self, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(RedisLockBackend, "check", broken)
+    aliases = {"default": {"LOCATION": "redis://127.0.0.1:1/0"}}
+    assert run(REDISLOCK_LOCKS=aliases) == [
+        Error(
+            "REDISLOCK_LOCKS['default'] could not be checked: KeyError: 'boom'",
+            hint="Fix the setting this names; if it looks right, report the exception.",
+            id="redislock.E011",
+        ),
+    ]
+
+
+def test_manage_py_check_reports_a_typoed_task_option_without_a_traceback() -> None:
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    tasks = {"default": {"BACKEND": TASKS_BACKEND, "OPTIONS": {"USIN": "default"}}}
+    with (
+        override_settings(TASKS=tasks),
+        pytest.raises(SystemCheckError, match=r"redislock\.E008"),
+    ):
+        call_command("check")
+
+
+def test_every_reported_id_is_documented() -> None:
+    from django_redislock.checks import CHECKS
+
+    source = (
+        Path(checks_module.__file__).read_text()
+        + Path(redis_module.__file__).read_text()
+        + Path(redlock_module.__file__).read_text()
+    )
+    assert sorted(set(re.findall(r'"(redislock\.[EW]\d{3})"', source))) == sorted(CHECKS)
 
 
 def test_checks_do_no_network_io() -> None:

@@ -248,6 +248,20 @@ def test_a_deleted_task_is_failed_and_dead_lettered(single: RedisTarget) -> None
     assert raw[b"status"] == b"FAILED"
 
 
+def test_a_django_task_path_is_never_imported(single: RedisTarget) -> None:
+    result = djtasks.add.enqueue(1, 1)
+    q = queue()
+    [claimed] = q.pop()
+    q.release([claimed])
+    sys.modules.pop("this", None)
+    payload = {**claimed.payload, "django_task": "this.anything"}
+    q.enqueue(result.id, payload, replace=True)
+    assert "dead 1" in drain()
+    assert "this" not in sys.modules
+    dead = q.get(result.id)
+    assert dead is not None and "not among the task modules" in dead.last_error
+
+
 def test_both_kinds_of_task_share_a_queue(single: RedisTarget) -> None:
     from .testapp import tasks as app_tasks
 
@@ -259,15 +273,17 @@ def test_both_kinds_of_task_share_a_queue(single: RedisTarget) -> None:
 
 
 def test_bad_options_name_the_alias() -> None:
+    # Django builds the backends while running the system checks: building one never raises
+    # (the redislock.E008 check reports the error), its first use does.
     with pytest.raises(
         ImproperlyConfigured,
         match=r"TASKS\['x'\]: unknown OPTIONS key\(s\) 'TTL'; valid keys are LEASE",
     ):
-        RedisTaskBackend("x", {"OPTIONS": {"TTL": 1}})
+        RedisTaskBackend("x", {"OPTIONS": {"TTL": 1}}).queue_backend  # noqa: B018
     with pytest.raises(ImproperlyConfigured, match="RESULT_TTL"):
-        RedisTaskBackend("x", {"OPTIONS": {"RESULT_TTL": 0}})
+        RedisTaskBackend("x", {"OPTIONS": {"RESULT_TTL": 0}}).queue_backend  # noqa: B018
     with pytest.raises(ImproperlyConfigured, match="MAX_ATTEMPTS"):
-        RedisTaskBackend("x", {"OPTIONS": {"MAX_ATTEMPTS": 0}})
+        RedisTaskBackend("x", {"OPTIONS": {"MAX_ATTEMPTS": 0}}).get_result("nope")
 
 
 def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

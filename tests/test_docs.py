@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +36,160 @@ def test_every_test_a_doc_names_exists(doc: Path) -> None:
         elif name is not None and f"def {name}" not in source.read_text(encoding="utf-8"):
             missing.append(f"{path}::{name}")
     assert missing == []
+
+
+# -- the settings reference ------------------------------------------------------------------
+
+
+def test_settings_reference_is_current() -> None:
+    """docs/settings.md is what ``python -m django_redislock.docs settings`` prints."""
+    from django_redislock.docs import settings_page
+
+    on_disk = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert on_disk == settings_page(), (
+        "docs/settings.md is stale: run python -m django_redislock.docs settings > docs/settings.md"
+    )
+
+
+def test_settings_command_prints_the_reference() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "django_redislock.docs", "settings"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT.parent,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert "| `DEFAULT_TTL` | `30.0` |" in done.stdout
+
+
+def test_every_option_is_in_the_reference() -> None:
+    from django_redislock import conf
+
+    page = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    for schema in (
+        conf.CONNECTION_OPTIONS,
+        conf.LOCK_OPTIONS,
+        conf.REDLOCK_OPTIONS,
+        conf.QUEUE_OPTIONS,
+        conf.TASK_OPTIONS,
+    ):
+        for key in schema:
+            assert f"| `{key}` |" in page
+
+
+# -- the samples -------------------------------------------------------------------------------
+
+#: The first line of a fenced ``python`` block that is a sketch, not run by the tests.
+SKETCH = "# sketch"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: ``expr  # True`` / ``expr  # False``: the doctest-style claims checked on each sample.
+CLAIM = re.compile(r"^(?P<expr>[^=#\s][^#]*?)\s+# (?P<value>True|False)\b")
+
+
+def python_blocks() -> list[tuple[str, int, str]]:
+    """Every fenced ``python`` block: (page, line of the fence, code)."""
+    blocks = []
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        start = None
+        for number, line in enumerate(lines, 1):
+            if start is None and line.strip() == "```python":
+                start = number
+            elif start is not None and line.strip() == "```":
+                blocks.append((page.name, start, "\n".join(lines[start : number - 1])))
+                start = None
+    return blocks
+
+
+BLOCKS = python_blocks()
+RUNNABLE = [block for block in BLOCKS if not block[2].startswith(SKETCH)]
+
+
+def with_claims(code: str) -> str:
+    """Turn ``expr  # True`` lines into assertions (doctest-style outputs)."""
+    out = []
+    for line in code.splitlines():
+        match = CLAIM.match(line)
+        if match is None:
+            out.append(line)
+        else:
+            out.append(f"assert ({match['expr']}) is {match['value']}, {match['expr']!r}")
+    return "\n".join(out)
+
+
+def test_samples_are_found_and_most_run() -> None:
+    assert len(BLOCKS) >= 20
+    assert len(RUNNABLE) > len(BLOCKS) / 2
+
+
+@pytest.mark.parametrize(
+    ("page", "line", "code"), RUNNABLE, ids=[f"{page}:{line}" for page, line, _ in RUNNABLE]
+)
+def test_sample_runs(page: str, line: int, code: str, tmp_path: Path) -> None:
+    """Each runnable sample runs as shown, on fakeredis; the settings it defines pass check."""
+    from django.test import override_settings
+
+    from django_redislock.checks import check_settings, check_tasks
+    from django_redislock.handlers import locks, queues
+
+    fake = {
+        "default": {
+            "LOCATION": f"redis://docs-{page.replace('.', '-')}-{line}/0",
+            "OPTIONS": {"CLIENT_CLASS": "fakeredis.FakeRedis"},
+        }
+    }
+    namespace: dict[str, object] = {"__name__": f"docs_sample_{line}", "BASE_DIR": tmp_path}
+    try:
+        with override_settings(REDISLOCK_LOCKS=fake, REDISLOCK_QUEUES=fake):
+            locks.reset()
+            queues.reset()
+            exec(compile(with_claims(code), f"{page}:{line}", "exec"), namespace)
+        defined = {
+            name: namespace[name]
+            for name in ("REDISLOCK_LOCKS", "REDISLOCK_QUEUES", "TASKS")
+            if name in namespace
+        }
+        if defined:
+            with override_settings(**defined):
+                locks.reset()
+                queues.reset()
+                assert check_settings() + check_tasks() == []
+    finally:
+        locks.reset()
+        queues.reset()
+
+
+def test_sketch_convention_is_documented() -> None:
+    contributing = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    assert f"`{SKETCH}`" in contributing
+
+
+def test_claims_in_samples_are_checked() -> None:
+    code = with_claims("values = {1}\n1 in values  # True\nvalues.add(2)\n3 in values  # True: no")
+    with pytest.raises(AssertionError, match="3 in values"):
+        exec(code, {})
+    assert sum("# True" in code for _, _, code in RUNNABLE) >= 1
+
+
+# -- the README on the package index ---------------------------------------------------------
+
+
+def test_readme_links_every_page_with_absolute_urls() -> None:
+    """The README is the package index's description: relative links break there."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from django_redislock.docs import DOCS_URL, HOME
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert [link for link in links if not link.startswith("https://")] == []
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md", "changelog.md"}
+    assert {page for page in pages if f"{DOCS_URL}{page}" not in links} == set()
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Homepage"] == HOME
+    assert all(url.startswith(HOME) for url in urls.values())

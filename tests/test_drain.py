@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
@@ -126,17 +127,27 @@ def test_deleted_function_is_dead_lettered_and_the_worker_goes_on(alias: RedisTa
     assert "has no @task payload" in errors["raw"]
 
 
-def test_broken_task_module_stops_the_worker_and_gives_tasks_back(alias: RedisTarget) -> None:
+def test_a_broken_task_module_costs_only_its_own_tasks(alias: RedisTarget) -> None:
     q = queue()
     tasks.remember.delay("before")
     q.enqueue("broken", {"task": "tests.broken_task_module.fn", "args": [], "kwargs": {}})
     tasks.remember.delay("after")
-    with pytest.raises(CommandError, match="broken on purpose"):
-        drain("tests", "--burst")
-    assert tasks.runs() == ["before"]
-    ready = q.top(10)
-    assert (ready[0].id, ready[0].attempts) == ("broken", 0)
-    assert len(ready) == 2 and q.stats()["in_flight"] == 0
+    params: dict[str, Any] = settings.REDISLOCK_QUEUES["default"]
+    # MAX_ATTEMPTS 1: a task at fault would be dead now; one whose module is broken waits
+    options = {**params["OPTIONS"], "RETRY_BACKOFF": 60, "MAX_ATTEMPTS": 1}
+    slow_retries = {**params, "OPTIONS": options}
+    with override_settings(
+        REDISLOCK_TASK_MODULES=["tests.broken_task_module"],
+        REDISLOCK_QUEUES={"default": slow_retries},
+    ):
+        output = drain("tests", "--burst")
+        [waiting] = queue().tasks("delayed")  # retried with backoff, not at the head
+    assert tasks.runs() == ["before", "after"]
+    assert "processed 3, failed 1, retried 1, dead 0" in output
+    assert (waiting.id, waiting.attempts) == ("broken", 1)
+    assert waiting.score > q.claim(0).now + 20_000_000  # 30-60 s away (jitter)
+    assert "broken on purpose" in waiting.last_error
+    assert q.stats()["in_flight"] == 0
 
 
 def test_max_tasks_and_unstarted_tasks_are_released(alias: RedisTarget) -> None:

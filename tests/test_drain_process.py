@@ -14,12 +14,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import override_settings
 
 from django_redislock import queues
-from django_redislock.queue import IN_FLIGHT, Queue
+from django_redislock.backends.redis import RedisQueueBackend
+from django_redislock.exceptions import UndecodablePayload
+from django_redislock.queue import DELAYED, IN_FLIGHT, Queue
 
 from .conftest import RedisTarget
 from .testapp import tasks
@@ -36,13 +39,19 @@ def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
         yield target
 
 
-def spawn(target: RedisTarget, *args: str) -> subprocess.Popen[str]:
+def spawn(
+    target: RedisTarget,
+    *args: str,
+    task_modules: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+) -> subprocess.Popen[str]:
     location = target.location if isinstance(target.location, str) else target.location[0]
     env = {
         **os.environ,
+        "REDISLOCK_TEST_TASK_MODULES": json.dumps(task_modules or []),
         "DJANGO_SETTINGS_MODULE": "tests.queue_worker_settings",
         "REDISLOCK_TEST_URL": location,
-        "REDISLOCK_TEST_OPTIONS": json.dumps(target.options),
+        "REDISLOCK_TEST_OPTIONS": json.dumps({**target.options, **(options or {})}),
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
     }
@@ -161,9 +170,91 @@ def test_sigkill_mid_task_runs_it_again_after_the_lease(real: RedisTarget) -> No
     assert (stats["ready"], stats["in_flight"], stats["dead"]) == (0, 0, 0)
 
 
-def test_failing_import_is_a_non_zero_exit(real: RedisTarget) -> None:
-    slow_queue().enqueue("x", {"task": "tests.broken_task_module.fn", "args": [], "kwargs": {}})
-    code, _, err = finish(spawn(real, "slow", "--burst"), timeout=30)
-    assert code != 0
-    assert "broken on purpose" in err
-    assert slow_queue().stats()["ready"] == 1
+def test_poison_payloads_are_dead_lettered_and_the_rest_runs(real: RedisTarget) -> None:
+    q = slow_queue()
+    for i in range(5):
+        tasks.slow.enqueue(args=[f"a{i}", 0], id=f"a{i}")
+    # bytes an older pickle-configured producer wrote, and JSON nested deeper than a
+    # worker can decode (enqueue refuses that now; an older version wrote it)
+    params = {**real.params(SERIALIZER="pickle"), "KEY_PREFIX": "test"}
+    pickled = RedisQueueBackend("older", params).queue("slow")
+    pickled.enqueue("pickled", {"task": "tests.testapp.tasks.slow", "args": ["p", 0]})
+    q.enqueue("deep", {"task": "tests.testapp.tasks.slow", "args": ["d", 0]})
+    deep = '{"task":"tests.testapp.tasks.slow","args":[' + "[" * 980 + "]" * 980 + ",0]}"
+    real.raw.hset(q.keys[3], "deep", deep)
+    q.enqueue("not-json", None)
+    real.raw.hset(q.keys[3], "not-json", b"\xff\x00 not json")
+    q.enqueue("zen", {"task": "this.anything", "args": [], "kwargs": {}})
+    for i in range(5):
+        tasks.slow.enqueue(args=[f"b{i}", 0], id=f"b{i}")
+    code, out, err = finish(spawn(real, "slow", "--burst", "--batch", "20"), timeout=60)
+    assert code == 0, err
+    ends = sorted(r for r in tasks.runs() if r.startswith("end:"))
+    assert ends == sorted([f"end:a{i}" for i in range(5)] + [f"end:b{i}" for i in range(5)])
+    assert "processed 14, failed 0, retried 0, dead 4" in out
+    assert "Beautiful is better than ugly" not in out + err  # `this` was never imported
+    dead = {t.id: t for t in q.tasks("dead")}  # listing never decodes, so never raises
+    assert sorted(dead) == ["deep", "not-json", "pickled", "zen"]
+    assert "no @task is registered as 'this.anything'" in dead.pop("zen").last_error
+    for task in dead.values():
+        assert "UndecodablePayload" in task.last_error and "cannot be decoded" in task.last_error
+        with pytest.raises(UndecodablePayload):
+            task.payload  # noqa: B018
+    assert dead["not-json"].payload_text == repr(b"\xff\x00 not json")
+    assert dead["deep"].payload_text.startswith('{"task"')
+    stats = q.stats()
+    assert (stats["ready"], stats["in_flight"], stats["dead"]) == (0, 0, 4)
+
+
+def test_a_failing_import_is_retried_and_blocks_nobody(real: RedisTarget) -> None:
+    q = slow_queue()
+    q.enqueue("broken", {"task": "tests.broken_task_module.fn", "args": [], "kwargs": {}})
+    q.enqueue("zen", {"task": "this.anything", "args": [], "kwargs": {}})
+    for i in range(3):
+        tasks.slow.enqueue(args=[f"s{i}", 0], id=f"s{i}")
+        tasks.remember.enqueue(args=[f"t{i}"], id=f"t{i}")  # another queue of the worker
+    worker = spawn(
+        real,
+        "slow",
+        "tests",
+        "--burst",
+        task_modules=["tests.broken_task_module"],
+        options={"RETRY_BACKOFF": 60},  # still delayed when the test looks
+    )
+    code, out, err = finish(worker, timeout=60)
+    assert code == 0, err
+    runs = tasks.runs()
+    assert [r for r in runs if r.startswith("end:")] == ["end:s0", "end:s1", "end:s2"]
+    assert [r for r in runs if r.startswith("t")] == ["t0", "t1", "t2"]
+    assert "Beautiful is better than ugly" not in out + err  # `this` was never imported
+    assert "processed 8, failed 2, retried 2, dead 0" in out
+    broken = q.get("broken")
+    assert broken is not None and broken.state == DELAYED and broken.attempts == 1
+    assert "TaskImportError" in broken.last_error and "broken on purpose" in broken.last_error
+    # a path in no task module might be a custom @task(name=...) of the broken module:
+    # retried too (never imported), dead-lettered once its attempts are used up
+    zen = q.get("zen")
+    assert zen is not None and zen.state == DELAYED and "broken on purpose" in zen.last_error
+    assert "broken on purpose" in err  # logged once when the worker started, and per retry
+
+
+@pytest.mark.parametrize("verbosity", ["0", "1", "2"])
+def test_failures_are_logged_with_their_traceback_by_verbosity(
+    real: RedisTarget, verbosity: str
+) -> None:
+    tasks.always_fails.enqueue(args=["boom"], id="bad")
+    tasks.remember.enqueue(args=["fine"], id="good")
+    worker = spawn(real, "tests", "--burst", "-v", verbosity, options={"RETRY_BACKOFF": 60})
+    code, out, err = finish(worker, timeout=60)
+    assert code == 0, err
+    assert "processed 2, failed 1" in out
+    failure = "task bad (tests.testapp.tasks.always_fails) of 'tests' failed (retried)"
+    per_task = "task good (tests.testapp.tasks.remember) of 'tests' succeeded in"
+    if verbosity == "0":
+        assert err == ""
+        return
+    assert f"WARNING {failure}" in err
+    assert "Traceback (most recent call last)" in err
+    assert 'raise ValueError(f"always fails: {tag}")' in err
+    assert "ValueError: always fails: boom" in err
+    assert (per_task in err) is (verbosity == "2")

@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from django_redislock import embedded
+from django_redislock import embedded, embedded_watchdog
 
 SCRIPT = textwrap.dedent(
     """
@@ -49,11 +50,8 @@ def path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """True for a running process; a zombie (stopped, not yet reaped by its parent) is gone."""
+    return embedded_watchdog.pid_alive(pid)
 
 
 def test_two_processes_share_one_server_and_the_last_one_out_stops_it(path: Path) -> None:
@@ -88,23 +86,58 @@ def test_data_survives_a_restart(path: Path) -> None:
     assert out.strip() == "from-writer"
 
 
-def test_a_killed_user_is_pruned_and_the_command_stops_the_server(path: Path, capsys) -> None:
+def wait_until_stopped(path: Path, server: int, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while (embedded.server_pid(str(path)) is not None or pid_alive(server)) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert embedded.server_pid(str(path)) is None
+    assert not pid_alive(server)
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=str)
+def test_the_server_stops_when_its_last_user_is_signalled(path: Path, how: int) -> None:
+    # SIGTERM with Python's default handler and SIGKILL skip atexit: the watchdog stops the server.
+    writer = spawn(path, "writer")
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "ready"
+    server = embedded.server_pid(str(path))
+    assert server is not None
+    writer.send_signal(how)
+    writer.wait(timeout=10)
+    wait_until_stopped(path, server)
+    assert embedded.users(str(path)) == []
+
+
+def test_the_watchdog_leaves_a_used_server_alone_and_the_command_stops_it(
+    path: Path, capsys
+) -> None:
+    writer = spawn(path, "writer")
+    assert writer.stdout is not None and writer.stdin is not None
+    writer.stdout.readline()
+    server = embedded.server_pid(str(path))
+    time.sleep(embedded.WATCH_INTERVAL * 2.5)  # the watchdog had two looks at its users
+
+    call_command("redislock_server", "status", "--path", str(path))
+    assert f"running, pid {server}, users [{writer.pid}]" in capsys.readouterr().out
+    call_command("redislock_server", "stop", "--path", str(path))
+    assert f"stopped {path}" in capsys.readouterr().out
+    assert server is not None and not pid_alive(server)
+    call_command("redislock_server", "status", "--path", str(path))
+    assert "stopped" in capsys.readouterr().out
+    writer.communicate("\n", timeout=30)
+
+
+def test_a_killed_user_is_pruned(path: Path) -> None:
     writer = spawn(path, "writer")
     assert writer.stdout is not None
     writer.stdout.readline()
-    writer.send_signal(signal.SIGKILL)
+    (path / "users" / "999999999").touch()  # a record left by a process that is gone
+    assert embedded.users(str(path)) == [writer.pid]
+    assert sorted(p.name for p in (path / "users").iterdir()) == [str(writer.pid)]
+    writer.kill()
     writer.wait(timeout=10)
-    server = embedded.server_pid(str(path))
-    assert server is not None  # nobody shut it down: SIGKILL skips atexit
-    assert embedded.users(str(path)) == []
-
-    call_command("redislock_server", "status", "--path", str(path))
-    assert f"running, pid {server}" in capsys.readouterr().out
-    call_command("redislock_server", "stop", "--path", str(path))
-    assert f"stopped {path}" in capsys.readouterr().out
-    assert not pid_alive(server)
-    call_command("redislock_server", "status", "--path", str(path))
-    assert "stopped" in capsys.readouterr().out
 
 
 def test_in_process_use_through_the_handler(path: Path, settings) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 import pytest
@@ -11,7 +12,6 @@ from django.utils import timezone
 
 from django_redislock.exceptions import InvalidArgument, StockNotFound
 from django_redislock.inventory import Reservation, Stock, TakeResult
-from django_redislock.queue import IN_FLIGHT
 from django_redislock.queue.worker import Worker
 
 from . import inventory_tasks
@@ -65,6 +65,23 @@ def test_a_buyer_takes_once_whatever_the_id_type(redis_target: RedisTarget) -> N
     assert snapshot(stock) == before
 
 
+@pytest.mark.parametrize("variant", [" 7", "7\n", "\t7 ", 7])
+def test_whitespace_around_a_buyer_id_is_the_same_buyer(
+    redis_target: RedisTarget, variant: Any
+) -> None:
+    stock = make_stock(redis_target)
+    stock.set(10)
+    take = stock.take(buyer="7")
+    assert take.reservation is not None and take.reservation.buyer == "7"
+    before = snapshot(stock)
+    assert stock.take(buyer=variant).result is TakeResult.ALREADY_BOUGHT
+    assert snapshot(stock) == before
+    assert stock.restore(take.reservation)
+    again = stock.take(buyer=variant)  # restore freed the normalised id
+    assert again.reservation is not None and again.reservation.buyer == "7"
+    assert stock.take(buyer="07").ok  # only surrounding whitespace is dropped
+
+
 def test_quantity_larger_than_what_is_left_is_refused(redis_target: RedisTarget) -> None:
     stock = make_stock(redis_target)
     stock.set(3)
@@ -93,6 +110,16 @@ def test_sale_window(redis_target: RedisTarget) -> None:
     assert stock.take(buyer="late").result is TakeResult.ENDED
     stock.set(5, closes=None)
     assert stock.take(buyer="late").ok
+    before = snapshot(stock), stock.stats().closes
+    utc = dt_timezone.utc
+    for bound in (datetime(1969, 12, 31, 23, 0, tzinfo=utc), datetime(1970, 1, 1, tzinfo=utc)):
+        with pytest.raises(InvalidArgument, match="closes must be after 1970"):
+            stock.set(5, closes=bound)  # would read as "no end"
+        with pytest.raises(InvalidArgument, match="opens must be after 1970"):
+            stock.set(5, opens=bound)
+    with pytest.raises(InvalidArgument, match="before 2255"):
+        stock.set(5, closes=datetime(9999, 1, 1, tzinfo=utc))
+    assert (snapshot(stock), stock.stats().closes) == before
     stats = stock.stats()
     assert stats.opens is None and stats.closes is None and stats.state == "open"
 
@@ -125,7 +152,9 @@ def test_unknown_item(redis_target: RedisTarget) -> None:
         ({"buyer": True}, "buyer"),
         ({"buyer": "x" * 201}, "buyer"),
         ({"buyer": "a", "data": ["not", "a", "dict"]}, "data"),
-        ({"buyer": "a", "data": {"not": object()}}, "payload"),
+        ({"buyer": "a", "data": {"not": object()}}, "data: payload is not JSON"),
+        ({"buyer": "a", "data": {"big": "x" * 70_000}}, "data is 70010 bytes as JSON, over 65536"),
+        ({"buyer": " \n "}, "buyer"),
     ],
 )
 def test_bad_take_arguments_change_nothing(
@@ -198,15 +227,34 @@ def test_restore_without_rebuy_keeps_the_buyer_out(redis_target: RedisTarget) ->
     assert stock.remaining() == 2
 
 
-def test_restore_leaves_an_order_task_that_already_started(redis_target: RedisTarget) -> None:
+def test_restore_drops_an_order_task_in_flight(redis_target: RedisTarget) -> None:
     stock = make_stock(redis_target)
     stock.set(1)
     take = stock.take(buyer="a")
     assert take.reservation is not None and stock.queue is not None
-    [claimed] = stock.queue.pop()
+    [claimed] = stock.queue.pop(lease=1)
     assert stock.restore(take.reservation)
-    task = stock.queue.get(claimed.id)
-    assert task is not None and task.state == IN_FLIGHT
+    assert stock.queue.get(claimed.id) is None  # the running attempt's lease hands out nothing
+    assert stock.queue.ack(claimed) == 0
+    assert stock.queue.retry(claimed, delay=0) == "lost"
+    assert stock.queue.get(claimed.id) is None
+
+
+def test_restore_drops_a_dead_order_task_so_a_requeue_cannot_sell_twice(
+    redis_target: RedisTarget,
+) -> None:
+    stock = make_stock(redis_target)
+    stock.set(1)
+    first = stock.take(buyer="a")
+    assert first.reservation is not None and stock.queue is not None
+    [claimed] = stock.queue.pop()
+    assert stock.queue.retry(claimed, error="database down", max_attempts=1) == "dead"
+    assert stock.restore(first.reservation)
+    second = stock.take(buyer="b")  # the unit is sold again
+    assert second.ok and second.reservation is not None
+    assert stock.queue.requeue_dead() == 0  # the first order task is gone, not dead
+    assert [t.id for t in stock.queue.top(5)] == [second.reservation.id]
+    assert stock.queue.stats()["dead"] == 0
 
 
 @pytest.mark.django_db  # the worker closes stale database connections around each task
@@ -241,7 +289,13 @@ def test_keys_share_the_order_queues_slot(redis_target: RedisTarget) -> None:
 def test_a_stock_without_order_task(redis_target: RedisTarget) -> None:
     stock = Stock("plain", using=redis_target.queue_backend())
     stock.set(1)
-    take = stock.take(buyer="a")
+    with pytest.raises(InvalidArgument, match="data: payload is not JSON"):
+        stock.take(buyer="a", data={"when": object()})
+    with pytest.raises(InvalidArgument, match="data must be a dict"):
+        stock.take(buyer="a", data=["x"])  # type: ignore[arg-type]
+    assert stock.remaining() == 1
+    take = stock.take(buyer="a", data={"sale": 7})
+    assert take.reservation is not None and take.reservation.data == {"sale": 7}
     assert take.ok and stock.queue is None
     assert stock.keys()[0].endswith("{stock:plain}:units")
     assert take.reservation is not None and stock.restore(take.reservation)

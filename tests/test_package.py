@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from pathlib import Path
+
+import pytest
 
 import django_redislock
 from django_redislock.handlers import LockHandler, QueueHandler
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_handlers_are_not_shadowed_by_subpackages() -> None:
@@ -19,3 +25,29 @@ def test_handlers_are_not_shadowed_by_subpackages() -> None:
     assert isinstance(django_redislock.queues, QueueHandler)
     assert callable(django_redislock.distributed_lock)
     assert callable(django_redislock.task)
+
+
+def pyproject() -> dict:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_extras_are_for_users_and_tools_are_dependency_groups() -> None:
+    project = pyproject()
+    extras = set(project["project"]["optional-dependencies"])
+    assert extras == {"embedded", "fakeredis", "hiredis", "tasks", "celery", "prometheus", "demo"}
+    tools = {re.split(r"[<>=\[]", req)[0] for req in project["dependency-groups"]["test"]}
+    assert {"pytest", "ruff", "mypy", "sphinx", "playwright"} <= tools
+    assert "bench" in project["dependency-groups"]
+
+
+def test_one_version_source_and_a_license() -> None:
+    project = pyproject()
+    assert "version" not in project["project"]
+    assert project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["hatch"]["version"]["path"] == "django_redislock/__init__.py"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", django_redislock.__version__)
+    assert project["project"]["license-files"] == ["LICENSE"]
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "BSD 3-Clause License" in license_text
+    assert "django-redislock developers" in license_text

@@ -142,6 +142,26 @@ def test_unpaid_orders_expire_and_return_their_units(shop_redis: RedisTarget) ->
     assert buy(client, sale, "forgetful").status_code == 202  # may buy again
 
 
+def test_a_restored_unit_is_never_ordered_twice(shop_redis: RedisTarget) -> None:
+    sale = new_sale(1)
+    client = Client()
+    first = buy(client, sale, "alice").json()["order"]
+    queue = tasks.create_order.queue
+    [claimed] = queue.pop()  # the order task fails until it is dead-lettered
+    assert queue.retry(claimed, error="database down", max_attempts=1) == "dead"
+    assert sale.stock.restore(first)  # an operator gives the unit back
+    second = buy(client, sale, "bob").json()["order"]  # and it is sold again
+    assert queue.requeue_dead() == 0  # the dead order task went with the reservation
+    # even a copy of the first order task that runs anyway (queued again from a saved
+    # payload, or already running when the restore came) orders nothing
+    payload = claimed.payload
+    queue.enqueue(first, payload)
+    drain()
+    assert [o.number for o in Order.objects.all()] == [second]
+    assert tasks.create_order(*payload["args"], **payload["kwargs"]) == "not-live"
+    assert Order.objects.count() == 1 and sale.stock.remaining() == 0
+
+
 def test_restock_adds_to_redis_and_the_database(shop_redis: RedisTarget) -> None:
     sale = new_sale(1)
     assert restock(sale.pk, 4) == 5

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +17,13 @@ from django_redislock.exceptions import (
     InvalidArgument,
     TaskImportError,
     TaskNotRegistered,
+    UndecodablePayload,
 )
 from django_redislock.queue import Queue
+from django_redislock.queue import registry as registry_module
 from django_redislock.queue.registry import registry, resolve
 
-from .conftest import RedisTarget
+from .conftest import RedisTarget, make_queue
 from .testapp import tasks
 
 
@@ -105,6 +109,55 @@ def test_bad_calls_raise_before_anything_is_sent(alias: RedisTarget) -> None:
     assert alias.raw.exists(*q.keys) == 0
 
 
+def nested(depth: int) -> list[Any]:
+    """A list ``depth`` levels deep."""
+    top: list[Any] = []
+    inner = top
+    for _ in range(depth - 1):
+        inner.append([])
+        inner = inner[0]
+    return top
+
+
+def test_enqueue_refuses_what_a_worker_could_not_decode(alias: RedisTarget) -> None:
+    q = the_queue()
+    with pytest.raises(InvalidArgument, match=r"payload\['args'\]\[0\]\[0\].* more than 100"):
+        tasks.remember.delay(nested(150))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=r"payload\['kwargs'\]\['deep'\]"):
+        tasks.remember.delay("x", deep={"a": nested(120)})
+    with pytest.raises(InvalidArgument, match="nested more than 100 levels"):
+        q.enqueue("deep", nested(101))
+    with pytest.raises(InvalidArgument, match="nested more than 100 levels"):
+        tasks.remember.enqueue_many([((nested(150),), {})])
+    assert alias.raw.exists(*q.keys) == 0
+    # brackets inside strings are not nesting; 100 levels are fine
+    assert q.enqueue("brackets", {"text": "[{" * 500})
+    assert q.enqueue("deepest", nested(100))
+    assert q.get("deepest").payload == nested(100)  # type: ignore[union-attr]
+
+
+def test_a_pickle_too_deep_to_write_is_refused(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target, "pickled", SERIALIZER="pickle")
+    with pytest.raises(InvalidArgument, match="payload cannot be pickled: it is nested too deep"):
+        q.enqueue("deep", nested(5_000))
+    assert redis_target.raw.exists(*q.keys) == 0
+
+
+def test_an_undecodable_payload_fails_only_where_it_is_read(alias: RedisTarget) -> None:
+    q = the_queue()
+    q.enqueue("good", {"n": 1})
+    q.enqueue("bad", {"n": 2})
+    alias.raw.hset(q.keys[3], "bad", b"\x80\x04not json")
+    listed = {t.id: t for t in q.tasks("ready")}  # no error while listing
+    assert listed["good"].payload == {"n": 1}
+    with pytest.raises(UndecodablePayload, match="payload of task 'bad' cannot be decoded"):
+        listed["bad"].payload  # noqa: B018
+    assert listed["bad"].payload_text == repr(b"\x80\x04not json")
+    assert "not json" in repr(listed["bad"])
+    claimed = {t.id: t for t in q.pop(5)}  # nor while claiming
+    assert sorted(claimed) == ["bad", "good"]
+
+
 def test_resolve_tells_deleted_from_broken() -> None:
     with pytest.raises(TaskNotRegistered, match="deleted or renamed"):
         resolve("tests.testapp.tasks.no_such_function")
@@ -114,8 +167,42 @@ def test_resolve_tells_deleted_from_broken() -> None:
         resolve("nonexistent_package_xyz.fn")
     with pytest.raises(TaskNotRegistered, match=r"os\.getcwd"):
         resolve("os.getcwd")  # importable but not a @task: never run
-    with pytest.raises(TaskImportError, match="broken on purpose"):
-        resolve("tests.broken_task_module.fn")
+    with pytest.raises(TaskNotRegistered, match="REDISLOCK_TASK_MODULES"):
+        resolve("tests.broken_task_module.fn")  # not a task module: never imported
+    with override_settings(REDISLOCK_TASK_MODULES=["tests.broken_task_module"]):
+        with pytest.raises(TaskImportError, match="broken on purpose"):
+            resolve("tests.broken_task_module.fn")
+        # a path in no task module might be a custom name in the broken one: retried too
+        with pytest.raises(TaskImportError, match="broken on purpose"):
+            resolve("elsewhere.fn")
+        assert "tests.broken_task_module" in registry_module.broken_modules
+
+
+def test_a_payload_path_is_never_imported() -> None:
+    for name in ("this", "antigravity", "tests.never_imported_module"):
+        sys.modules.pop(name, None)
+        with pytest.raises(TaskNotRegistered):
+            resolve(f"{name}.anything")
+        assert name not in sys.modules
+
+
+def test_task_modules_come_from_apps_and_the_setting() -> None:
+    assert registry_module.task_modules() == [
+        "django_redislock.tasks",
+        "tests.testapp.tasks",
+        "shop.tasks",
+    ]
+    with override_settings(REDISLOCK_TASK_MODULES=["tests.inventory_tasks", "shop.tasks"]):
+        assert registry_module.task_modules()[-1] == "tests.inventory_tasks"
+        assert registry_module.check_task_modules() == []
+    for value, match in [
+        ("tests.inventory_tasks", "must be a list"),
+        (["tests.inventory_tasks", "not a module!"], r"REDISLOCK_TASK_MODULES\[1\]"),
+        (["tests.no_such_module_at_all"], "no module named 'tests.no_such_module_at_all'"),
+    ]:
+        with override_settings(REDISLOCK_TASK_MODULES=value):
+            [error] = registry_module.check_task_modules()
+            assert error.id == "redislock.E020" and re.search(match, error.msg), error.msg
 
 
 def test_eager_mode_runs_inline(redis_target: RedisTarget) -> None:
@@ -172,6 +259,71 @@ def test_enqueue_many_is_validated_first_then_batched(alias: RedisTarget) -> Non
     ids = tasks.remember.enqueue_many(((("t" + str(i),), {}) for i in range(25)), batch_size=10)
     assert len(set(ids)) == 25
     assert [t.id for t in q.top(25)] == ids
+
+
+def test_delay_binds_the_arguments_at_the_call_site(alias: RedisTarget) -> None:
+    q = the_queue()
+    bad_calls: list[tuple[Any, str]] = [
+        (tasks.unique_job.delay, "missing a required argument: 'a'"),
+        (lambda: tasks.unique_job.delay(1, c=2), "unexpected keyword argument 'c'"),  # type: ignore[call-arg]
+        (lambda: tasks.unique_job.delay(1, 2, 3), "too many positional arguments"),  # type: ignore[call-arg]
+        (lambda: tasks.always_fails.enqueue(kwargs={"tags": "x"}), "missing a required"),
+        (lambda: tasks.unique_job.enqueue_many([((1,), {}), ((), {"b": 1})]), "'a'"),
+    ]
+    for call, message in bad_calls:
+        with pytest.raises(TypeError, match=message) as raised:
+            call()
+        assert "tests.testapp.tasks." in str(raised.value)
+        assert "nothing was queued" in str(raised.value)
+    assert alias.raw.exists(*q.keys) == 0
+    assert tasks.unique_job.delay(1, b=2)  # keyword, default and extra (**extra) calls bind
+    assert tasks.remember.delay("x", anything=1)
+
+
+def test_argument_checks_of_every_parameter_kind() -> None:
+    def fn(a: int, /, b: int, c: int = 0, *rest: int, d: int, e: int = 0, **extra: int) -> None:
+        """A function with every kind of parameter."""
+
+    checked = task(name="tests.every_kind", queue="tests")(fn)
+    try:
+        for args, kwargs in [
+            ((1, 2), {"d": 4}),
+            ((1,), {"b": 2, "d": 4, "z": 9}),
+            ((1, 2, 3, 4, 5), {"d": 1}),
+        ]:
+            checked.check_call(args, kwargs)
+        for args, kwargs in [((1, 2), {}), ((), {"a": 1, "b": 2, "d": 4}), ((1,), {"d": 4})]:
+            with pytest.raises(TypeError, match=r"tests\.every_kind"):
+                checked.check_call(args, kwargs)
+    finally:
+        del registry["tests.every_kind"]
+
+
+def test_enqueue_tells_queued_from_deduplicated(alias: RedisTarget) -> None:
+    first = tasks.remember.enqueue(args=["a"], id="order-9")
+    assert (first, first.queued) == ("order-9", True)
+    again = tasks.remember.enqueue(args=["b"], id="order-9")
+    assert (again, again.queued) == ("order-9", False)  # deduplicated: the first copy stays
+    assert tasks.remember.enqueue(args=["c"], id="order-9", replace=True).queued is True
+    assert tasks.remember.delay("d").queued is True
+    assert tasks.unique_job.delay(5).queued is True
+    assert tasks.unique_job.delay(5).queued is False
+    many = tasks.unique_job.enqueue_many([((5,), {}), ((6,), {})])
+    assert [m.queued for m in many] == [False, True]
+    assert the_queue().enqueue("order-9", {"x": 1}) is False  # the queue API: a bool
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queued_is_known_after_the_commit(single: RedisTarget) -> None:
+    with transaction.atomic():
+        waiting = tasks.remember.enqueue(args=["a"], id="later")
+        twice = tasks.remember.enqueue(args=["a"], id="later")
+        assert (waiting.queued, twice.queued) == (None, None)
+    assert (waiting.queued, twice.queued) == (True, False)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        dropped = tasks.remember.enqueue(args=["b"], id="never")
+        raise RuntimeError
+    assert dropped.queued is None and repr(dropped) == "Enqueued('never', queued=None)"
 
 
 def test_pickle_serializer_warns(redis_target: RedisTarget) -> None:

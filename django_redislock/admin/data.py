@@ -185,7 +185,7 @@ class TaskRow:
         if not self.truncated:
             try:
                 return json.dumps(json.loads(self.payload), indent=2, ensure_ascii=False)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than it can parse
                 pass
         return unescape_json(self.payload)
 

@@ -31,7 +31,7 @@ from .calls import (
     take_call,
 )
 from .records import Reservation, StockStats, Take
-from .validation import check_buyer, check_item, check_units, window_micros
+from .validation import check_buyer, check_data, check_item, check_units, window_micros
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -134,9 +134,7 @@ class Stock:
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
         qty = check_units(qty, "qty")
         buyer = check_buyer(buyer)
-        if data is not None and not isinstance(data, dict):
-            raise InvalidArgument(f"data must be a dict or None, got {type(data).__name__}")
-        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, dict(data or {}))
+        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, check_data(data))
         payload = None
         if self.order_task is not None and not self._eager:
             payload = self._order_payload(reservation)
@@ -164,9 +162,11 @@ class Stock:
         Returns a :class:`Take` whose ``result`` is a :class:`TakeResult`;
         refusals (sold out, already bought, not open, ended, unknown item) change
         nothing. On OK, ``take.reservation.id`` is also the order task's id and a
-        natural order number. ``data`` (JSON) travels to the order task inside
-        the reservation. Bad arguments raise ``InvalidArgument`` before Redis is
-        touched.
+        natural order number. ``data`` (a dict JSON can hold, checked with or
+        without an order task) travels to the order task inside the reservation;
+        it is not stored with the reservation itself. ``buyer`` is normalised by
+        :func:`~django_redislock.inventory.validation.check_buyer`. Bad arguments
+        raise ``InvalidArgument`` before Redis is touched.
         """
         call = self._take_call(qty, buyer, data)
         self._register_queue()
@@ -203,9 +203,13 @@ class Stock:
         """Give a reservation's units back; False if it was already restored (idempotent).
 
         Call it from the code that owns the order's fate: the task that gives up
-        on creating it, or the one that expires it unpaid. An order task of this
-        reservation still waiting in the queue is dropped in the same script.
-        With ``rebuy`` (the default) the buyer may buy again.
+        on creating it, or the one that expires it unpaid. The order task of this
+        reservation is removed from the queue in the same script, whether it is
+        waiting, in flight or dead-lettered, so it can never run (again) for a unit
+        that is back on sale. A run already under way cannot be stopped: the order
+        step checks that the reservation is still live (:meth:`reservation`)
+        before it orders; see docs/seckill.md. With ``rebuy`` (the default) the
+        buyer may buy again.
         """
         return self._run(self._restore_call(reservation, rebuy))
 

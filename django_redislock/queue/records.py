@@ -10,10 +10,11 @@ the seed's compare-score ``dequeue`` depends on).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ..exceptions import UndecodablePayload
 from ..wire import to_text
 
 #: Task states, in the order of the zsets in the scripts' KEYS (pending is ready or delayed).
@@ -37,6 +38,12 @@ def from_micros(score: int) -> datetime:
     return datetime.fromtimestamp(score / 1_000_000, tz=timezone.utc)
 
 
+Loads = Callable[[Any], Any]
+
+#: ``Task._decoded`` before the payload was read.
+_UNREAD: Any = object()
+
+
 @dataclass
 class Task:
     """One task as Redis held it when it was read.
@@ -46,16 +53,38 @@ class Task:
     ``lease_deadline``), the lease deadline for tasks listed as in flight, and
     the time of death for dead ones; pass a ready task's score to
     :meth:`Queue.dequeue`.
+
+    ``payload`` is decoded when it is first read, not when the task is fetched:
+    one undecodable payload (corrupt bytes, a pickle from another deploy) then
+    fails only where it is used, as :class:`~django_redislock.exceptions.UndecodablePayload`,
+    and never the claim or the listing it came in. ``raw_payload`` (the stored
+    bytes) and ``payload_text`` (them as printable text) never raise.
     """
 
     queue: str
     id: str
-    payload: Any
+    raw_payload: Any
     score: int
     state: str = READY
     attempts: int = 0
     last_error: str = ""
     lease_deadline: int | None = None
+    loads: Loads | None = field(default=None, repr=False, compare=False)
+    _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
+
+    @property
+    def payload(self) -> Any:
+        """The decoded payload; raises ``UndecodablePayload`` when the stored bytes cannot be."""
+        if self._decoded is _UNREAD:
+            self._decoded = decode_payload(self.raw_payload, self.loads, self.id)
+        if isinstance(self._decoded, UndecodablePayload):
+            raise self._decoded
+        return self._decoded
+
+    @property
+    def payload_text(self) -> str:
+        """The stored payload as printable text: UTF-8 where it is, else the bytes' repr."""
+        return payload_text(self.raw_payload)
 
     @property
     def when(self) -> datetime:
@@ -68,7 +97,33 @@ class Task:
         return None if self.lease_deadline is None else from_micros(self.lease_deadline)
 
 
-Loads = Callable[[bytes], Any]
+def decode_payload(raw: Any, loads: Loads | None, id: str) -> Any:
+    """``loads(raw)``, or the ``UndecodablePayload`` (returned, not raised) that says why not.
+
+    Any exception of the serializer counts (a pickle runs code while loading, so
+    it can raise anything); so does ``RecursionError`` from data nested deeper
+    than the decoder's stack allows.
+    """
+    if loads is None:
+        return raw
+    try:
+        return loads(raw)
+    except Exception as exc:
+        return UndecodablePayload(
+            f"payload of task {id!r} cannot be decoded ({type(exc).__name__}: {exc}); "
+            f"stored: {payload_text(raw)[:200]}"
+        )
+
+
+def payload_text(raw: Any) -> str:
+    """Stored payload bytes as text that prints safely (never deserialized)."""
+    if not isinstance(raw, bytes):
+        return str(raw)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return repr(raw)
+    return text if text.isprintable() else repr(raw)
 
 
 def parse_tasks(
@@ -77,7 +132,8 @@ def parse_tasks(
     """Turn ``[id, score, attempts, payload, error, ...]`` into tasks.
 
     ``state(score)`` names the state of each task (pending tasks are ready or
-    delayed depending on the server time).
+    delayed depending on the server time). Payloads are kept as stored and
+    decoded with ``loads`` when first read (see :class:`Task`).
     """
     tasks = []
     for i in range(0, len(flat), TASK_FIELDS):
@@ -87,11 +143,12 @@ def parse_tasks(
             Task(
                 queue=queue,
                 id=to_text(raw_id),
-                payload=loads(payload),
+                raw_payload=payload,
                 score=score,
                 state=state(score),
                 attempts=int(attempts),
                 last_error=to_text(error),
+                loads=loads,
             )
         )
     return tasks

@@ -1,20 +1,23 @@
 """The ``@task`` decorator and the registry that workers resolve task paths with.
 
 A task is registered under its dotted path (``module.qualname``); the payload
-of a queued call is ``{"task": path, "args": [...], "kwargs": {...}}``, so a
-worker of another process imports the module and finds the function in the
-registry. Only registered functions run: a payload can never name an arbitrary
-callable.
+of a queued call is ``{"task": path, "args": [...], "kwargs": {...}}``, and a
+worker of another process finds the function in its own registry. Only
+registered functions run: a payload can never name an arbitrary callable.
 
-How a worker treats a path it cannot resolve (see :func:`resolve`):
+A worker imports only the task modules (:func:`task_modules`: the ``tasks``
+module of every installed app and the modules of ``REDISLOCK_TASK_MODULES``),
+never a module named by a payload. How it treats a path it cannot resolve (see
+:func:`resolve`):
 
-* the module or the function no longer exists (deleted or renamed in a new
-  deploy): :class:`~django_redislock.exceptions.TaskNotRegistered`; the worker
+* the function is not registered by any task module (deleted or renamed in a
+  new deploy, or a payload naming something else):
+  :class:`~django_redislock.exceptions.TaskNotRegistered`; the worker
   dead-letters that task with the message and keeps running;
-* importing the module raises (a syntax error, a failing import inside it, a
-  missing dependency): :class:`~django_redislock.exceptions.TaskImportError`;
-  the worker gives its claimed tasks back and stops with a non-zero exit, since
-  every task of that module would fail the same way.
+* importing its task module raises (a syntax error, a failing import inside it,
+  a missing dependency): :class:`~django_redislock.exceptions.TaskImportError`;
+  the worker retries that task with backoff, since a later deploy may fix the
+  module, and goes on with the others.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ import asyncio
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from django.core.checks import CheckMessage, Error, register
+from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
@@ -41,6 +48,29 @@ from .validation import check_count, check_id, check_name, check_seconds
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class Enqueued(str):
+    """The id of a call queued with ``@task``: a ``str``, plus whether it was queued.
+
+    ``queued`` is True when the call was queued (or, with ``replace=True``,
+    rescheduled), False when a copy with the same id was already queued or
+    running and was kept (deduplicated: nothing new will run), and None while
+    that is not known: inside ``transaction.atomic()`` the send waits for the
+    commit and ``queued`` is filled in then (it stays None after a rollback),
+    and in ``EAGER`` mode nothing is queued at all.
+    """
+
+    queued: bool | None
+
+    def __new__(cls, id: str, queued: bool | None = None) -> Enqueued:
+        made = super().__new__(cls, id)
+        made.queued = queued
+        return made
+
+    def __repr__(self) -> str:
+        return f"Enqueued({str(self)!r}, queued={self.queued!r})"
+
 
 #: Every ``@task`` of this process, by dotted path.
 registry: dict[str, TaskFunction[Any, Any]] = {}
@@ -74,6 +104,9 @@ class TaskFunction(Generic[P, R]):
         self.lease = None if lease is None else check_seconds(lease, "lease", allow_zero=False)
         self.unique = unique
         self._queue: Queue | None = None
+        self._signature: inspect.Signature | None = None
+        #: (fewest, most) positional arguments that bind without keywords; see check_call
+        self._positional: tuple[float, float] = (0, -1)
 
     def __repr__(self) -> str:
         return f"<task {self.path} queue={self.queue_name!r} using={self.using!r}>"
@@ -90,8 +123,13 @@ class TaskFunction(Generic[P, R]):
             found = self._queue = backend.queue(self.queue_name)
         return found
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a call with these arguments now; returns the task id."""
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """Queue a call with these arguments now; returns its id (see :class:`Enqueued`).
+
+        The arguments are bound to the function's signature first: a call the
+        function could not take raises ``TypeError`` here and queues nothing.
+        """
+        self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
         return self._send({"task": self.path, "args": list(args), "kwargs": kwargs}, None, 0, False)
 
@@ -103,17 +141,21 @@ class TaskFunction(Generic[P, R]):
         id: str | None = None,
         delay: float = 0,
         replace: bool = False,
-    ) -> str:
-        """Queue a call; returns its id. Validation happens now, even if the send waits.
+    ) -> Enqueued:
+        """Queue a call; returns its id (see :class:`Enqueued`). Validation happens now.
 
         ``id`` gives a stable id for deduplication (with ``unique=True`` the id
-        is derived from the arguments). Inside ``transaction.atomic()`` the send
-        waits for the commit unless ``OPTIONS['COMMIT_MODE']`` is
+        is derived from the arguments): ``.queued`` of the result is False when
+        a copy with that id was kept instead. Inside ``transaction.atomic()`` the
+        send waits for the commit unless ``OPTIONS['COMMIT_MODE']`` is
         ``"immediate"``; with ``OPTIONS['EAGER']`` the call runs inline instead.
+        Arguments the function could not take raise ``TypeError``.
         """
         return self._send(self.payload(args, kwargs), id, delay, replace)
 
-    def _send(self, payload: dict[str, Any], id: str | None, delay: float, replace: bool) -> str:
+    def _send(
+        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool
+    ) -> Enqueued:
         """Validate and queue one envelope (or run it, or wait for the commit); its id.
 
         The hot path of :meth:`delay`: what :meth:`Queue.prepare
@@ -127,13 +169,17 @@ class TaskFunction(Generic[P, R]):
         options = queue.backend.options
         if options["EAGER"]:
             self.run(queue.serializer.loads(data))
-            return task_id
+            return Enqueued(task_id)
         args = ["1" if replace else "0", task_id, due_in, data]
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
-            transaction.on_commit(lambda: queue.send_entries(args))
-        else:
-            queue.send_entries(args)
-        return task_id
+            result = Enqueued(task_id)
+
+            def send() -> None:
+                result.queued = queue.send_entries(args)[0]
+
+            transaction.on_commit(send)
+            return result
+        return Enqueued(task_id, queue.send_entries(args)[0])
 
     def enqueue_many(
         self,
@@ -141,11 +187,12 @@ class TaskFunction(Generic[P, R]):
         *,
         delay: float = 0,
         batch_size: int = 1000,
-    ) -> list[str]:
+    ) -> list[Enqueued]:
         """Queue many ``(args, kwargs)`` calls, one round trip per ``batch_size``; their ids.
 
-        Every call is validated before the first batch is sent; transactions and
-        eager mode are honoured as in :meth:`enqueue`.
+        Every call is validated (and bound to the signature) before the first
+        batch is sent; transactions and eager mode are honoured as in
+        :meth:`enqueue`, and each id tells whether it was queued likewise.
         """
         queue = self.queue
         check_count(batch_size, "batch_size")
@@ -154,20 +201,23 @@ class TaskFunction(Generic[P, R]):
             payload = self.payload(args, kwargs)
             entries.append(queue.prepare(self.task_id(payload, None), payload, delay))
         options = queue.backend.options
+        results = [Enqueued(entry.id) for entry in entries]
         if options["EAGER"]:
             for entry in entries:
                 self.run(queue.serializer.loads(entry.data))
-            return [entry.id for entry in entries]
+            return results
 
         def send() -> None:
             for start in range(0, len(entries), batch_size):
-                queue.enqueue_prepared(entries[start : start + batch_size])
+                flags = queue.enqueue_prepared(entries[start : start + batch_size])
+                for result, flag in zip(results[start:], flags, strict=False):
+                    result.queued = flag
 
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             transaction.on_commit(send)
         else:
             send()
-        return [entry.id for entry in entries]
+        return results
 
     def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
         """The envelope a worker needs to make the call."""
@@ -177,7 +227,29 @@ class TaskFunction(Generic[P, R]):
             raise InvalidArgument(f"args must be a list or tuple, got {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise InvalidArgument(f"kwargs must be a dict, got {type(kwargs).__name__}")
-        return {"task": self.path, "args": list(args), "kwargs": dict(kwargs or {})}
+        args, kwargs = list(args), dict(kwargs or {})
+        self.check_call(args, kwargs)
+        return {"task": self.path, "args": args, "kwargs": kwargs}
+
+    def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """Raise ``TypeError`` (naming the task) if the function could not take these arguments.
+
+        Checked where the call is queued, so a missing or unexpected argument
+        fails in the caller instead of in a worker, retried until dead.
+        """
+        signature = self._signature
+        if signature is None:
+            try:
+                signature = self._signature = inspect.signature(self.fn)
+            except (TypeError, ValueError):  # a callable without a signature: nothing to check
+                return
+            self._positional = positional_bounds(signature)
+        if not kwargs and self._positional[0] <= len(args) <= self._positional[1]:
+            return  # the common delay(7, 42): no need for a full bind
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.path}{signature}: {exc}; nothing was queued") from None
 
     def task_id(self, payload: dict[str, Any], id: str | None) -> str:
         """The given id, a digest of the call when ``unique``, or a random one."""
@@ -197,6 +269,27 @@ class TaskFunction(Generic[P, R]):
         if inspect.iscoroutine(result):
             return asyncio.run(result)
         return result
+
+
+def positional_bounds(signature: inspect.Signature) -> tuple[float, float]:
+    """How many positional arguments alone bind to ``signature``: ``(fewest, most)``.
+
+    ``(inf, -1)`` (nothing binds without keywords) when a keyword-only parameter
+    has no default; ``most`` is infinite with ``*args``.
+    """
+    fewest, most = 0, 0
+    unbounded = False
+    for parameter in signature.parameters.values():
+        kind = parameter.kind
+        if kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            most += 1
+            if parameter.default is parameter.empty:
+                fewest = most
+        elif kind is parameter.VAR_POSITIONAL:
+            unbounded = True
+        elif kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
+            return (math.inf, -1)
+    return (fewest, math.inf if unbounded else most)
 
 
 def in_transaction(using: str | None = None) -> bool:
@@ -238,33 +331,150 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     return register if fn is None else register(fn)
 
 
+#: The setting that lists task modules besides the ``tasks`` module of every installed app.
+TASK_MODULES_SETTING = "REDISLOCK_TASK_MODULES"
+#: Modules of :func:`task_modules` whose last import raised: module -> the error.
+broken_modules: dict[str, str] = {}
+
+
+def task_modules() -> list[str]:
+    """The modules a worker may import to find tasks, and only these.
+
+    ``<app>.tasks`` for every installed app that has a ``tasks`` submodule (the
+    file is found without importing it), then the dotted module names of the
+    ``REDISLOCK_TASK_MODULES`` setting. A payload's path is only ever looked up
+    among what these imports registered, never imported itself.
+    """
+    from django.apps import apps
+    from django.conf import settings
+    from django.utils.module_loading import module_has_submodule
+
+    found = [
+        f"{config.name}.tasks"
+        for config in apps.get_app_configs()
+        if module_has_submodule(config.module, "tasks")
+    ]
+    extra = getattr(settings, TASK_MODULES_SETTING, ())
+    problem = task_modules_error(extra)
+    if problem:
+        raise ImproperlyConfigured(problem)
+    return found + [name for name in extra if name not in found]
+
+
+def task_modules_error(value: Any) -> str | None:
+    """What is wrong with a ``REDISLOCK_TASK_MODULES`` value (its shape), or None."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        return f"{TASK_MODULES_SETTING} must be a list of dotted module names, got {value!r}"
+    for i, name in enumerate(value):
+        parts = name.split(".") if isinstance(name, str) else [""]
+        if not all(part.isidentifier() for part in parts):
+            return f"{TASK_MODULES_SETTING}[{i}] must be a dotted module name, got {name!r}"
+    return None
+
+
+def import_task_module(module: str) -> None:
+    """Import one of :func:`task_modules`; raises ``TaskImportError`` (and remembers it)."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        broken_modules[module] = f"{type(exc).__name__}: {exc}"
+        raise TaskImportError(f"importing task module {module!r} failed: {exc!r}") from exc
+    broken_modules.pop(module, None)
+
+
+def autodiscover() -> dict[str, str]:
+    """Import every task module; returns the ones that raised (module -> error), never raises.
+
+    A module that fails is left for :func:`resolve` to try again when a task
+    needs it, so one broken module stops only its own tasks (they are retried
+    with backoff), not the worker.
+    """
+    broken = {}
+    for module in task_modules():
+        try:
+            import_task_module(module)
+        except TaskImportError:
+            broken[module] = broken_modules[module]
+    return broken
+
+
+def owner_module(path: str, modules: Iterable[str]) -> str | None:
+    """The task module that ``path`` lies in (the longest one that is a prefix), or None."""
+    owners = [module for module in modules if path.startswith(module + ".")]
+    return max(owners, key=len) if owners else None
+
+
 def resolve(path: str) -> TaskFunction[Any, Any]:
-    """The registered task ``path``, importing its module if needed (see the module doc)."""
+    """The registered task ``path``; imports nothing but :func:`task_modules`.
+
+    * registered already (its module was imported by this process): that task;
+    * ``path`` lies in a task module (``shop.tasks.create_order`` in ``shop.tasks``):
+      that module is imported, and its failure raises ``TaskImportError``;
+    * any other path (a custom ``@task(name=...)``): every task module not yet
+      imported is imported; if one of them fails, ``TaskImportError`` (the task
+      may be in it);
+    * otherwise ``TaskNotRegistered``: the path is never imported, so a payload
+      naming ``os.system`` or ``this.anything`` imports nothing.
+    """
     found = registry.get(path)
     if found is not None:
         return found
-    parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        module = ".".join(parts[:cut])
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-                continue
+    modules = task_modules()
+    owner = owner_module(path, modules)
+    if owner is not None:
+        import_task_module(owner)
+    else:
+        broken = autodiscover()
+        if path not in registry and broken:
             raise TaskImportError(
-                f"importing {module!r} for task {path!r} failed: {exc!r}"
-            ) from exc
-        except Exception as exc:
-            raise TaskImportError(
-                f"importing {module!r} for task {path!r} failed: {exc!r}"
-            ) from exc
-        break
+                f"no @task is registered as {path!r}, and task modules failed to import: "
+                + "; ".join(f"{name}: {error}" for name, error in sorted(broken.items()))
+            )
     found = registry.get(path)
     if found is None:
-        raise TaskNotRegistered(f"no @task is registered as {path!r} (was it deleted or renamed?)")
+        where = f"in {owner!r}" if owner else f"in the task modules ({', '.join(modules)})"
+        raise TaskNotRegistered(
+            f"no @task is registered as {path!r} {where} (was it deleted or renamed? "
+            f"only the tasks modules of installed apps and {TASK_MODULES_SETTING} are imported)"
+        )
     return found
 
 
 def queues_of(alias: str) -> list[str]:
     """Names of the queues that registered tasks of ``alias`` send to."""
     return sorted({fn.queue_name for fn in registry.values() if fn.using == alias})
+
+
+@register("redislock")
+def check_task_modules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``redislock.E020``: ``REDISLOCK_TASK_MODULES`` is not a list of modules that exist.
+
+    The modules are located, not imported (importing runs their code; a module
+    that raises is the worker's business: its tasks are retried).
+    """
+    from django.conf import settings
+
+    value = getattr(settings, TASK_MODULES_SETTING, None)
+    if value is None:
+        return []
+    hint = f"{TASK_MODULES_SETTING} = ['myproject.jobs']: modules whose @task functions run"
+    problem = task_modules_error(value)
+    if problem:
+        return [Error(problem, hint=hint, id="redislock.E020")]
+    errors: list[CheckMessage] = []
+    for i, name in enumerate(value):
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception as exc:  # a parent package that fails to import or is not a package
+            spec, why = None, f": {exc!r}"
+        else:
+            why = ""
+        if spec is None:
+            errors.append(
+                Error(
+                    f"{TASK_MODULES_SETTING}[{i}]: no module named {name!r}{why}",
+                    hint=hint,
+                    id="redislock.E020",
+                )
+            )
+    return errors

@@ -7,6 +7,11 @@ decimals and UUIDs as strings (they come back as strings). Pickle round-trips
 any Python object but runs code on load, so it is opt-in
 (``OPTIONS["SERIALIZER"] = "pickle"``) and system check ``redislock.W002``
 warns about it.
+
+A payload is refused at enqueue (``InvalidArgument``) when a worker could not
+decode it back: JSON nested deeper than :data:`MAX_DEPTH` levels (the decoder
+recurses, and a worker decodes on a deeper stack than the caller encoded on),
+or anything over ``OPTIONS["MAX_PAYLOAD_BYTES"]`` (checked by the queue).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from typing import Any, Protocol
 from django.core.serializers.json import DjangoJSONEncoder
 
 from ..exceptions import InvalidArgument
+
+#: Deepest nesting of lists and dicts a JSON payload may have (a worker decodes it recursively).
+MAX_DEPTH = 100
 
 #: CPython's C encoder factory (None without the accelerator: ``encoder.encode`` is used)
 c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
@@ -70,10 +78,40 @@ class JSONSerializer:
             raise InvalidArgument(
                 "payload is not JSON-serializable: it contains itself or is nested too deep"
             ) from exc
+        if text.count("[") + text.count("{") > MAX_DEPTH:  # cheap; brackets in strings count too
+            check_depth(value)
         return text.encode()
 
     def loads(self, data: bytes) -> Any:
         return json.loads(data) if data else None
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse a payload whose lists, tuples and dicts nest deeper than ``limit`` levels.
+
+    Walks the value with an explicit stack (no recursion of its own), and names
+    where the limit was crossed (``payload['args'][0][0]...``) so the caller can
+    tell which argument it was.
+    """
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue
+        if depth > limit:
+            where = "".join(f"[{step!r}]" for step in path[:6])
+            more = "..." if len(path) > 6 else ""
+            raise InvalidArgument(
+                f"payload{where}{more} is nested more than {limit} levels deep; "
+                "a worker could not decode it"
+            )
+        for key, child in children:
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, depth + 1, (*path, key) if len(path) < 7 else path))
 
 
 class PickleSerializer:
@@ -84,6 +122,8 @@ class PickleSerializer:
             return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise InvalidArgument(f"payload cannot be pickled: {exc}") from exc
+        except RecursionError as exc:
+            raise InvalidArgument("payload cannot be pickled: it is nested too deep") from exc
 
     def loads(self, data: bytes) -> Any:
         return pickle.loads(data) if data else None  # opt-in, see W002

@@ -14,6 +14,7 @@ at once (``release``) instead of waiting for their lease.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import time
 import traceback
@@ -26,12 +27,14 @@ from typing import Any
 from django.db import close_old_connections
 
 from .. import signals
-from ..exceptions import TaskImportError, TaskNotRegistered
 from .calls import Claim
 from .keeper import LeaseKeeper
+from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .records import Task
-from .registry import TaskFunction, resolve
+from .validation import MAX_COUNT
+
+logger = logging.getLogger("django_redislock.worker")
 
 #: Longest idle BLPOP; the socket timeout (OPTIONS['SOCKET_TIMEOUT']) must stay above it.
 MAX_IDLE_WAIT = 5.0
@@ -221,11 +224,7 @@ class Worker:
                 queue.extend_lease(claim.tasks[index:], lease)
                 renewed = time.monotonic()
             self._rest = (claim.tasks[index + 1 :], lease)
-            try:
-                self._execute(queue, task)
-            except TaskImportError:
-                self.summary.released += queue.release(claim.tasks[index:])
-                raise
+            self._execute(queue, task)
 
     def _take_acks(self, queue: Queue) -> list[str]:
         ids, self._acks[queue.name] = self._acks[queue.name], []
@@ -262,9 +261,12 @@ class Worker:
 
     def _execute(self, queue: Queue, task: Task) -> None:
         try:
-            fn = self._resolve(task)
-        except TaskNotRegistered as exc:
-            self._bury(queue, task, str(exc))
+            fn = runnable(task)
+        except TRANSIENT as exc:
+            self._postpone(queue, task, exc)
+            return
+        except HOPELESS as exc:
+            self._bury(queue, task, exc)
             return
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
@@ -273,6 +275,8 @@ class Worker:
         if fn.lease is not None:
             queue.extend_lease(task, fn.lease)
         self._keep_rest(queue, task, fn)
+        verbose = logger.isEnabledFor(logging.INFO)
+        began = time.monotonic() if verbose else 0.0
         try:
             result = fn.run(task.payload)
         except Exception as exc:
@@ -281,11 +285,19 @@ class Worker:
             self._acks[queue.name].append(task.id)
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
+            if verbose:
+                logger.info(
+                    "task %s (%s) of %r succeeded in %.3fs",
+                    task.id,
+                    task_path(task),
+                    queue.name,
+                    time.monotonic() - began,
+                )
             signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
         finally:
             self._count()
 
-    def _keep_rest(self, queue: Queue, task: Task, fn: TaskFunction[Any, Any]) -> None:
+    def _keep_rest(self, queue: Queue, task: Task, fn: Runnable) -> None:
         """Let the keeper give this run its whole lease and keep the rest of the batch leased."""
         rest, lease = self._rest
         if lease > 0:
@@ -297,26 +309,40 @@ class Worker:
                 fn.lease or lease,
             )
 
-    def _resolve(self, task: Task) -> TaskFunction[Any, Any]:
-        payload = task.payload
-        if isinstance(payload, dict) and isinstance(payload.get("django_task"), str):
-            # a call queued through Django's tasks framework (django_redislock.tasks)
-            from ..tasks.runner import django_task_function
-
-            return django_task_function(task)  # type: ignore[return-value]  # run/max_attempts/lease
-        if not (isinstance(payload, dict) and isinstance(payload.get("task"), str)):
-            raise TaskNotRegistered(f"task {task.id!r} has no @task payload: {payload!r:.200}")
-        return resolve(payload["task"])
-
-    def _bury(self, queue: Queue, task: Task, error: str) -> None:
-        """Dead-letter a task that can never run here, and keep going."""
+    def _bury(self, queue: Queue, task: Task, exc: Exception) -> None:
+        """Dead-letter a task that can never run here (see :mod:`.payloads`), and keep going."""
+        error = f"{type(exc).__name__}: {exc}"
         queue.retry(task, delay=0, error=error, max_attempts=1)
         self.summary.dead += 1
         self._counts[queue.name]["dead"] += 1
-        signals.task_dead.send(sender=Queue, queue=queue, task=task, error=TaskNotRegistered(error))
+        logger.error("task %s of %r failed (dead): %s", task.id, queue.name, error)
+        signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         self._count()
 
-    def _failed(self, queue: Queue, task: Task, fn: TaskFunction[Any, Any], exc: Exception) -> None:
+    def _postpone(self, queue: Queue, task: Task, exc: Exception) -> None:
+        """Retry a task whose module failed to import, with backoff; the others go on.
+
+        Its attempts are not a limit here: the task is not at fault, and the deploy
+        that fixes the module may be hours away, so it waits with the queue's
+        backoff (doubling up to ``RETRY_BACKOFF_MAX``) instead of dying after
+        ``MAX_ATTEMPTS`` quick tries (only the hard cap of 5,000 attempts ends it).
+        """
+        error = f"{type(exc).__name__}: {exc}"
+        outcome = queue.retry(task, error=error, max_attempts=min(task.attempts + 1, MAX_COUNT))
+        self.summary.failed += 1
+        self._counts[queue.name]["failed"] += 1
+        self._counts[queue.name][outcome] += 1
+        level = logging.ERROR if outcome == "dead" else logging.WARNING
+        logger.log(level, "task %s of %r failed (%s): %s", task.id, queue.name, outcome, error)
+        if outcome == "dead":
+            self.summary.dead += 1
+            signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
+        else:
+            self.summary.retried += outcome == "retried"
+            signals.task_failed.send(sender=Queue, queue=queue, task=task, error=exc)
+        self._count()
+
+    def _failed(self, queue: Queue, task: Task, fn: Runnable, exc: Exception) -> None:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         outcome = queue.retry(
@@ -325,6 +351,15 @@ class Worker:
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1  # "retried", "dead", "dropped" or "lost"
+        logger.log(
+            logging.ERROR if outcome == "dead" else logging.WARNING,
+            "task %s (%s) of %r failed (%s)",
+            task.id,
+            task_path(task),
+            queue.name,
+            outcome,
+            exc_info=exc,
+        )
         if outcome == "dead":
             self.summary.dead += 1
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)

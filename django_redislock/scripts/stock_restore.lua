@@ -5,7 +5,7 @@
 -- ARGV[1] reservation id
 -- ARGV[2] "1": the buyer may buy again (leaves the buyers set); "0": the buyer stays marked
 -- returns {1 restored or 0 not a live reservation, units left, quantity restored,
---          1 if the order task was still waiting and was dropped}
+--          1 if the order task was dropped (waiting, in flight or dead-lettered)}
 local record = redis.call('HGET', KEYS[4], ARGV[1])
 if not record then return {0, tonumber(redis.call('GET', KEYS[1]) or '0'), 0, 0} end
 local qty, _, buyer = string.match(record, '^(%d+):(%d+):(.*)$')
@@ -15,9 +15,14 @@ local left = redis.call('INCRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[2], 'restored', qty)
 if ARGV[2] == '1' then redis.call('SREM', KEYS[3], buyer) end
 local dropped = 0
-if #KEYS >= 11 and not redis.call('ZSCORE', KEYS[6], ARGV[1]) then
-  -- an order task that has not started yet would order a unit that is back on sale
-  if redis.call('ZREM', KEYS[5], ARGV[1]) == 1 then
+if #KEYS >= 11 then
+  -- the order task of a unit that is back on sale must never make an order: drop it whether
+  -- it waits (pending), was claimed (inflight: the running attempt's ack and retry then find
+  -- nothing, and its lease can never hand it out again) or was dead-lettered (a requeue_dead
+  -- would order a unit that may have been sold again)
+  local removed = redis.call('ZREM', KEYS[5], ARGV[1]) + redis.call('ZREM', KEYS[6], ARGV[1])
+    + redis.call('ZREM', KEYS[7], ARGV[1])
+  if removed > 0 then
     redis.call('HDEL', KEYS[8], ARGV[1])
     redis.call('HDEL', KEYS[9], ARGV[1])
     redis.call('HDEL', KEYS[10], ARGV[1])

@@ -60,6 +60,19 @@ def parse_options(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return with_defaults(options, TASK_OPTIONS)
 
 
+def options_or_defaults(alias: str, options: Any) -> tuple[dict[str, Any], str | None]:
+    """``parse_options``, or the defaults and the error it raised.
+
+    Django builds every ``TASKS`` backend while running the system checks, so the
+    constructor must not raise: the ``redislock.E008`` check reports the error, and the
+    backend raises it at its first use instead.
+    """
+    try:
+        return parse_options(alias, options), None
+    except ImproperlyConfigured as exc:
+        return with_defaults({}, TASK_OPTIONS), str(exc)
+
+
 def worker_id() -> str:
     """This process as ``TaskResult.worker_ids`` shows it (at most 64 characters)."""
     return f"{socket.gethostname()[:40]}:{os.getpid()}"[:64]
@@ -75,7 +88,7 @@ class RedisTaskBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        settings = parse_options(alias, self.options)
+        settings, self.configuration_error = options_or_defaults(alias, self.options)
         self.using: str = settings["USING"]
         self.result_ttl: float = float(settings["RESULT_TTL"])
         self.max_attempts: int = settings["MAX_ATTEMPTS"]
@@ -86,6 +99,8 @@ class RedisTaskBackend(BaseTaskBackend):
         """The ``REDISLOCK_QUEUES`` backend the calls are queued on."""
         from ..handlers import queues
 
+        if self.configuration_error is not None:
+            raise ImproperlyConfigured(self.configuration_error)
         return queues[self.using]
 
     # -- enqueue ----------------------------------------------------------------------------

@@ -13,15 +13,21 @@ queue retries or dead-letters it like any other task.
 
 from __future__ import annotations
 
-import importlib
 import json
+import sys
 import traceback
 from typing import Any
 
 from django.utils import timezone
 
-from ..exceptions import TaskImportError, TaskNotRegistered
+from ..exceptions import TaskNotRegistered
 from ..queue.records import Task as QueueTask
+from ..queue.registry import (
+    TASK_MODULES_SETTING,
+    import_task_module,
+    owner_module,
+    task_modules,
+)
 from .backend import RedisTaskBackend, worker_id
 from .compat import (
     Task,
@@ -37,23 +43,28 @@ from .results import error_json
 
 
 def find_task(path: str) -> Any:
-    """The ``Task`` object at ``path`` (a module-level ``@task`` function), like ``resolve``.
+    """The Django ``Task`` object at ``path`` (a module-level function), like ``resolve``.
 
-    A module or attribute that is gone raises :class:`TaskNotRegistered` (the call
-    is dead-lettered); a module that fails while importing raises
-    :class:`TaskImportError` (the worker stops, as for ``@task`` functions).
+    The module must be loaded already or lie in one of the task modules
+    (:func:`~django_redislock.queue.registry.task_modules`), which is then
+    imported: a payload never makes the worker import a module of its choosing.
+    A path that names no Django task raises :class:`TaskNotRegistered` (the call
+    is dead-lettered); a task module that fails while importing raises
+    :class:`TaskImportError` (the call is retried with backoff).
     """
     module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
         raise TaskNotRegistered(f"{path!r} is not the dotted path of a Django task")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise TaskNotRegistered(f"no Django task {path!r}: {exc}") from exc
-        raise TaskImportError(f"importing {module_name!r} for {path!r} failed: {exc!r}") from exc
-    except Exception as exc:
-        raise TaskImportError(f"importing {module_name!r} for {path!r} failed: {exc!r}") from exc
+    module = sys.modules.get(module_name)
+    if module is None:
+        owner = owner_module(path, task_modules())
+        if owner is None:
+            raise TaskNotRegistered(
+                f"no Django task {path!r}: its module is not loaded and not among the task "
+                f"modules (the tasks modules of installed apps and {TASK_MODULES_SETTING})"
+            )
+        import_task_module(owner)
+        module = sys.modules.get(module_name)
     found = getattr(module, attr, None)
     if not isinstance(found, Task):
         raise TaskNotRegistered(f"{path!r} is not a Django task (was it deleted or renamed?)")

@@ -4,7 +4,8 @@ Both are idempotent, because the queue delivers at least once (a worker killed
 mid-task leaves it to run again after its lease):
 
 * ``create_order`` is keyed by the reservation id (``Order.number`` is unique),
-  so a second run finds the order the first one made;
+  so a second run finds the order the first one made, and it orders only a
+  reservation that is still live (never one whose unit went back on sale);
 * ``expire_order`` runs under the order's lock and only acts on a pending
   order; a rerun of an expired one only repeats the (idempotent) restore.
 """
@@ -33,26 +34,41 @@ def sale_stock(sale_id: int) -> Stock:
 
 @task(queue=ORDERS_QUEUE, max_attempts=5)
 def create_order(reservation: dict[str, Any]) -> str:
-    """Create the order of a reservation (once, whatever how often it runs) and its expiry."""
+    """Create the order of a live reservation (once, however often it runs) and its expiry.
+
+    A reservation that is no longer live was restored (the sale was deleted, an
+    operator gave the unit back): its unit may have been sold again, so it is
+    never ordered, even by a run of this task requeued from the dead letters.
+    No lock is taken: the shop's own restores of a reservation without an order
+    happen in this task, and the expiry restores only after the order exists (a
+    rerun then finds the order and skips the check), so a worker killed here
+    leaves nothing held that would delay the rerun.
+    """
     taken = Reservation.from_dict(reservation)
-    sale = Sale.objects.filter(pk=taken.data.get("sale")).first()
-    if sale is None:  # the sale was deleted: nothing to order, the unit goes back
-        Stock(taken.item, order_task=create_order).restore(taken, rebuy=False)
-        return "no-sale"
-    try:
-        with transaction.atomic():
-            order, _ = Order.objects.get_or_create(
-                number=taken.id,
-                defaults={
-                    "sale": sale,
-                    "buyer": taken.buyer,
-                    "quantity": taken.qty,
-                    "expires_at": timezone.now() + sale.pay_within,
-                },
-            )
-    except IntegrityError:  # a live order of this buyer exists already (e.g. Redis was wiped)
-        sale.stock.restore(taken, rebuy=False)
-        return "refused"
+    number = taken.id
+    stock = Stock(taken.item, order_task=create_order)
+    order = Order.objects.filter(number=number).first()
+    if order is None:
+        if stock.reservation(number) is None:
+            return "not-live"
+        sale = Sale.objects.filter(pk=taken.data.get("sale")).first()
+        if sale is None:  # the sale was deleted: nothing to order, the unit goes back
+            stock.restore(taken, rebuy=False)
+            return "no-sale"
+        try:
+            with transaction.atomic():
+                order, _ = Order.objects.get_or_create(
+                    number=number,
+                    defaults={
+                        "sale": sale,
+                        "buyer": taken.buyer,
+                        "quantity": taken.qty,
+                        "expires_at": timezone.now() + sale.pay_within,
+                    },
+                )
+        except IntegrityError:  # a live order of this buyer exists already (Redis was wiped)
+            stock.restore(taken, rebuy=False)
+            return "refused"
     if order.status == Order.PENDING:
         schedule_expiry(order)
     return order.number

@@ -7,6 +7,7 @@ from django.test import RequestFactory
 
 from django_redislock.admin.actions import parse_selected
 from django_redislock.admin.common import duration
+from django_redislock.admin.data import TaskRow
 from django_redislock.admin.queues import requested_page
 from django_redislock.templatetags.redislock_admin import count
 
@@ -55,3 +56,9 @@ def test_checkbox_values_keep_colons_in_ids_and_drop_junk() -> None:
 )
 def test_requested_page(query: str, expected: tuple[str, str, object]) -> None:
     assert requested_page(RequestFactory().get("/" + query)) == expected
+
+
+def test_a_payload_too_deep_for_json_is_shown_as_stored() -> None:
+    deep = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError, not ValueError
+    row = TaskRow("deep", "dead", 0, 1, deep, len(deep), "", 0)
+    assert row.pretty() == deep

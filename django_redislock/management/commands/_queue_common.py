@@ -13,7 +13,7 @@ from ...queue.queue import Queue
 
 def add_using(parser: CommandParser) -> None:
     parser.add_argument(
-        "--using", default="default", help="REDISLOCK_QUEUES alias (default: 'default')."
+        "--using", default="default", help="The REDISLOCK_QUEUES alias (default: %(default)s)."
     )
 
 
@@ -23,6 +23,20 @@ def backend_of(alias: str) -> Any:
         return queues[alias]
     except ConfigurationError as exc:
         raise CommandError(str(exc)) from exc
+
+
+def known_queue_names(alias: str) -> list[str]:
+    """The queues ``alias`` has seen (any task ever queued), sorted; a CommandError on failure."""
+    try:
+        return sorted(backend_of(alias).queue_names())
+    except RedisLockError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def no_such_queue(alias: str, name: str) -> CommandError:
+    """The error for a queue name that ``alias`` has never seen (probably a typo)."""
+    known = ", ".join(map(repr, known_queue_names(alias))) or "none"
+    return CommandError(f"Alias {alias!r} has no queue {name!r}; known queues: {known}.")
 
 
 def queue_of(alias: str, name: str) -> Queue:

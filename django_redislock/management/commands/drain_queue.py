@@ -2,23 +2,60 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.module_loading import autodiscover_modules
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
-from ...exceptions import RedisLockError, TaskImportError
-from ...queue.registry import queues_of
-from ...queue.worker import Summary, Worker
+from ...exceptions import RedisLockError
+from ...queue.registry import autodiscover, queues_of
+from ...queue.worker import Summary, Worker, logger
 from ._queue_common import add_using, backend_of, queue_of
+
+#: ``--verbosity`` -> the level of the worker's log lines shown on stderr (0: none).
+LEVELS = {1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+@contextlib.contextmanager
+def worker_logging(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """Show the ``django_redislock.worker`` log on the command's stderr while it runs.
+
+    Failures are logged there with their traceback (WARNING for a retry, ERROR
+    for a dead letter), successes at INFO, so ``-v 1`` shows failures, ``-v 2``
+    a line per task and ``-v 0`` nothing. When the project's ``LOGGING`` already
+    gives that logger (or a parent) a handler, its configuration decides instead
+    and nothing is added.
+    """
+    if logger.hasHandlers():
+        yield
+        return
+    level = LEVELS.get(min(verbosity, 3), logging.CRITICAL + 1)
+    handler: logging.Handler = logging.NullHandler()  # -v 0: not even logging's last resort
+    if verbosity > 0:
+        handler = logging.StreamHandler(stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setLevel(level)
+    previous = logger.level
+    if previous == logging.NOTSET or previous > level:
+        logger.setLevel(level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
 
 
 class Command(BaseCommand):
     help = (
         "Claim tasks in batches and run them, acking or retrying each. SIGTERM/SIGINT finish "
-        "the running task and give the unstarted ones back at once. Exits non-zero when a "
-        "task module fails to import; tasks whose function no longer exists are dead-lettered."
+        "the running task and give the unstarted ones back at once. A task whose module fails "
+        "to import is retried with backoff; one whose payload cannot be decoded or names no "
+        "registered task is dead-lettered. Failures are logged with their traceback "
+        "(-v 0: nothing; -v 2: a line per task)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -28,13 +65,21 @@ class Command(BaseCommand):
         add_using(parser)
         parser.add_argument("--burst", action="store_true", help="Stop when nothing is due.")
         parser.add_argument("--max-tasks", type=int, default=None, help="Stop after N tasks.")
-        parser.add_argument("--batch", type=int, default=100, help="Tasks claimed per round trip.")
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=100,
+            help="Tasks claimed per round trip (default: %(default)s).",
+        )
         parser.add_argument("--timeout", type=float, default=None, help="Stop after S seconds.")
         parser.add_argument(
             "--lease", type=float, default=None, help="Lease per claim (default: the option)."
         )
         parser.add_argument(
-            "--log-every", type=int, default=1000, help="Log a line every N tasks (no terminal)."
+            "--log-every",
+            type=int,
+            default=1000,
+            help="Log a line every N tasks when not on a terminal (default: %(default)s).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -43,11 +88,15 @@ class Command(BaseCommand):
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
         if options["timeout"] is not None and options["timeout"] <= 0:
             raise CommandError("--timeout must be > 0")
-        autodiscover_modules("tasks")
-        worker = self.build_worker(options)
-        names = ", ".join(queue.name for queue in worker.queues)
-        self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
-        summary = self.run_worker(worker)
+        with worker_logging(self.stderr, options["verbosity"]):
+            for module, error in autodiscover().items():
+                logger.error(
+                    "task module %r failed to import (its tasks are retried): %s", module, error
+                )
+            worker = self.build_worker(options)
+            names = ", ".join(queue.name for queue in worker.queues)
+            self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
+            summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
 
     def build_worker(self, options: dict[str, Any]) -> Worker:
@@ -77,8 +126,6 @@ class Command(BaseCommand):
                 with worker.signal_handlers():
                     return worker.run()
             return worker.run()
-        except TaskImportError as exc:
-            raise CommandError(f"{exc}; claimed tasks were given back") from exc
         except RedisLockError as exc:
             raise CommandError(str(exc)) from exc
         finally:

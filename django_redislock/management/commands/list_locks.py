@@ -21,9 +21,15 @@ class Command(BaseCommand):
     help = "List the locks held on a REDISLOCK_LOCKS alias, in name order, from its index."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--using", default=DEFAULT_ALIAS, help="The REDISLOCK_LOCKS alias.")
+        parser.add_argument(
+            "--using",
+            default=DEFAULT_ALIAS,
+            help="The REDISLOCK_LOCKS alias (default: %(default)s).",
+        )
         parser.add_argument("--prefix", default="", help="Only names starting with this.")
-        parser.add_argument("--limit", type=int, default=100, help="Most locks to list.")
+        parser.add_argument(
+            "--limit", type=int, default=100, help="Most locks to list (default: %(default)s)."
+        )
         parser.add_argument("--after", default=None, help="Start after this name (paging).")
         parser.add_argument(
             "--before", default=None, help="The page that ends just before this name (paging)."

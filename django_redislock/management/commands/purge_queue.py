@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...exceptions import RedisLockError
-from ._queue_common import add_using, queue_of
+from ._queue_common import add_using, known_queue_names, no_such_queue, queue_of
 
 
 class Command(BaseCommand):
@@ -19,10 +19,16 @@ class Command(BaseCommand):
         parser.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        queue = queue_of(options["using"], options["queue"])
+        alias = options["using"]
+        queue = queue_of(alias, options["queue"])
         try:
             stats = queue.stats()
             total = stats["ready"] + stats["delayed"] + stats["in_flight"] + stats["dead"]
+            if not total:
+                if queue.name not in known_queue_names(alias):
+                    raise no_such_queue(alias, queue.name)
+                self.stdout.write(f"Nothing to delete: queue {queue.name!r} is empty.")
+                return
             if not options["yes"] and not self.confirm(queue.name, total):
                 raise CommandError("Purge cancelled.")
             deleted = queue.purge()

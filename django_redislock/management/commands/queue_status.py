@@ -11,11 +11,10 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.module_loading import autodiscover_modules
 
 from ...exceptions import RedisLockError
 from ...handlers import queues
-from ...queue.registry import queues_of
+from ...queue.registry import autodiscover, queues_of
 from ._queue_common import backend_of
 
 COLUMNS = ("alias", "queue", "ready", "delayed", "in_flight", "dead", "oldest_due_age")
@@ -42,7 +41,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["check"] and (options["max_age"] is None or options["max_age"] < 0):
             raise CommandError("--check needs --max-age SECONDS (>= 0)")
-        autodiscover_modules("tasks")
+        autodiscover()  # a task module that fails to import does not hide the others
         aliases = options["using"] or list(queues)
         try:
             rows = [row for alias in aliases for row in self.rows(alias)]

@@ -15,7 +15,12 @@ class Command(BaseCommand):
     help = "Show or stop the embedded Redis servers used by embedded:// aliases."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("action", choices=["status", "stop"])
+        parser.add_argument(
+            "action",
+            choices=["status", "stop"],
+            help="status: print each server's pid and the pids of the processes using it; "
+            "stop: shut each server down (it saves its data first).",
+        )
         parser.add_argument(
             "--path",
             help="An embedded server directory (default: every "

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,14 +113,34 @@ def test_downgrade_inside_with_blocks(redis_target: RedisTarget) -> None:
         pass
 
 
+def test_the_docs_downgrade_pattern_runs(redis_target: RedisTarget) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "locks.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    [block] = [b for b in blocks if "with writer.downgrade() as reader" in b]
+    seen: list[tuple[dict[str, Any], int]] = []
+    namespace: dict[str, Any] = {"locks": {"default": redis_target.lock_backend()}, "report": {}}
+
+    def rebuild(report: dict[str, Any]) -> None:
+        assert namespace["rw"].state()["writer"]
+        report["built"] = True
+
+    def publish(report: dict[str, Any], fence: int) -> None:
+        assert namespace["rw"].state() == {"writer": False, "readers": 1, "writer_waiting": False}
+        seen.append((dict(report), fence))
+
+    namespace.update(rebuild=rebuild, publish=publish)
+    exec(block, namespace)
+    assert seen and seen[0][0] == {"built": True} and seen[0][1] > 0
+    assert namespace["rw"].state() == {"writer": False, "readers": 0, "writer_waiting": False}
+
+
 def test_async_downgrade_inside_async_with(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     rw = backend.read_write_lock("rw-async-with", ttl=5)
 
     async def main() -> None:
-        async with rw.write() as writer:
-            async with await writer.downgrade_async():
-                assert (await rw.state_async())["readers"] == 1
+        async with rw.write() as writer, await writer.downgrade_async():
+            assert (await rw.state_async())["readers"] == 1
         assert (await rw.state_async())["readers"] == 0
 
     asyncio.run(main())
@@ -134,7 +156,7 @@ def test_a_new_thread_never_inherits_an_ended_threads_reentrant_hold(
         idents.append(threading.get_ident())
         assert backend.lock("orphan-thread", ttl=5, reentrant=True).acquire()
 
-    in_thread(lambda: take_and_end())
+    in_thread(take_and_end)
 
     def try_it() -> bool | None:
         if threading.get_ident() != idents[0]:

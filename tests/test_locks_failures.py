@@ -70,9 +70,20 @@ def pause_writes(target: RedisTarget, key: str, ms: int) -> None:
 def stalled(target: RedisTarget, key: str, ms: int) -> Iterator[None]:
     """Keep ``key``'s server busy for ``ms``: calls given up meanwhile are applied after."""
     client = node_of(target, key)
+    kwargs = client.connection_pool.connection_kwargs
+    probe = redis.Redis(
+        host=kwargs["host"], port=kwargs["port"], socket_timeout=0.01, retry=Retry(NoBackoff(), 0)
+    )
     busy = threading.Thread(target=lambda: client.eval(BUSY, 0, ms))
     busy.start()
-    time.sleep(0.05)  # the busy script is running
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:  # until the busy script runs: a PING gets no answer
+        try:
+            probe.ping()
+        except redis.TimeoutError:
+            break
+        time.sleep(0.002)
+    probe.close()
     try:
         yield
     finally:
@@ -382,3 +393,63 @@ def test_a_cancelled_async_reentry_keeps_the_outer_count(redis_target: RedisTarg
     [held] = backend.held_locks()
     assert held.count == 1 and lock.count == 1  # the cancelled re-entry was taken back
     assert backend.force_release("cancelled-reentry")
+
+
+def test_a_downgrade_whose_reply_is_lost_is_resolved(redis_target: RedisTarget) -> None:
+    real_only(redis_target)
+    backend = no_retry_backend(redis_target, timeout=0.15)
+    rw = backend.read_write_lock("lost-downgrade", ttl=5)
+    writer = rw.write()
+    assert writer.acquire()
+    writer.downgrade().release()  # the scripts are loaded
+    writer = rw.write()
+    assert writer.acquire()
+    with stalled(redis_target, lock_key(backend, "lost-downgrade", "rw"), 400):
+        reader = writer.downgrade()  # sent again until the answer is known: applied once
+    assert reader.held_by_me() and reader.owned()
+    assert rw.state() == {"writer": False, "readers": 1, "writer_waiting": False}
+    reader.release()
+    assert rw.state()["readers"] == 0
+
+
+def test_an_acquire_that_arrives_after_its_take_back_grants_nothing(
+    redis_target: RedisTarget,
+) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("late-rw", ttl=5)
+    for lock in (
+        backend.lock("late", ttl=5),
+        backend.lock("late", ttl=5, reentrant=True),
+        backend.lock("late", ttl=5, owner="job-9"),
+        rw.write(),
+        rw.read(),
+    ):
+        owner, meta = lock._start_acquire(False, 0)[2:4]
+        script, keys, args = lock._abandon_call(owner)
+        backend.script(script)(keys=keys, args=args)  # the take-back overtook the attempt
+        script, keys, args = lock._attempt(owner, meta, False, 0)
+        assert int(backend.script(script)(keys=keys, args=args)[0]) == 0, lock
+        assert not lock.locked() and backend.held_lock_count() == 0
+
+
+def test_cancelled_async_read_and_write_acquires_leave_no_grant(
+    redis_target: RedisTarget,
+) -> None:
+    real_only(redis_target)
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("cancelled-rw", ttl=5)
+
+    async def main(lock: Any) -> None:
+        await lock.acquire_async()
+        await lock.release_async()  # the scripts are loaded
+        with stalled(redis_target, lock_key(backend, "cancelled-rw", "rw"), 400):
+            task = asyncio.ensure_future(lock.acquire_async(blocking=False))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    for lock in (rw.write(), rw.read()):
+        asyncio.run(main(lock))
+        time.sleep(0.2)
+        assert rw.state() == {"writer": False, "readers": 0, "writer_waiting": False}

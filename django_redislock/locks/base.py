@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -31,6 +31,7 @@ from .transport import ScriptCalls
 from .wait import wait_for_signal, wait_for_signal_async
 
 logger = logging.getLogger("django_redislock.locks")
+_L = TypeVar("_L", bound="BaseLock")
 
 #: Resends of an acquire attempt whose outcome a connection error left unknown.
 RESOLVE_RESENDS = 2
@@ -383,7 +384,7 @@ class BaseLock(HoldKeeping):
             name=self.name,
         )
 
-    def __enter__(self) -> BaseLock:
+    def __enter__(self: _L) -> _L:
         if not self.acquire():
             raise self._not_acquired()
         return self
@@ -391,7 +392,7 @@ class BaseLock(HoldKeeping):
     def __exit__(self, *exc_info: object) -> None:
         self.release()
 
-    async def __aenter__(self) -> BaseLock:
+    async def __aenter__(self: _L) -> _L:
         if not await self.acquire_async():
             raise self._not_acquired()
         return self

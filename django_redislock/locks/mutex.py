@@ -34,7 +34,8 @@ class Lock(BaseLock):
         # built once: every acquire and release sends the same keys
         self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry, ix.released]
         self._release_keys = [self._key, self._signal_key, ix.released, ix.expiry, ix.fence]
-        self._kind_code = "r" if self.reentrant else "m"
+        # "t": the owner is a token drawn per acquire call, which names the call (resends)
+        self._kind_code = "r" if self.reentrant else "m" if self.owner else "t"
 
     def _reentrant_object(self) -> bool:
         return self.reentrant

@@ -17,12 +17,14 @@ A writer can :meth:`WriteLock.downgrade` to a read hold atomically.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from ..exceptions import InvalidArgument
-from .base import SIGNAL_MS, BaseLock
+from ..exceptions import ConnectionFailed, InvalidArgument
+from .base import RESOLVE_RESENDS, SIGNAL_MS, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
 from .owners import Hold, current_user, new_token
+
+_R = TypeVar("_R", bound="ReadLock")
 
 #: Extra life of a waiting writer's intent beyond its next wait (ms).
 INTENT_MARGIN_MS = 50
@@ -110,17 +112,15 @@ class ReadLock(_RWHold):
             owner = f"{owner}@{int(result[1])}"
         return super()._granted(owner, user, result)
 
-    def __enter__(self) -> ReadLock:
+    def __enter__(self: _R) -> _R:
         if self._take_downgraded():
             return self
-        super().__enter__()
-        return self
+        return super().__enter__()
 
-    async def __aenter__(self) -> ReadLock:
+    async def __aenter__(self: _R) -> _R:
         if self._take_downgraded():
             return self
-        await super().__aenter__()
-        return self
+        return await super().__aenter__()
 
     def _take_downgraded(self) -> bool:
         """``with writer.downgrade() as reader:`` enters the hold the downgrade gave."""
@@ -172,15 +172,52 @@ class WriteLock(_RWHold):
         """
         reader = self._reader_for_downgrade(ttl)
         hold = self._require_hold("downgrade")
-        self._downgraded(hold, reader, self._call(self._downgrade_call(hold, reader)))
+        call = self._downgrade_call(hold, reader)
+        hold.releasing = True  # the write hold ends here either way: the watchdog leaves it
+        try:
+            try:
+                result = self._call(call)
+            except ConnectionFailed:
+                result = self._resend(call)
+        except BaseException:
+            self._release_failed(hold)  # ends by its TTL, or went on as a read hold that does
+            raise
+        self._downgraded(hold, reader, result)
         return reader
 
     async def downgrade_async(self, ttl: float | None = None) -> ReadLock:
         """The asyncio twin of :meth:`downgrade`."""
         reader = self._reader_for_downgrade(ttl)
         hold = self._require_hold("downgrade")
-        self._downgraded(hold, reader, await self._acall(self._downgrade_call(hold, reader)))
+        call = self._downgrade_call(hold, reader)
+        hold.releasing = True
+        try:
+            try:
+                result = await self._acall(call)
+            except ConnectionFailed:
+                result = await self._resend_async(call)
+        except BaseException:  # includes a cancellation at the await
+            self._release_failed(hold)
+            raise
+        self._downgraded(hold, reader, result)
         return reader
+
+    def _resend(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        """Resend a downgrade whose reply was lost (it is resend-safe); the last error wins."""
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                continue
+        return self._call(call)
+
+    async def _resend_async(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                continue
+        return await self._acall(call)
 
     def _reader_for_downgrade(self, ttl: float | None) -> ReadLock:
         kwargs: dict[str, Any] = {"ttl": self.ttl if ttl is None else ttl}
@@ -197,7 +234,6 @@ class WriteLock(_RWHold):
         return "lock_rw_downgrade", keys, args
 
     def _downgraded(self, hold: Hold, reader: ReadLock, result: Any) -> None:
-        hold.releasing = True
         self._forget(hold)
         if int(result) <= 0:
             hold.releasing = False

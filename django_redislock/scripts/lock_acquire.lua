@@ -3,14 +3,16 @@
 -- changes nothing, and a request its caller took back (see lock_release ARGV[6]) grants nothing.
 -- KEYS[1] lock hash (o=owner, f=fence, n=count, m=metadata, w=waited)   KEYS[2] bucket fence
 -- KEYS[3] index names zset   KEYS[4] index expiry zset
--- KEYS[5] request memory zset (request id -> fence; optional, as in a Redlock master's call)
+-- KEYS[5] request memory zset (request id -> fence; needed with mode "t" or ARGV[6])
 -- ARGV[1] owner   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
--- ARGV[5] mode: "m" (mutex) or "r" (reentrant), then "0" a non-blocking try, "1" a first try
+-- ARGV[5] mode: "t" (a mutex whose owner is a token unique to this acquire call), "m" (a
+--         mutex whose owner may be shared, e.g. an explicit owner) or "r" (reentrant), then
+--         "0" a non-blocking try, "1" a first try
 --         that will wait if refused, "2" a retry after waiting. Waiters mark the hold (w=1) so
 --         that only its release pays for a wake-up push; a waiter that gets the lock marks its
 --         own hold, as others may still be waiting.
--- ARGV[6] request id, the same for every try of one acquire call and for its resends; "" (or
---         absent) when the owner itself is unique to the call (a mutex's random token)
+-- ARGV[6] request id, the same for every try of one acquire call and for its resends; absent
+--         for mode "t" (the owner names the call) and for a caller that does not resend
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
 local ttl = tonumber(ARGV[2])
@@ -35,13 +37,14 @@ local function remember(fence)
   end
 end
 
+local kind = string.sub(ARGV[5], 1, 1)
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f', 'n')
 local holder = hold[1]
-if holder == ARGV[1] and (rid == '' or (KEYS[5] and redis.call('ZSCORE', KEYS[5], rid))) then
+if holder == ARGV[1] and (kind == 't' or (rid ~= '' and redis.call('ZSCORE', KEYS[5], rid))) then
   return {1, tonumber(hold[2]), tonumber(hold[3])}  -- this request's grant: a resend
 end
 if holder then
-  if holder ~= ARGV[1] or string.sub(ARGV[5], 1, 1) ~= 'r' then
+  if holder ~= ARGV[1] or kind ~= 'r' then
     if wait ~= '0' then
       redis.call('HSET', KEYS[1], 'w', 1)
     end
@@ -58,7 +61,8 @@ if holder then
   remember(hold[2])
   return {1, tonumber(hold[2]), n}
 end
-if KEYS[5] and redis.call('ZSCORE', KEYS[5], rid ~= '' and rid or ARGV[1]) then
+local request = rid ~= '' and rid or (kind == 't' and ARGV[1]) or nil
+if request and redis.call('ZSCORE', KEYS[5], request) then
   return {0, 0}  -- applied and ended since, or taken back by its caller: grant nothing
 end
 local fence = redis.call('INCR', KEYS[2])

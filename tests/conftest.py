@@ -34,6 +34,12 @@ from django_redislock.backends.redis import RedisLockBackend, RedisQueueBackend
 from django_redislock.handlers import locks, queues
 from django_redislock.queue import Queue
 
+from .proxied import (  # noqa: F401 - fault-proxy fixtures, see tests/proxied.py
+    proxied_cluster,
+    proxied_redlock,
+    proxied_single,
+    proxied_target,
+)
 from .servers import RedisProcess, start_cluster
 
 KINDS = ("fakeredis", "single", "cluster")

@@ -96,11 +96,17 @@ class RedisProcess:
     """One redis-server on 127.0.0.1 in its own directory."""
 
     def __init__(
-        self, directory: Path, *, cluster: bool = False, extra: Sequence[str] = ()
+        self,
+        directory: Path,
+        *,
+        cluster: bool = False,
+        extra: Sequence[str] = (),
+        binary: str | None = None,
     ) -> None:
         self.directory = directory
         self.cluster = cluster
         self.extra = list(extra)
+        self.binary = binary  # None: server_binary()
         self.port = free_port(cluster)
         self.process: subprocess.Popen[bytes] | None = None
         self.config_file: Path | None = None
@@ -122,7 +128,7 @@ class RedisProcess:
         if self.config_file is not None:  # a sentinel: everything is in its config file
             return self._launch([server_binary(), str(self.config_file), "--sentinel"])
         args = [
-            server_binary(),
+            self.binary or server_binary(),
             "--port",
             str(self.port),
             "--bind",

@@ -1,0 +1,208 @@
+"""Queue and inventory calls whose reply is lost, or lost and resent, through the fault proxy.
+
+Each case runs the same call twice on twin queues (or stocks) of the same
+server, prepared alike: once with no fault (the control), once with the
+call's reply dropped after Redis ran it. Afterwards the faulted twin must hold
+what the control holds (same tasks in the same states, same attempts, same
+payloads; same units taken and orders queued): the call ran once. With a
+client that resends (a redis-py ``Retry`` in ``CLIENT_KWARGS``, or the cluster
+client's default retries) the call must also answer what the control answered.
+
+* ``lost``: the connection is reset after Redis ran the call, no resend; the
+  call raises :class:`ConnectionFailed` and its effect stands once;
+* ``resend``: the same, with a client that sends the call again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from django_redislock.exceptions import ConnectionFailed
+from django_redislock.inventory import Stock
+from django_redislock.queue import Queue
+from django_redislock.queue.records import DEAD, DELAYED, IN_FLIGHT, READY
+
+from . import inventory_tasks
+from .faults import Args, command_name
+from .proxied import ProxiedTarget, no_resend_options, resend_options
+
+pytestmark = pytest.mark.timeout(60)
+
+KINDS = ("single", "cluster")
+FAULTS = ("lost", "resend")
+SCRIPT_COMMANDS = (b"EVALSHA", b"EVAL", b"FCALL")
+LEASE = 30.0
+
+
+def script_on(name: str) -> Callable[[Args], bool]:
+    needle = name.encode()
+
+    def match(args: Args) -> bool:
+        return command_name(args) in SCRIPT_COMMANDS and any(needle in arg for arg in args)
+
+    return match
+
+
+def queue_state(queue: Queue) -> dict[str, list[tuple[str, int, str]]]:
+    """Every task of ``queue`` by state: (id, attempts, payload)."""
+    return {
+        state: sorted((t.id, t.attempts, repr(t.payload)) for t in queue.tasks(state, count=100))
+        for state in (READY, DELAYED, IN_FLIGHT, DEAD)
+    }
+
+
+@dataclass
+class Twin:
+    """One side of a case: its name and the object the call runs on."""
+
+    name: str
+    subject: Any
+    prepared: Any = None
+
+
+class QueueOp:
+    """An operation: ``prepare`` a twin, ``act`` (the call), ``state`` to compare."""
+
+    def make(self, backend: Any, name: str) -> Twin:
+        return Twin(name, backend.queue(name))
+
+    def prepare(self, twin: Twin) -> None:
+        raise NotImplementedError
+
+    def act(self, twin: Twin) -> Any:
+        raise NotImplementedError
+
+    def answer(self, result: Any) -> Any:
+        return result
+
+    def state(self, twin: Twin) -> Any:
+        return queue_state(twin.subject)
+
+
+class Pop(QueueOp):
+    def prepare(self, twin: Twin) -> None:
+        twin.subject.enqueue("a", {"n": 1})
+        twin.subject.enqueue("b", {"n": 2}, delay=0.001)  # due after "a": pop order is fixed
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.pop(1, lease=LEASE)
+
+    def answer(self, result: Any) -> Any:
+        return [(t.id, t.attempts) for t in result]
+
+
+class Ack(QueueOp):
+    def prepare(self, twin: Twin) -> None:
+        twin.subject.enqueue("a", {"n": 1})
+        twin.subject.enqueue("b", {"n": 2}, delay=0.001)
+        (twin.prepared,) = twin.subject.pop(1, lease=LEASE)
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.ack(twin.prepared)
+
+
+class EnqueueReplace(QueueOp):
+    """Replace a task that a worker is running: the new copy is queued beside the old claim."""
+
+    def prepare(self, twin: Twin) -> None:
+        twin.subject.enqueue("a", {"v": 1})
+        twin.subject.pop(1, lease=LEASE)
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.enqueue("a", {"v": 2}, replace=True)
+
+
+class StockTake(QueueOp):
+    def make(self, backend: Any, name: str) -> Twin:
+        stock = Stock(name, order_task=inventory_tasks.record_order, queue=name, using=backend)
+        return Twin(name, stock)
+
+    def prepare(self, twin: Twin) -> None:
+        twin.subject.set(5)
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.take(buyer="buyer-1")
+
+    def answer(self, result: Any) -> Any:
+        return (result.result, result.remaining)
+
+    def state(self, twin: Twin) -> Any:
+        stats = twin.subject.stats()
+        orders = queue_state(twin.subject.queue)
+        counts = {state: len(tasks) for state, tasks in orders.items()}
+        return (stats.remaining, stats.taken, stats.buyers, stats.reservations, counts)
+
+
+OPS: dict[str, QueueOp] = {
+    "pop": Pop(),
+    "ack": Ack(),
+    "enqueue_replace": EnqueueReplace(),
+    "stock_take": StockTake(),
+}
+
+_CLAIMS = (
+    "needs queue_pop to carry a request id, so a resent pop returns the claim it made "
+    "instead of claiming the next task and leaving the first in flight (qclaims)"
+)
+_ACK = (
+    "needs ack to name its claim (claim token / request id), so a resent ack answers as "
+    "the first did (1) instead of 0 (qclaims)"
+)
+_TAKE = (
+    "needs stock_take to carry a request id, so a resent take answers OK with its "
+    "reservation instead of ALREADY_BOUGHT (qpoison)"
+)
+KNOWN = {
+    ("pop", "resend"): _CLAIMS,
+    ("ack", "resend"): _ACK,
+    ("stock_take", "resend"): _TAKE,
+}
+
+
+def params() -> list[Any]:
+    out = []
+    for op in OPS:
+        for kind in KINDS:
+            for fault in FAULTS:
+                reason = KNOWN.get((op, fault))
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                out.append(pytest.param(kind, op, fault, marks=marks, id=f"{kind}-{op}-{fault}"))
+    return out
+
+
+@pytest.mark.parametrize(("kind", "op_name", "fault"), params())
+def test_queue_call_under_fault(
+    kind: str, op_name: str, fault: str, request: pytest.FixtureRequest
+) -> None:
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    op = OPS[op_name]
+    options = resend_options(kind) if fault == "resend" else no_resend_options(kind)
+    backend = target.queue_backend(**options)
+    suffix = uuid.uuid4().hex[:8]
+    control = op.make(backend, f"ctl{suffix}")
+    faulted = op.make(backend, f"flt{suffix}")
+    op.prepare(control)
+    op.prepare(faulted)
+    expected = op.answer(op.act(control))
+
+    faults = target.drop_reply(script_on(faulted.name), then="cut")
+    error: BaseException | None = None
+    try:
+        answer = op.answer(op.act(faulted))
+    except ConnectionFailed as exc:
+        error = exc
+    finally:
+        target.clear()
+    assert any(f.fired.is_set() for f in faults), "the fault never met the call"
+
+    assert op.state(faulted) == op.state(control), "the call did not run exactly once"
+    if fault == "resend":
+        assert error is None, f"a resent call failed: {error!r}"
+        assert answer == expected, "a resent call answered differently"
+    else:
+        assert error is not None, "a lost reply must fail the call (no resend here)"

@@ -182,7 +182,7 @@ class BaseLock(HoldKeeping):
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
             return self._scripts.run(self.backend, script, keys, args)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterException):
             with self.backend.errors():
                 raise
 

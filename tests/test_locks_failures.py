@@ -106,14 +106,14 @@ def lost_fences() -> tuple[list[tuple[str, int]], Any]:
 def test_a_failed_release_stops_the_renewal(redis_target: RedisTarget) -> None:
     real_only(redis_target)
     backend = no_retry_backend(redis_target)
-    lock = backend.lock("stalled-release", ttl=1.0, watchdog=True)
+    lock = backend.lock("stalled-release", ttl=2.0, watchdog=True)
     assert lock.acquire()
-    pause_writes(redis_target, lock_key(backend, "stalled-release", "l"), 500)
+    pause_writes(redis_target, lock_key(backend, "stalled-release", "l"), 1500)
     with pytest.raises(ConnectionFailed):
-        lock.release()  # the release is dropped with its connection: never applied
+        lock.release()  # it and its resends are dropped with their connections: never applied
     assert not lock.held_by_me()
     # The hold ends by its TTL: nothing renews a hold its owner tried to release.
-    other = backend.lock("stalled-release", ttl=5)
+    other = redis_target.lock_backend().lock("stalled-release", ttl=5)
     deadline = time.monotonic() + 5.0
     while not other.acquire(blocking=False):
         assert time.monotonic() < deadline, "the released-but-failed hold is still renewed"
@@ -143,8 +143,10 @@ def test_a_cancelled_async_release_stops_the_renewal(redis_target: RedisTarget) 
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            # Nothing runs on after the cancel: the object holds nothing, nothing renews it.
+            # Nothing runs on after the cancel: the object holds nothing, nothing renews it,
+            # and the release was completed before the cancellation went on.
             assert not lock.held_by_me() and not _renewed(lock)
+            assert not await lock.locked_async()
 
     try:
         asyncio.run(main())
@@ -453,3 +455,19 @@ def test_cancelled_async_read_and_write_acquires_leave_no_grant(
         asyncio.run(main(lock))
         time.sleep(0.2)
         assert rw.state() == {"writer": False, "readers": 0, "writer_waiting": False}
+
+
+def test_a_release_whose_reply_is_lost_is_resolved(redis_target: RedisTarget) -> None:
+    real_only(redis_target)
+    backend = no_retry_backend(redis_target, timeout=0.15)
+    lock = backend.lock("lost-release", ttl=5, reentrant=True)
+    with lock:
+        pass  # the scripts are loaded
+    assert lock.acquire() and lock.acquire()
+    key = lock_key(backend, "lost-release", "l")
+    with stalled(redis_target, key, 400):
+        lock.release()  # a partial step: resent until answered, applied once
+    assert lock.count == 1 and backend.held_locks()[0].count == 1
+    with stalled(redis_target, key, 400):
+        lock.release()  # the last step
+    assert not lock.held_by_me() and not lock.locked()

@@ -296,38 +296,76 @@ class BaseLock(HoldKeeping):
             logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
 
     async def _abandon_async(self, owner: str) -> None:
-        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
-        try:
-            await asyncio.wait_for(self._acall(self._abandon_call(owner)), limit)
-        except Exception as exc:
-            logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
+        await self._finish_async(self._abandon_call(owner))
 
     def release(self) -> None:
         """Release one hold; raise :class:`LockLost` if it had already ended.
 
-        A release that reaches Redis twice (a retry after a lost reply) is a no-op
-        the second time: the script remembers recently released fences.
+        A release that reaches Redis twice is a no-op the second time (the script
+        remembers recent releases), so one whose reply is lost is resent until its
+        outcome is known. If Redis stays unreachable, :class:`ConnectionFailed` is
+        raised and the object no longer holds: nothing renews the hold, which ends by
+        its TTL at worst.
         """
         hold = self._require_hold("release")
         self._release_started(hold)
+        call = self._release_call(hold)
         try:
-            result = self._call(self._release_call(hold))
+            try:
+                result = self._call(call)
+            except ConnectionFailed:
+                result = self._resend(call)
         except BaseException:
             self._release_failed(hold)
             raise
         self._released(hold, result)
 
     async def release_async(self) -> None:
-        """The asyncio twin of :meth:`release`."""
+        """The asyncio twin of :meth:`release`.
+
+        Cancelled while the release is on its way, it resends it (for at most
+        ``ABANDON_SECONDS``) before the cancellation goes on, so the hold is released
+        when Redis answers in that time, and ends by its TTL otherwise.
+        """
         hold = self._require_hold("release")
         self._release_started(hold)
         call = self._release_call(hold)
         try:
-            result = await self._acall(call)
-        except BaseException:  # includes a cancellation at the await
+            try:
+                result = await self._acall(call)
+            except ConnectionFailed:
+                result = await self._resend_async(call)
+        except BaseException as exc:  # includes a cancellation at the await
             self._release_failed(hold)
+            if not isinstance(exc, ConnectionFailed):
+                await self._finish_async(call)
             raise
         self._released(hold, result)
+
+    def _resend(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        """Resend a resend-safe call whose reply was lost; the last error wins."""
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                continue
+        return self._call(call)
+
+    async def _resend_async(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                continue
+        return await self._acall(call)
+
+    async def _finish_async(self, call: tuple[str, list[str], list[Any]]) -> None:
+        """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
+        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        try:
+            await asyncio.wait_for(self._acall(call), limit)
+        except Exception as exc:
+            logger.warning("lock %r: a cancelled call could not be completed: %s", self.name, exc)
 
     def _ttl_ms(self, ttl: float | None) -> int:
         return to_ms(self.ttl if ttl is None else check_seconds(ttl, "ttl"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from ..exceptions import ConnectionFailed, InvalidArgument
-from .base import RESOLVE_RESENDS, SIGNAL_MS, BaseLock
+from .base import SIGNAL_MS, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
 from .owners import Hold, current_user, new_token
 
@@ -196,28 +196,16 @@ class WriteLock(_RWHold):
                 result = await self._acall(call)
             except ConnectionFailed:
                 result = await self._resend_async(call)
-        except BaseException:  # includes a cancellation at the await
+        except BaseException as exc:  # includes a cancellation at the await
             self._release_failed(hold)
+            if not isinstance(exc, ConnectionFailed):
+                # Cancelled: finish the downgrade, then end the read hold nobody will own.
+                await self._finish_async(call)
+                member = Hold(f"{reader._rid}@{hold.fence}", hold.fence, hold.user)
+                await self._finish_async(reader._release_call(member))
             raise
         self._downgraded(hold, reader, result)
         return reader
-
-    def _resend(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        """Resend a downgrade whose reply was lost (it is resend-safe); the last error wins."""
-        for _ in range(RESOLVE_RESENDS - 1):
-            try:
-                return self._call(call)
-            except ConnectionFailed:
-                continue
-        return self._call(call)
-
-    async def _resend_async(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        for _ in range(RESOLVE_RESENDS - 1):
-            try:
-                return await self._acall(call)
-            except ConnectionFailed:
-                continue
-        return await self._acall(call)
 
     def _reader_for_downgrade(self, ttl: float | None) -> ReadLock:
         kwargs: dict[str, Any] = {"ttl": self.ttl if ttl is None else ttl}

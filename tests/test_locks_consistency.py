@@ -90,7 +90,9 @@ def test_a_downgrade_with_an_explicit_owner_has_its_own_read_hold(
     assert rw.state()["readers"] == 1
     assert not rw.write().acquire(blocking=False)  # no writer while a reader reads
     reader.release()
-    assert rw.write().acquire(blocking=False)
+    last = rw.write(ttl=5)
+    assert last.acquire(blocking=False)
+    last.release()
 
 
 def test_downgrade_inside_with_blocks(redis_target: RedisTarget) -> None:

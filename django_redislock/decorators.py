@@ -18,6 +18,13 @@
 The name is a :meth:`str.format` template filled from the call's arguments as
 :func:`inspect.signature` binds them (``**kwargs`` are flattened, so a class
 view's URL kwargs are available), or a callable given the call's arguments.
+Filled-in values are escaped so that any string, such as a URL value, makes a
+distinct usable name (see :mod:`django_redislock.locks.names`); a value that
+is not text at all raises :class:`BadLockName`, which a view answers with 400.
+
+On an async class-based view (Django's ``View.view_is_async``), decorated on
+the class or on ``dispatch()``, the lock is taken with ``acquire_async()`` and
+held while the handler's coroutine runs.
 
 When the lock stays taken for the whole wait, ``on_locked`` decides:
 
@@ -28,7 +35,15 @@ When the lock stays taken for the whole wait, ``on_locked`` decides:
 * a callable ``on_locked(lock, *args, **kwargs)``: its result is returned.
 
 The default (``None``) is ``"response"`` when an argument of the call is an
-``HttpRequest`` (a view) and ``"raise"`` otherwise. As a context manager the
+``HttpRequest`` (a view) and ``"raise"`` otherwise.
+
+When the function ran but its hold had ended before the release (expired or
+force-released), ``on_release_lost`` decides: ``"raise"`` (:class:`LockLost`),
+``"ignore"`` (return the function's result), ``"response"`` (an HTTP 409
+Conflict, the view's own status in ``X-Lock-Lost-Status``) or a callable
+``on_release_lost(lock, result, *args, **kwargs)``; the default is
+``"response"`` for a view and ``"raise"`` otherwise. An exception of the
+function itself is never replaced by the ``LockLost`` of its release. As a context manager the
 lock always raises when it is not acquired: a ``with`` body cannot be skipped.
 
 ``owner`` names the holder instead of a random per-hold token: a string, a
@@ -43,22 +58,32 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import math
 import string
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
-from .exceptions import InvalidArgument
+from asgiref.sync import iscoroutinefunction
+
+from .exceptions import InvalidArgument, LockLost
 from .locks.base import BaseLock
 from .locks.keys import check_name
+from .locks.names import fill, safe_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T", bound=type)
 
 ON_LOCKED = ("raise", "skip", "response")
+ON_RELEASE_LOST = ("raise", "ignore", "response")
 _formatter = string.Formatter()
+logger = logging.getLogger("django_redislock.decorators")
+
+
+class BadLockName(InvalidArgument):
+    """A call's arguments give no usable lock name (a decorated view answers 400)."""
 
 
 class distributed_lock:
@@ -76,6 +101,7 @@ class distributed_lock:
         reentrant: bool = False,
         watchdog: bool | None = None,
         owner: str | Callable[..., str] | None = None,
+        on_release_lost: str | Callable[..., Any] | None = None,
     ) -> None:
         if not callable(name):
             check_template(name)
@@ -84,6 +110,15 @@ class distributed_lock:
         if on_locked is not None and not callable(on_locked) and on_locked not in ON_LOCKED:
             raise InvalidArgument(
                 f"on_locked must be one of {', '.join(ON_LOCKED)} or a callable, not {on_locked!r}"
+            )
+        if (
+            on_release_lost is not None
+            and not callable(on_release_lost)
+            and on_release_lost not in ON_RELEASE_LOST
+        ):
+            raise InvalidArgument(
+                f"on_release_lost must be one of {', '.join(ON_RELEASE_LOST)} or a callable, "
+                f"not {on_release_lost!r}"
             )
         if not isinstance(blocking, bool):
             raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
@@ -94,6 +129,7 @@ class distributed_lock:
         self.using = using
         self.blocking = blocking
         self.on_locked = on_locked
+        self.on_release_lost = on_release_lost
         self.lock_kwargs: dict[str, Any] = {
             "ttl": ttl,
             "timeout": timeout,
@@ -128,9 +164,20 @@ class distributed_lock:
         return self.owner
 
     def resolve_name(self, func: Callable[..., Any] | None, args: Any, kwargs: Any) -> str:
-        """The lock name for one call: the template filled from the bound arguments."""
+        """The lock name for one call: the template filled from the bound arguments.
+
+        Filled-in values are escaped so that any string makes a usable name (see
+        :mod:`django_redislock.locks.names`); a value that is not valid text raises
+        :class:`BadLockName`. A template the arguments cannot fill raises
+        :class:`InvalidArgument` (a programming error).
+        """
         if callable(self.name):
-            return check_name(self.name(*args, **kwargs), "the name callable's result")
+            value = self.name(*args, **kwargs)
+            if not isinstance(value, str):
+                raise InvalidArgument(
+                    f"the name callable's result must be a str, not {type(value).__name__}"
+                )
+            return self._checked_value(safe_name, value, "the name callable's result")
         if func is None or "{" not in self.name:
             if "{" in self.name:
                 raise InvalidArgument(
@@ -140,13 +187,22 @@ class distributed_lock:
             return self.name
         values = bound_arguments(func, args, kwargs)
         try:
-            filled = _formatter.vformat(self.name, tuple(args), values)
+            _formatter.vformat(self.name, tuple(args), values)  # the template fits the call
         except (KeyError, IndexError, AttributeError) as exc:
             raise InvalidArgument(
                 f"name template {self.name!r} cannot be filled from the arguments of "
                 f"{getattr(func, '__qualname__', func)!r}: {exc!r}"
             ) from exc
-        return check_name(filled, "the filled name template")
+        except UnicodeError:
+            pass  # a value that is not text: reported below
+        return self._checked_value(lambda t: fill(t, args, values), self.name, "the name")
+
+    @staticmethod
+    def _checked_value(make: Callable[[str], str], value: str, what: str) -> str:
+        try:
+            return make(value)
+        except InvalidArgument as exc:
+            raise BadLockName(f"{what} gives no usable lock name: {exc}") from exc
 
     # -- decorator -------------------------------------------------------------------------
 
@@ -161,7 +217,7 @@ class distributed_lock:
             return self._decorate_class(func)
         if not callable(func):
             raise InvalidArgument(f"distributed_lock decorates callables, not {func!r}")
-        if inspect.iscoroutinefunction(func):
+        if iscoroutinefunction(func):
             return self._wrap_async(func)
         return self._wrap_sync(func)
 
@@ -178,30 +234,83 @@ class distributed_lock:
     def _wrap_sync(self, func: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            name = self.resolve_name(func, args, kwargs)
+            if _async_view_dispatch(args):
+                # An async class-based view: dispatch() returns the handler's coroutine,
+                # which must run while the lock is held, and the event loop must not block.
+                return cast(R, self._call_async(func, args, kwargs))
+            try:
+                name = self.resolve_name(func, args, kwargs)
+            except BadLockName as exc:
+                return cast(R, self._bad_name(exc, args, kwargs))
             lock = self.lock_for(name, self.resolve_owner(args, kwargs))
             if not lock.acquire(blocking=self.blocking):
                 return cast(R, self._when_locked(lock, lock_pttl(lock), args, kwargs))
             try:
-                return func(*args, **kwargs)
-            finally:
+                result = func(*args, **kwargs)
+            except BaseException:
+                _release_after_error(lock)
+                raise
+            try:
                 lock.release()
+            except LockLost as exc:
+                return cast(R, self._when_release_lost(lock, exc, result, args, kwargs))
+            return result
 
         return wrapper
 
     def _wrap_async(self, func: Callable[P, Any]) -> Callable[P, Any]:
         @functools.wraps(func)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-            name = self.resolve_name(func, args, kwargs)
-            lock = self.lock_for(name, self.resolve_owner(args, kwargs))
-            if not await lock.acquire_async(blocking=self.blocking):
-                return self._when_locked(lock, await lock_pttl_async(lock), args, kwargs)
-            try:
-                return await func(*args, **kwargs)
-            finally:
-                await lock.release_async()
+            return await self._call_async(func, args, kwargs)
 
         return wrapper
+
+    async def _call_async(self, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        """Hold the lock around ``func``, awaiting its result when it is awaitable."""
+        try:
+            name = self.resolve_name(func, args, kwargs)
+        except BadLockName as exc:
+            return self._bad_name(exc, args, kwargs)
+        lock = self.lock_for(name, self.resolve_owner(args, kwargs))
+        if not await lock.acquire_async(blocking=self.blocking):
+            return self._when_locked(lock, await lock_pttl_async(lock), args, kwargs)
+        try:
+            result = func(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException:
+            await _release_after_error_async(lock)
+            raise
+        try:
+            await lock.release_async()
+        except LockLost as exc:
+            return self._when_release_lost(lock, exc, result, args, kwargs)
+        return result
+
+    def _bad_name(self, exc: BadLockName, args: Any, kwargs: Any) -> Any:
+        """A view answers a name its input cannot make with 400; anything else raises."""
+        if not _has_request(args, kwargs):
+            raise exc
+        from django.http import HttpResponseBadRequest
+
+        logger.info("lock name refused: %s", exc)
+        return HttpResponseBadRequest("Bad request: the lock name cannot be built.\n")
+
+    def _when_release_lost(
+        self, lock: BaseLock, exc: LockLost, result: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """The function ran and returned ``result``, but the hold had ended before release."""
+        action = self.on_release_lost
+        if action is None:
+            action = "response" if _has_request(args, kwargs) else "raise"
+        logger.warning("%s; the decorated call had completed", exc)
+        if callable(action):
+            return action(lock, result, *args, **kwargs)
+        if action == "ignore":
+            return result
+        if action == "response":
+            return lost_response(lock.name, result)
+        raise exc
 
     def _when_locked(self, lock: BaseLock, pttl: int, args: Any, kwargs: Any) -> Any:
         action = self.on_locked
@@ -273,6 +382,30 @@ def bound_arguments(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[st
     return values
 
 
+def _async_view_dispatch(args: Any) -> bool:
+    """True when ``args`` are those of ``dispatch()`` on an async class-based view."""
+    if not args:
+        return False
+    view_is_async = getattr(type(args[0]), "view_is_async", None)
+    return view_is_async is True
+
+
+def _release_after_error(lock: BaseLock) -> None:
+    """Release after the function raised; a lost hold must not hide the function's error."""
+    try:
+        lock.release()
+    except LockLost as exc:
+        logger.warning("%s (the decorated call raised)", exc)
+
+
+async def _release_after_error_async(lock: BaseLock) -> None:
+    """The asyncio twin of :func:`_release_after_error`."""
+    try:
+        await lock.release_async()
+    except LockLost as exc:
+        logger.warning("%s (the decorated call raised)", exc)
+
+
 def _has_request(args: Any, kwargs: Any) -> bool:
     from django.http import HttpRequest
 
@@ -288,8 +421,30 @@ def locked_response(name: str, pttl_ms: int) -> Any:
     return response
 
 
+def lost_response(name: str, result: Any) -> Any:
+    """An HTTP 409 (Conflict): the view ran, but its lock had ended before the release.
+
+    The view's own status is kept in ``X-Lock-Lost-Status`` so the client (and the
+    logs) can tell that the work itself completed.
+    """
+    from django.http import HttpResponse
+
+    response = HttpResponse(
+        f"Conflict: the lock {name} ended before the request finished; its work completed "
+        f"but may have overlapped another holder's.\n",
+        status=409,
+    )
+    status = getattr(result, "status_code", None)
+    if status is not None:
+        response["X-Lock-Lost-Status"] = str(status)
+    return response
+
+
 def lock_pttl(lock: BaseLock) -> int:
     """The current holder's remaining TTL in ms (0 when unknown)."""
+    holder_pttl = getattr(lock, "holder_pttl", None)
+    if holder_pttl is not None:  # e.g. Redlock: decided by the masters, not one server
+        return int(holder_pttl())
     key = getattr(lock, "_key", None)
     if key is None:
         return 0
@@ -299,6 +454,9 @@ def lock_pttl(lock: BaseLock) -> int:
 
 async def lock_pttl_async(lock: BaseLock) -> int:
     """The asyncio twin of :func:`lock_pttl`."""
+    holder_pttl = getattr(lock, "holder_pttl_async", None)
+    if holder_pttl is not None:
+        return int(await holder_pttl())
     key = getattr(lock, "_key", None)
     if key is None:
         return 0

@@ -516,6 +516,25 @@ class RedlockLock(Lock):
         held = sum(1 for r in replies if not isinstance(r, Exception) and r)
         return bool(held >= self.backend.quorum)
 
+    def _pttl_verdict(self, replies: list[Any]) -> int:
+        """Milliseconds until fewer than a quorum of masters hold the lock (0: not held)."""
+        left = sorted((int(r) for r in replies if not isinstance(r, Exception)), reverse=True)
+        quorum = self.backend.quorum
+        return max(0, left[quorum - 1]) if len(left) >= quorum else 0
+
+    def holder_pttl(self) -> int:
+        """How long the current holder (whoever it is) keeps the lock, by quorum, in ms."""
+        return self._pttl_verdict(self.backend.each(lambda m: m.client.pttl(self._key)))
+
+    async def holder_pttl_async(self) -> int:
+        """The asyncio twin of :meth:`holder_pttl`."""
+
+        async def pttl(master: Master) -> Any:
+            with master.errors():
+                return await master.async_client().pttl(self._key)
+
+        return self._pttl_verdict(await self.backend.each_async(pttl))
+
     def renew_result(self, hold: Hold) -> int | Exception:
         """What the watchdog's renewal of ``hold`` found (see :meth:`quorum_extend`)."""
         return self.quorum_extend(hold, self.ttl)

@@ -177,7 +177,10 @@ class distributed_lock:
                 raise InvalidArgument(
                     f"the name callable's result must be a str, not {type(value).__name__}"
                 )
-            return self._checked_value(safe_name, value, "the name callable's result")
+            try:
+                return safe_name(value, "the name callable's result")
+            except InvalidArgument as exc:
+                raise BadLockName(str(exc)) from exc
         if func is None or "{" not in self.name:
             if "{" in self.name:
                 raise InvalidArgument(
@@ -187,22 +190,14 @@ class distributed_lock:
             return self.name
         values = bound_arguments(func, args, kwargs)
         try:
-            _formatter.vformat(self.name, tuple(args), values)  # the template fits the call
+            return fill(self.name, args, values)
         except (KeyError, IndexError, AttributeError) as exc:
             raise InvalidArgument(
                 f"name template {self.name!r} cannot be filled from the arguments of "
                 f"{getattr(func, '__qualname__', func)!r}: {exc!r}"
             ) from exc
-        except UnicodeError:
-            pass  # a value that is not text: reported below
-        return self._checked_value(lambda t: fill(t, args, values), self.name, "the name")
-
-    @staticmethod
-    def _checked_value(make: Callable[[str], str], value: str, what: str) -> str:
-        try:
-            return make(value)
         except InvalidArgument as exc:
-            raise BadLockName(f"{what} gives no usable lock name: {exc}") from exc
+            raise BadLockName(f"the name gives no usable lock name: {exc}") from exc
 
     # -- decorator -------------------------------------------------------------------------
 
@@ -234,7 +229,7 @@ class distributed_lock:
     def _wrap_sync(self, func: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            if _async_view_dispatch(args):
+            if _async_view_dispatch(func, args):
                 # An async class-based view: dispatch() returns the handler's coroutine,
                 # which must run while the lock is held, and the event loop must not block.
                 return cast(R, self._call_async(func, args, kwargs))
@@ -382,9 +377,9 @@ def bound_arguments(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[st
     return values
 
 
-def _async_view_dispatch(args: Any) -> bool:
-    """True when ``args`` are those of ``dispatch()`` on an async class-based view."""
-    if not args:
+def _async_view_dispatch(func: Callable[..., Any], args: Any) -> bool:
+    """True when ``func(*args)`` is ``dispatch()`` of an async class-based view."""
+    if not args or getattr(func, "__name__", "") != "dispatch":
         return False
     view_is_async = getattr(type(args[0]), "view_is_async", None)
     return view_is_async is True

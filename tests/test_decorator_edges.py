@@ -257,3 +257,16 @@ def test_an_error_of_the_function_is_not_hidden_by_a_lost_release() -> None:
 
     with pytest.raises(KeyError, match="own error"):
         failing()
+
+
+def test_only_dispatch_of_an_async_view_is_awaited_under_the_lock() -> None:
+    from django.views import View
+
+    class Page(View):
+        async def get(self, request: Any) -> Any: ...
+
+        @distributed_lock("helper", ttl=5)
+        def helper(self, value: int) -> int:  # a plain method: called, not turned into a coroutine
+            return value + 1
+
+    assert Page().helper(1) == 2

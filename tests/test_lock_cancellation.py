@@ -1,9 +1,20 @@
 """The cancellation sweep: every async lock operation cancelled at each of its await points.
 
 Each operation (``acquire_async``, ``release_async``, ``extend_async`` and an
-``async with`` block) runs as a task that is cancelled after the Nth step of the
-event loop, for N = 0, 1, 2, ... until the operation completes before the
-cancel. After each case a raw client (not the library) checks the servers:
+``async with`` block) is cancelled at its Nth cut point, for N = 0, 1, 2, ...
+until the operation completes before the cancel. A cut point is, by mode:
+
+* ``await``: the operation's Nth suspension (:class:`CancelAt`), through proxies
+  that hold every reply for 20 ms, so "request applied, reply not read yet" is
+  hit on every run;
+* ``time``: N x 5 ms after the start, through the same proxies (for Redlock
+  this lands inside the attempt's grant, fence and release round trips, which
+  run shielded from the caller's cancellation);
+* ``loop``: the Nth event-loop step, straight to the servers (where it lands
+  then varies with timing; the cluster is swept this way only, since its
+  redirections would bypass a proxy).
+
+After each case a raw client (not the library) checks the servers:
 
 * every hold on the lock belongs to the lock object and that object knows it
   holds it (no orphan grant, nothing the watchdog renews for nobody);

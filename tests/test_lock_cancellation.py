@@ -55,10 +55,13 @@ MAX_STEPS = 3000
 
 #: The "time" mode cuts after this many seconds times the step number.
 TIME_STEP = 0.005
-#: How many times each cut point is tried.
-REPEATS = 4
+#: How many times each cut point is tried, by mode (where a "time" or "loop" cut lands within
+#: the operation varies from run to run; an "await" cut does not).
+REPEATS = {"await": 1, "time": 2, "loop": 4}
 
-OPERATIONS = ("acquire", "release", "extend", "async with")
+OPERATIONS = ("acquire", "release", "extend", "async with", "waiting acquire")
+#: How long the other holder of a "waiting acquire" keeps the lock (it lets it expire).
+HOLDER_TTL = 0.3
 
 
 class SlowReplies:
@@ -241,7 +244,11 @@ async def one_case(
     worker = asyncio.ensure_future(
         run_case(target, operation, steps if mode == "await" else None, started, finished)
     )
-    await started.wait()
+    began = asyncio.ensure_future(started.wait())
+    await asyncio.wait([began, worker], return_when=asyncio.FIRST_COMPLETED)
+    if not started.is_set():  # the set-up failed: its error is the test's
+        began.cancel()
+        return await worker
     requested = True
     if mode == "time":
         with contextlib.suppress(asyncio.TimeoutError):
@@ -273,6 +280,11 @@ async def run_case(
     await lock.locked_async()  # connected before the cut: the await points do not move
     if operation in ("release", "extend"):
         assert await lock.acquire_async(blocking=False)
+    holder_until = 0.0
+    if operation == "waiting acquire":  # held elsewhere until it expires: the acquire waits
+        holder = target.backend.lock(name, ttl=HOLDER_TTL, watchdog=False)
+        assert await holder.acquire_async(blocking=False)
+        holder_until = time.monotonic() + HOLDER_TTL
 
     async def body() -> None:
         async with lock:
@@ -283,6 +295,7 @@ async def run_case(
         "release": lock.release_async,
         "extend": lambda: lock.extend_async(TTL),
         "async with": body,
+        "waiting acquire": lambda: lock.acquire_async(timeout=TTL + MARGIN),
     }[operation]
     started.set()
     cut = False
@@ -292,6 +305,7 @@ async def run_case(
     except asyncio.CancelledError:
         cut = True
     finished.set()
+    await asyncio.sleep(max(0.0, holder_until + 0.05 - time.monotonic()))  # the holder is gone
     reached = stepper is None or stepper.requested
     return cut, await check(target, lock, operation, cut), reached
 
@@ -307,7 +321,7 @@ async def check(target: Target, lock: BaseLock, operation: str, cut: bool) -> li
             wrong.append(f"server {where} keeps a grant that no lock object holds")
     if cut and operation != "extend" and held_by_me:
         wrong.append(f"the lock object still holds after a cancelled {operation}")
-    if operation == "extend" or (not cut and operation == "acquire"):
+    if operation == "extend" or (not cut and operation.endswith("acquire")):
         if not held_by_me:
             wrong.append(f"the lock object lost its hold ({operation}, cut={cut})")
         elif sum(holder == owner for holder in holders) < target.quorum():
@@ -332,7 +346,7 @@ async def sweep(target: Target, operation: str, mode: str) -> dict[int, list[str
     problems: dict[int, list[str]] = {}
     for steps in range(MAX_STEPS):
         reached = False
-        for _ in range(REPEATS):  # where a cut lands within a step varies from run to run
+        for _ in range(REPEATS[mode]):
             _, wrong, reached_now = await one_case(target, operation, steps, mode)
             reached = reached or reached_now
             if wrong:
@@ -381,6 +395,8 @@ CASES = [
     )
     for kind, slow, mode in WHERE
     for operation in OPERATIONS
+    # a wait is thousands of loop steps and dozens of 5 ms steps: cut only at its awaits
+    if mode == "await" or operation != "waiting acquire"
 ]
 
 

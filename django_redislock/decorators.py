@@ -364,25 +364,45 @@ def check_template(name: Any) -> None:
 
 
 def bound_arguments(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any]:
-    """The call's arguments by parameter name, with ``**kwargs`` flattened in."""
+    """The call's arguments by parameter name, with ``**kwargs`` flattened in.
+
+    The signature is that of the innermost wrapped function; when the call does
+    not fit it (Django's ``method_decorator`` hands over a bound method whose
+    ``__wrapped__`` still takes ``self``), that of ``func`` itself.
+    """
+    signature = inspect.signature(func)
     try:
-        bound = inspect.signature(func).bind(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise TypeError(f"{getattr(func, '__qualname__', func)}(): {exc}") from exc
+        try:
+            signature = inspect.signature(func, follow_wrapped=False)
+            bound = signature.bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            raise TypeError(f"{getattr(func, '__qualname__', func)}(): {exc}") from exc
     bound.apply_defaults()
     values = dict(bound.arguments)
-    for param in inspect.signature(func).parameters.values():
+    for param in signature.parameters.values():
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             values.update(values.pop(param.name, {}))
     return values
 
 
 def _async_view_dispatch(func: Callable[..., Any], args: Any) -> bool:
-    """True when ``func(*args)`` is ``dispatch()`` of an async class-based view."""
-    if not args or getattr(func, "__name__", "") != "dispatch":
+    """True when ``func(*args)`` is ``dispatch()`` of an async class-based view.
+
+    The view is the call's first argument (the decorator on the class or on the
+    method), or the object ``func`` is bound to (Django's ``method_decorator``
+    passes a bound method).
+    """
+    if getattr(func, "__name__", "") != "dispatch":
         return False
-    view_is_async = getattr(type(args[0]), "view_is_async", None)
-    return view_is_async is True
+    bound = getattr(func, "__self__", None) or getattr(
+        getattr(func, "func", None), "__self__", None
+    )
+    for candidate in (*args[:1], bound):
+        if candidate is not None and getattr(type(candidate), "view_is_async", None) is True:
+            return True
+    return False
 
 
 def _release_after_error(lock: BaseLock) -> None:

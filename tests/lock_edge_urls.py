@@ -7,6 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import path
+from django.utils.decorators import method_decorator
 from django.views import View
 
 from django_redislock import distributed_lock, locks
@@ -42,6 +43,19 @@ class AsyncDispatchView(View):
         return HttpResponse(f"item {item}")
 
 
+@method_decorator(distributed_lock("mdispatch:{item}", ttl=5, timeout=10), name="dispatch")
+class AsyncMethodDecoratedView(View):
+    async def get(self, request: HttpRequest, item: str) -> HttpResponse:
+        await _body("method_decorator")
+        return HttpResponse(f"item {item}")
+
+
+@method_decorator(distributed_lock("msync:{item}", ttl=5, timeout=0), name="dispatch")
+class SyncMethodDecoratedView(View):
+    def get(self, request: HttpRequest, item: str) -> HttpResponse:
+        return HttpResponse(next(iter(locks["default"].held_locks())).name)
+
+
 @distributed_lock("anykey:{key}", ttl=5, timeout=0)
 def any_key(request: HttpRequest, key: str) -> HttpResponse:
     name = next(iter(locks["default"].held_locks())).name
@@ -69,6 +83,8 @@ async def loses_its_lock_async(request: HttpRequest, n: int) -> HttpResponse:
 urlpatterns = [
     path("acbv/<str:item>/", AsyncItemView.as_view()),
     path("adispatch/<str:item>/", AsyncDispatchView.as_view()),
+    path("mdispatch/<str:item>/", AsyncMethodDecoratedView.as_view()),
+    path("msync/<str:item>/", SyncMethodDecoratedView.as_view()),
     path("anykey/<path:key>", any_key),
     path("lost/<int:n>/", loses_its_lock),
     path("lostok/<int:n>/", loses_its_lock_quietly),

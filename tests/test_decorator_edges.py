@@ -47,7 +47,10 @@ def quorum(redlock_servers: list[RedisProcess], redis_server: RedisProcess) -> I
 
 
 @override_settings(ROOT_URLCONF="tests.lock_edge_urls")
-@pytest.mark.parametrize(("path", "view"), [("acbv", "class"), ("adispatch", "dispatch")])
+@pytest.mark.parametrize(
+    ("path", "view"),
+    [("acbv", "class"), ("adispatch", "dispatch"), ("mdispatch", "method_decorator")],
+)
 def test_async_class_based_view_bodies_run_one_at_a_time(path: str, view: str) -> None:
     async def scenario() -> list[int]:
         client = AsyncClient()
@@ -57,6 +60,12 @@ def test_async_class_based_view_bodies_run_one_at_a_time(path: str, view: str) -
     assert asyncio.run(scenario()) == [200] * 4
     assert lock_edge_urls.PEAK[view] == 1  # the lock was held while each body ran
     assert locks["default"].held_locks() == []
+
+
+@override_settings(ROOT_URLCONF="tests.lock_edge_urls")
+def test_method_decorator_on_a_sync_view_fills_the_template_from_url_kwargs() -> None:
+    response = Client().get("/msync/5/")
+    assert response.status_code == 200 and response.content == b"msync:5"
 
 
 @override_settings(ROOT_URLCONF="tests.lock_edge_urls")

@@ -20,6 +20,14 @@ holder's release pushes the wake-up list on each master, and the waiter blocks
 on one of them (``BLPOP``) for at most the holder's remaining time. When no one
 holds a quorum (masters down, or a split between contenders) there is no
 release to wait for and the waiter sleeps a random pause below ``RETRY_DELAY``.
+
+The asyncio methods ask the masters concurrently on the running loop (one
+``redis.asyncio`` client per master and loop). An attempt runs as its own task,
+shielded from the caller: a cancelled ``acquire_async`` lets the attempt finish
+(no master's reply is cut off unread, so what it was granted is known) and
+then releases that grant on every master, so a cancellation never leaves a
+grant that nothing owns or that the watchdog renews. A cancelled
+``release_async`` stops the renewal and lets the release complete.
 """
 
 from __future__ import annotations

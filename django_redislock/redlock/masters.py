@@ -233,7 +233,8 @@ class Master:
 
         Cancelled while the reply is awaited, redis-py closes the connection, so a
         late reply is never read by the next command; whether the script ran is
-        then unknown, which the caller resolves (see :mod:`..redlock.lock`).
+        then unknown; the Redlock lock avoids that by never cancelling an attempt
+        in flight (see :mod:`django_redislock.redlock.lock`).
         """
         name, keys, args = call
         client = self.async_client()

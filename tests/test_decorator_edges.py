@@ -279,3 +279,19 @@ def test_only_dispatch_of_an_async_view_is_awaited_under_the_lock() -> None:
             return value + 1
 
     assert Page().helper(1) == 2
+
+
+def test_a_cancelled_decorated_coroutine_releases_its_lock() -> None:
+    @distributed_lock("body", ttl=30)
+    async def slow() -> None:
+        await asyncio.sleep(10)
+
+    async def scenario() -> bool:
+        task = asyncio.ensure_future(slow())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return bool(await locks["default"].lock("body").locked_async())
+
+    assert asyncio.run(scenario()) is False

@@ -134,3 +134,21 @@ def test_release_past_the_validity_raises_lock_lost_while_a_quorum_still_holds(
         else:
             asyncio.run(late_release_async())
     assert holders(redlock_servers, lock) == 0  # released everywhere all the same
+
+
+def test_client_kwargs_may_set_the_masters_retry_policy(urls: list[str]) -> None:
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    backend = redlock(urls, CLIENT_KWARGS={"retry": Retry(NoBackoff(), 1)})
+    with backend.lock("retrying", ttl=5) as lock:
+        assert lock.owned()
+
+    async def scenario() -> Any:
+        async with backend.lock("retrying", ttl=5) as held:
+            assert await held.owned_async()
+        return backend.masters[0].async_client().connection_pool.connection_kwargs["retry"]
+
+    retry = asyncio.run(scenario())
+    assert isinstance(retry, AsyncRetry) and retry._retries == 1

@@ -86,22 +86,30 @@ class Master:
         if self._client is None or self._pid != os.getpid():
             with self._lock:
                 if self._client is None or self._pid != os.getpid():
-                    self._client = redis.Redis.from_url(
-                        self.url,
-                        retry=Retry(NoBackoff(), 0),
-                        redis_connect_func=self._on_connect,
-                        **self._client_kwargs(),
-                    )
+                    self._client = redis.Redis.from_url(self.url, **self._client_kwargs())
                     self._pid = os.getpid()
         return self._client
 
-    def _client_kwargs(self) -> dict[str, Any]:
+    def _client_kwargs(self, asynchronous: bool = False) -> dict[str, Any]:
+        """The client's settings: short timeouts, no retries, then ``CLIENT_KWARGS``.
+
+        ``CLIENT_KWARGS`` may replace any of them, ``retry`` included (a redis-py
+        ``Retry`` is given to the asyncio client as the asyncio ``Retry`` with the
+        same backoff, count and errors).
+        """
         timeout = self.backend.options["MASTER_TIMEOUT"]
-        return {
+        kwargs: dict[str, Any] = {
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
+            "retry": AsyncRetry(NoBackoff(), 0) if asynchronous else Retry(NoBackoff(), 0),
+            "redis_connect_func": self._on_connect_async if asynchronous else self._on_connect,
             **self.backend.options["CLIENT_KWARGS"],
         }
+        retry = kwargs["retry"]
+        if asynchronous and isinstance(retry, Retry):
+            errors: Any = retry._supported_errors
+            kwargs["retry"] = AsyncRetry(retry._backoff, retry._retries, errors)
+        return kwargs
 
     def async_client(self) -> Any:
         """This process's asyncio client for the master on the running event loop.
@@ -117,12 +125,7 @@ class Master:
             if entry is None or entry[0] is not loop:
                 for key in [k for k, (other, _) in self._async.items() if other.is_closed()]:
                     del self._async[key]
-                client = redis.asyncio.Redis.from_url(
-                    self.url,
-                    retry=AsyncRetry(NoBackoff(), 0),
-                    redis_connect_func=self._on_connect_async,
-                    **self._client_kwargs(),
-                )
+                client = redis.asyncio.Redis.from_url(self.url, **self._client_kwargs(True))
                 entry = self._async[id(loop)] = (loop, client)
         return entry[1]
 

@@ -152,3 +152,14 @@ def test_client_kwargs_may_set_the_masters_retry_policy(urls: list[str]) -> None
 
     retry = asyncio.run(scenario())
     assert isinstance(retry, AsyncRetry) and retry._retries == 1
+
+
+def test_a_release_a_master_had_already_applied_counts_as_released(urls: list[str]) -> None:
+    backend = redlock(urls)
+    lock = backend.lock("resent", ttl=5)
+    assert lock.acquire(blocking=False)
+    call = lock._release_args(lock._hold.owner, "*")  # one release, as a retry resends it
+    first = [master.run(call) for master in backend.masters]
+    again = [master.run(call) for master in backend.masters]
+    assert [int(r[0]) for r in first] == [1] * 5 and [int(r[0]) for r in again] == [2] * 5
+    assert lock._release_count(again) == (5, 0)

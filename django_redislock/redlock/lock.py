@@ -205,7 +205,12 @@ class RedlockLock(Lock):
 
     @staticmethod
     def _release_count(replies: list[Any]) -> tuple[int, int]:
-        released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) == 1)
+        """(released, unreachable) among one release's replies.
+
+        Code 2 is a release that the master had already applied (the client resent
+        it after a lost reply, with a ``retry`` in ``CLIENT_KWARGS``): released.
+        """
+        released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) in (1, 2))
         return released, sum(isinstance(r, Exception) for r in replies)
 
     # -- acquire -------------------------------------------------------------------------------

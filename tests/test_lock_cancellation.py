@@ -371,29 +371,10 @@ WHERE = [
 ]
 
 
-def case_marks(kind: str, slow: bool, operation: str) -> list[pytest.MarkDecorator]:
-    """The single-server and cluster locks leave a cancelled acquire's or release's outcome
-    unresolved until the lock core resolves it. Through the proxies that shows on every run,
-    except for a waiting acquire (how many awaits its wait takes varies, so the cut that
-    lands on the granting reply moves); without them only when a cut happens to land after
-    the request was sent."""
-    if kind == "redlock" or operation == "extend":
-        return []
-    every_run = slow and operation != "waiting acquire"
-    return [
-        pytest.mark.xfail(
-            strict=every_run,
-            reason="needs acquire outcome resolution (lockcore)"
-            + ("" if every_run else "; hit by timing"),
-        )
-    ]
-
-
 CASES = [
     pytest.param(
         (kind, slow, mode),
         operation,
-        marks=case_marks(kind, slow, operation),
         id=f"{kind}-{mode}-{operation.replace(' ', '-')}",
     )
     for kind, slow, mode in WHERE

@@ -358,11 +358,6 @@ OPS: dict[str, Op] = {
 
 # ---- what is known not to hold yet ----------------------------------------------------
 
-_REDLOCK_RETRY = (
-    "needs Redlock masters to take a retry policy from CLIENT_KWARGS: today every master "
-    "fails with a duplicate 'retry' argument and the call reports 0 of 3 answered (lockedge)"
-)
-
 #: (op, fault, kind) -> why it fails today.
 KNOWN: dict[tuple[str, str, str], str] = {}
 
@@ -373,8 +368,6 @@ def known(op: str, faults: str, kinds: str, reason: str) -> None:
             KNOWN[(op, fault, kind)] = reason
 
 
-known("acquire", "resend", "redlock", _REDLOCK_RETRY)
-known("extend", "resend", "redlock", _REDLOCK_RETRY)
 
 
 def params() -> list[Any]:
@@ -480,21 +473,7 @@ def test_an_unreachable_cluster_raises_connection_failed(proxied_cluster: Proxie
 
 
 WATCHDOG_TTL = 1.0
-_RENEWAL = (
-    "needs a release that ends in an error to stop the watchdog's renewal, so the hold ends "
-    "by its TTL; today the watchdog renews it for the life of the process (lockcore)"
-)
-
-
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=_RENEWAL))
-        if kind != "redlock"
-        else kind
-        for kind in ("single", "cluster", "redlock")
-    ],
-)
+@pytest.mark.parametrize("kind", ["single", "cluster", "redlock"])
 def test_a_release_that_never_arrived_stops_the_watchdog(
     kind: str, request: pytest.FixtureRequest
 ) -> None:

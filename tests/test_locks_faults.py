@@ -368,8 +368,6 @@ def known(op: str, faults: str, kinds: str, reason: str) -> None:
             KNOWN[(op, fault, kind)] = reason
 
 
-
-
 def params() -> list[Any]:
     out = []
     for op_name, op in OPS.items():
@@ -473,6 +471,8 @@ def test_an_unreachable_cluster_raises_connection_failed(proxied_cluster: Proxie
 
 
 WATCHDOG_TTL = 1.0
+
+
 @pytest.mark.parametrize("kind", ["single", "cluster", "redlock"])
 def test_a_release_that_never_arrived_stops_the_watchdog(
     kind: str, request: pytest.FixtureRequest

@@ -16,7 +16,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from django_redislock import queues, signals
+from django_redislock import queues, signals, task
+from django_redislock.exceptions import InvalidArgument
 from django_redislock.queue import DEAD, Queue
 from django_redislock.queue.worker import Worker
 
@@ -110,6 +111,22 @@ def test_failures_retry_then_die_with_signals(alias: RedisTarget) -> None:
     dead = queue().get(bad)
     assert dead is not None and dead.state == DEAD
     assert dead.last_error.startswith("ValueError: always fails: x")
+
+
+def test_a_tasks_own_backoff_delays_its_retry(alias: RedisTarget) -> None:
+    """``@task(retry_backoff=...)`` replaces the alias's RETRY_BACKOFF (0.01 s here)."""
+    task_id = tasks.fails_slowly.delay("x")
+    before = time.time()
+    drain("tests", "--burst")
+    assert tasks.runs() == ["fail-slowly:x"]  # not retried at once
+    retried = queue().get(task_id)
+    assert retried is not None and retried.state == "delayed"
+    assert 90 <= retried.score / 1e6 - before <= 110  # jitter is off for this alias
+
+
+def test_a_tasks_backoff_is_checked() -> None:
+    with pytest.raises(InvalidArgument, match="retry_backoff_max"):
+        task(retry_backoff_max=-1)(tasks.record)
 
 
 def test_deleted_function_is_dead_lettered_and_the_worker_goes_on(alias: RedisTarget) -> None:

@@ -266,11 +266,18 @@ class QueueCalls:
                 raise InvalidArgument(f"items[{i}]: {exc}") from exc
         return [entries[i : i + batch_size] for i in range(0, len(entries), batch_size)]
 
-    def backoff(self, attempts: int) -> float:
-        """The retry delay after ``attempts`` runs: exponential, capped, with jitter."""
+    def backoff(self, attempts: int, base: float | None = None, cap: float | None = None) -> float:
+        """The retry delay after ``attempts`` runs: exponential, capped, with jitter.
+
+        ``base`` and ``cap`` replace ``OPTIONS['RETRY_BACKOFF']`` and
+        ``OPTIONS['RETRY_BACKOFF_MAX']`` (a ``@task``'s own ``retry_backoff`` and
+        ``retry_backoff_max``).
+        """
         options = self.backend.options
+        base = options["RETRY_BACKOFF"] if base is None else base
+        cap = options["RETRY_BACKOFF_MAX"] if cap is None else cap
         exponent = min(max(attempts - 1, 0), 60)
-        delay = min(options["RETRY_BACKOFF_MAX"], options["RETRY_BACKOFF"] * 2**exponent)
+        delay = min(cap, base * 2**exponent)
         return delay * random.uniform(0.5, 1.0) if options["RETRY_JITTER"] else float(delay)
 
     def _lease_micros(self, lease: float | None) -> int:

@@ -90,6 +90,8 @@ class TaskFunction(Generic[P, R]):
         using: str = DEFAULT_ALIAS,
         max_attempts: int | None = None,
         lease: float | None = None,
+        retry_backoff: float | None = None,
+        retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
     ) -> None:
@@ -102,6 +104,14 @@ class TaskFunction(Generic[P, R]):
             None if max_attempts is None else check_count(max_attempts, "max_attempts")
         )
         self.lease = None if lease is None else check_seconds(lease, "lease", allow_zero=False)
+        self.retry_backoff = (
+            None if retry_backoff is None else check_seconds(retry_backoff, "retry_backoff")
+        )
+        self.retry_backoff_max = (
+            None
+            if retry_backoff_max is None
+            else check_seconds(retry_backoff_max, "retry_backoff_max")
+        )
         self.unique = unique
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
@@ -308,6 +318,8 @@ def task(
     using: str = DEFAULT_ALIAS,
     max_attempts: int | None = None,
     lease: float | None = None,
+    retry_backoff: float | None = None,
+    retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
@@ -319,8 +331,10 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``queue``/``using`` pick the queue and the ``REDISLOCK_QUEUES`` alias;
     ``max_attempts`` overrides ``OPTIONS['MAX_ATTEMPTS']`` for retries; ``lease``
     is how long one run may take before the task is handed out again (default
-    ``OPTIONS['VISIBILITY_TIMEOUT']``); ``unique=True`` derives the id from the
-    arguments so the same call is queued once at a time.
+    ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
+    override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
+    the delay before a failed run is retried; ``unique=True`` derives the id from
+    the arguments so the same call is queued once at a time.
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

@@ -500,7 +500,10 @@ class Worker:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         outcome = queue.retry(
-            task, error=f"{error}\n\n{detail[-3000:]}", max_attempts=fn.max_attempts
+            task,
+            delay=queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max),
+            error=f"{error}\n\n{detail[-3000:]}",
+            max_attempts=fn.max_attempts,
         )
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1

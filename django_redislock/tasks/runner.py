@@ -80,6 +80,9 @@ class DjangoTaskRun:
         self.task = task
         self.max_attempts = backend.max_attempts
         self.lease = backend.lease
+        # the queue alias's RETRY_BACKOFF / RETRY_BACKOFF_MAX apply
+        self.retry_backoff: float | None = None
+        self.retry_backoff_max: float | None = None
 
     def run(self, payload: dict[str, Any]) -> Any:
         """Run the call and record its outcome in the stored result."""

@@ -38,6 +38,13 @@ def always_fails(tag: str) -> None:
     raise ValueError(f"always fails: {tag}")
 
 
+@task(queue="tests", max_attempts=3, retry_backoff=100.0, retry_backoff_max=100.0)
+def fails_slowly(tag: str) -> None:
+    """Fails; retried after its own 100 s backoff, not the alias's."""
+    record(f"fail-slowly:{tag}")
+    raise ValueError(f"fails slowly: {tag}")
+
+
 @task(queue="tests", unique=True)
 def unique_job(a: int, b: int = 0) -> int:
     record(f"unique:{a}:{b}")

@@ -153,14 +153,9 @@ _ACK = (
     "needs ack to name its claim (claim token / request id), so a resent ack answers as "
     "the first did (1) instead of 0 (qclaims)"
 )
-_TAKE = (
-    "needs stock_take to carry a request id, so a resent take answers OK with its "
-    "reservation instead of ALREADY_BOUGHT (qpoison)"
-)
 KNOWN = {
     ("pop", "resend"): _CLAIMS,
     ("ack", "resend"): _ACK,
-    ("stock_take", "resend"): _TAKE,
 }
 
 

@@ -24,6 +24,7 @@ from ..queue.validation import check_name
 from .calls import (
     KEY_PARTS,
     StockCall,
+    clear_call,
     hash_tag,
     restore_call,
     set_call,
@@ -70,7 +71,8 @@ class Stock:
         if using is None:
             using = order_task.using if order_task is not None else DEFAULT_ALIAS
         self.using = using
-        self._keys: tuple[Any, list[str], list[str]] | None = None
+        #: (backend, own keys, order queue keys, request key prefix), built once per backend
+        self._keys: tuple[Any, list[str], list[str], str] | None = None
 
     def __repr__(self) -> str:
         return f"<Stock {self.item!r} queue={self.queue_name!r}>"
@@ -107,26 +109,38 @@ class Stock:
         if self._keys is None or self._keys[0] is not backend:
             queue = self.queue
             if queue is None:
-                own = [backend.key(f"stock:{self.item}", part) for part in KEY_PARTS]
-                self._keys = (backend, own, [])
+                parts: tuple[str, ...] = (f"stock:{self.item}",)
+                queue_keys: list[str] = []
             else:
-                tag = hash_tag(queue.keys[0])
-                own = [backend.key(tag, "stock", self.item, part) for part in KEY_PARTS]
-                self._keys = (backend, own, list(queue.keys))
-        _, own, queue_keys = self._keys
+                parts = (hash_tag(queue.keys[0]), "stock", self.item)
+                queue_keys = list(queue.keys)
+            own = [backend.key(*parts, part) for part in KEY_PARTS]
+            self._keys = (backend, own, queue_keys, backend.key(*parts, "req", ""))
+        _, own, queue_keys, _ = self._keys
         return own + queue_keys if with_queue else list(own)
+
+    def _script_keys(self, call: StockCall[Any]) -> list[str]:
+        """KEYS of ``call``: the stock's own, its request key (if any), the order queue's."""
+        own = self.keys()
+        if call.request:
+            assert self._keys is not None
+            own.append(self._keys[3] + call.request)
+        if call.with_queue:
+            assert self._keys is not None
+            own += self._keys[2]
+        return own
 
     def _run(self, call: StockCall[R]) -> R:
         backend = self.backend
         with backend.errors():
-            reply = backend.script(call.script)(keys=self.keys(call.with_queue), args=call.args)
+            reply = backend.script(call.script)(keys=self._script_keys(call), args=call.args)
         return call.parse(reply)
 
     async def _arun(self, call: StockCall[R]) -> R:
         backend = self.backend
         script = backend.script(call.script, backend.async_client())
         with backend.errors():
-            reply = await script(keys=self.keys(call.with_queue), args=call.args)
+            reply = await script(keys=self._script_keys(call), args=call.args)
         return call.parse(reply)
 
     # -- the hot path -----------------------------------------------------------------------
@@ -225,25 +239,29 @@ class Stock:
         Omitted window bounds keep their stored values. Buyers and reservations
         are kept: use a new item name for a new sale, or :meth:`clear` first.
         """
-        call = set_call(
+        return self._run(self._set_call(units, opens, closes))
+
+    def _set_call(self, units: int, opens: Any = ..., closes: Any = ...) -> StockCall[int]:
+        return set_call(
             "set",
             check_units(units, "units", allow_zero=True),
             window_micros(opens, "opens"),
             window_micros(closes, "closes"),
         )
-        return self._run(call)
+
+    def _add_call(self, units: int) -> StockCall[int]:
+        return set_call("add", check_units(units, "units"), "", "")
 
     def add(self, units: int) -> int:
         """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound."""
-        left = self._run(set_call("add", check_units(units, "units"), "", ""))
+        left = self._run(self._add_call(units))
         if left < 0:
             raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
         return left
 
     def clear(self) -> bool:
         """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""
-        with self.backend.errors():
-            return bool(self.backend.client.delete(*self.keys()))
+        return self._run(clear_call())
 
     # -- reading ------------------------------------------------------------------------------
 

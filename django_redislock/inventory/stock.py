@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
@@ -39,6 +39,19 @@ if TYPE_CHECKING:
     from ..queue.queue import Queue
 
 R = TypeVar("R")
+
+
+class StockKeys(NamedTuple):
+    """A stock's key names on one backend (built once: they are on every call's hot path)."""
+
+    backend: Any
+    own: list[str]
+    #: the order queue's keys (``Queue.keys``)
+    queue: list[str]
+    #: the keys the queue's own scripts get (``Queue.script_keys``: also its claims hash)
+    queue_scripts: list[str]
+    #: the prefix of this stock's request keys (``...:req:``)
+    request: str
 
 
 class Stock:
@@ -71,8 +84,7 @@ class Stock:
         if using is None:
             using = order_task.using if order_task is not None else DEFAULT_ALIAS
         self.using = using
-        #: (backend, own keys, order queue keys, request key prefix), built once per backend
-        self._keys: tuple[Any, list[str], list[str], str] | None = None
+        self._keys: StockKeys | None = None
 
     def __repr__(self) -> str:
         return f"<Stock {self.item!r} queue={self.queue_name!r}>"
@@ -103,32 +115,36 @@ class Stock:
         found: Queue = self.backend.queue(self.queue_name)
         return found
 
-    def keys(self, with_queue: bool = False) -> list[str]:
-        """The stock's keys (and the order queue's, taken from the queue itself)."""
+    def _built_keys(self) -> StockKeys:
         backend = self.backend
-        if self._keys is None or self._keys[0] is not backend:
+        if self._keys is None or self._keys.backend is not backend:
             queue = self.queue
             if queue is None:
                 parts: tuple[str, ...] = (f"stock:{self.item}",)
-                queue_keys: list[str] = []
+                public: list[str] = []
+                scripts: list[str] = []
             else:
                 parts = (hash_tag(queue.keys[0]), "stock", self.item)
-                queue_keys = list(queue.keys)
+                public, scripts = list(queue.keys), list(queue.script_keys)
             own = [backend.key(*parts, part) for part in KEY_PARTS]
-            self._keys = (backend, own, queue_keys, backend.key(*parts, "req", ""))
-        _, own, queue_keys, _ = self._keys
-        return own + queue_keys if with_queue else list(own)
+            request = backend.key(*parts, "req", "")
+            self._keys = StockKeys(backend, own, public, scripts, request)
+        return self._keys
+
+    def keys(self, with_queue: bool = False) -> list[str]:
+        """The stock's keys (and the order queue's, taken from the queue itself)."""
+        keys = self._built_keys()
+        return keys.own + keys.queue if with_queue else list(keys.own)
 
     def _script_keys(self, call: StockCall[Any]) -> list[str]:
         """KEYS of ``call``: the stock's own, its request key (if any), the order queue's."""
-        own = self.keys()
+        keys = self._built_keys()
+        out = list(keys.own)
         if call.request:
-            assert self._keys is not None
-            own.append(self._keys[3] + call.request)
+            out.append(keys.request + call.request)
         if call.with_queue:
-            assert self._keys is not None
-            own += self._keys[2]
-        return own
+            out += keys.queue_scripts
+        return out
 
     def _run(self, call: StockCall[R]) -> R:
         backend = self.backend

@@ -2,8 +2,8 @@
 -- KEYS[1] units string, KEYS[2] meta hash, KEYS[3] buyers set, KEYS[4] reservations hash
 -- KEYS[5] this request's key: a restore that restored records its answer there, so a resent
 --   restore (same key) answers exactly what the first answered (1) and changes nothing
--- KEYS[6..12] optional: the order queue's keys (pending, inflight, dead, payload, attempts,
---   errors, signal)
+-- KEYS[6..13] optional: the order queue's keys (pending, inflight, dead, payload, attempts,
+--   errors, signal, claims)
 -- ARGV[1] reservation id
 -- ARGV[2] "1": the buyer may buy again (leaves the buyers set); "0": the buyer stays marked
 -- ARGV[3] how long the request's record is kept, in milliseconds
@@ -23,7 +23,7 @@ local left = redis.call('INCRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[2], 'restored', qty)
 if ARGV[2] == '1' then redis.call('SREM', KEYS[3], buyer) end
 local dropped = 0
-if #KEYS >= 12 then
+if #KEYS >= 13 then
   -- the order task of a unit that is back on sale must never make an order: drop it whether
   -- it waits (pending), was claimed (inflight: the running attempt's ack and retry then find
   -- nothing, and its lease can never hand it out again) or was dead-lettered (a requeue_dead
@@ -34,6 +34,7 @@ if #KEYS >= 12 then
     redis.call('HDEL', KEYS[9], ARGV[1])
     redis.call('HDEL', KEYS[10], ARGV[1])
     redis.call('HDEL', KEYS[11], ARGV[1])
+    redis.call('HDEL', KEYS[13], ARGV[1])  -- a claim of it, so no field outlives the task
     dropped = 1
   end
 end

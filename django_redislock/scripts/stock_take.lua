@@ -4,8 +4,9 @@
 -- KEYS[4] reservations hash (reservation id -> "<qty>:<taken at µs>:<buyer>")
 -- KEYS[5] this request's key: a take that took records its answer there, so a resent take
 --   (same key) answers exactly what the first answered and changes nothing
--- KEYS[6..12] optional: the order queue's keys in the queue scripts' order (pending, inflight,
---   dead, payload, attempts, errors, signal); they share the stock's hash tag (one slot)
+-- KEYS[6..13] optional: the order queue's keys in the queue scripts' order (pending, inflight,
+--   dead, payload, attempts, errors, signal, claims); they share the stock's hash tag (one
+--   slot)
 -- ARGV[1] quantity (>= 1), ARGV[2] buyer id, ARGV[3] reservation id (also the order task's id)
 -- ARGV[4] serialized order task payload (ignored without the queue keys)
 -- ARGV[5] how long the request's record is kept, in milliseconds
@@ -38,7 +39,7 @@ redis.call('SADD', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ':' .. stamp .. ':' .. ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'taken', qty)
 redis.call('SET', KEYS[5], string.format('%d:', left) .. stamp, 'PX', ARGV[5])
-if #KEYS >= 12 then
+if #KEYS >= 13 then
   -- what queue_enqueue.lua does for one fresh id with no delay: the reservation id is new,
   -- so it has no attempts, error or dead letter to clear
   redis.call('ZADD', KEYS[6], now, ARGV[3])

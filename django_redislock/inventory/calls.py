@@ -7,9 +7,11 @@ they cannot drift apart.
 
 Every call that changes a stock (take, restore, set, add, clear) carries a request
 key in the same EVALSHA (no extra round trip): the script records its answer
-there for :data:`REQUEST_TTL_MS`, and a resend of the same call (redis-py
-resends a command after a connection error or a timeout, by default) finds
-it, answers exactly what the first call answered and changes nothing.
+there for :data:`REQUEST_TTL_MS`, and a resend of the same call (a client
+with a retry policy, such as a redis-py ``Retry`` in ``CLIENT_KWARGS`` or the
+cluster client's default retries, resends a command after a connection error
+or a timeout) finds it, answers exactly what the first call answered and
+changes nothing.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ the queue on a Cluster)::
     <prefix>:{q:<queue>}:stock:<item>:meta          hash    opens, closes (µs); taken, restored
     <prefix>:{q:<queue>}:stock:<item>:buyers        set     buyers holding a live reservation
     <prefix>:{q:<queue>}:stock:<item>:reservations  hash    reservation id -> qty:time:buyer
+    <prefix>:{q:<queue>}:stock:<item>:req:<id>      string  one call's answer, for a resend
+                                                            (expires after 60 s)
 
 A stock without an order task uses its own tag, ``{stock:<item>}``.
 """
@@ -196,7 +198,9 @@ class Stock:
         without an order task) travels to the order task inside the reservation;
         it is not stored with the reservation itself. ``buyer`` is normalised by
         :func:`~django_redislock.inventory.validation.check_buyer`. Bad arguments
-        raise ``InvalidArgument`` before Redis is touched.
+        raise ``InvalidArgument`` before Redis is touched. A resend of the call by a
+        retrying client (its reply was lost) answers what the first run answered
+        and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
         call = self._take_call(qty, buyer, data)
         self._register_queue()
@@ -239,7 +243,9 @@ class Stock:
         that is back on sale. A run already under way cannot be stopped: the order
         step checks that the reservation is still live (:meth:`reservation`)
         before it orders; see docs/seckill.md. With ``rebuy`` (the default) the
-        buyer may buy again.
+        buyer may buy again. A resend of the call by a retrying client answers
+        True again and restores nothing twice (a second call of your own is a new
+        request: False).
         """
         return self._run(self._restore_call(reservation, rebuy))
 
@@ -269,7 +275,11 @@ class Stock:
         return set_call("add", check_units(units, "units"), "", "")
 
     def add(self, units: int) -> int:
-        """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound."""
+        """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound.
+
+        A resend of the call by a retrying client answers the same and adds
+        nothing more; a second call of your own adds again.
+        """
         left = self._run(self._add_call(units))
         if left < 0:
             raise StockNotFound(f"stock {self.item!r} was never set; call set() first")

@@ -240,6 +240,18 @@ def test_restore_drops_an_order_task_in_flight(redis_target: RedisTarget) -> Non
     assert stock.queue.get(claimed.id) is None
 
 
+def test_restore_of_a_claimed_order_task_leaves_no_claim_behind(redis_target: RedisTarget) -> None:
+    stock = make_stock(redis_target)
+    stock.set(1)
+    take = stock.take(buyer="a")
+    assert take.reservation is not None and stock.queue is not None
+    [claimed] = stock.queue.pop(lease=30)
+    claims = stock.queue.script_keys[-1]
+    assert redis_target.raw.hexists(claims, claimed.id)
+    assert stock.restore(take.reservation)
+    assert not redis_target.raw.hexists(claims, claimed.id)  # no field left for a gone task
+
+
 def test_restore_drops_a_dead_order_task_so_a_requeue_cannot_sell_twice(
     redis_target: RedisTarget,
 ) -> None:

@@ -4,10 +4,19 @@ As in the queue (:mod:`django_redislock.queue.calls`), one :class:`StockCall`
 describes a request, and the blocking and asyncio methods of
 :class:`~django_redislock.inventory.Stock` only differ in how they send it, so
 they cannot drift apart.
+
+Every call that changes a stock (take, restore, set, add, clear) carries a request
+key in the same EVALSHA (no extra round trip): the script records its answer
+there for :data:`REQUEST_TTL_MS`, and a resend of the same call (a client
+with a retry policy, such as a redis-py ``Retry`` in ``CLIENT_KWARGS`` or the
+cluster client's default retries, resends a command after a connection error
+or a timeout) finds it, answers exactly what the first call answered and
+changes nothing.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -19,16 +28,29 @@ R = TypeVar("R")
 
 #: A stock's own keys, in the order of every stock script's KEYS.
 KEY_PARTS = ("units", "meta", "buyers", "reservations")
+#: How long a request's answer is kept for a resend (ms): far longer than any client retries
+#: one call (its socket timeouts and backoff), short enough that the records stay few.
+REQUEST_TTL_MS = 60_000
 
 
 @dataclass(frozen=True)
 class StockCall(Generic[R]):
-    """One script call: its name, whether it needs the order queue's keys, ARGV, a parser."""
+    """One script call: its name, ARGV, a parser, whether it needs the order queue's keys.
+
+    ``request`` names the call's request key (the part after ``req:``) for the
+    scripts that change the stock; reads have none.
+    """
 
     script: str
     args: list[Any]
     parse: Callable[[Any], R]
     with_queue: bool = False
+    request: str = ""
+
+
+def request_id() -> str:
+    """A fresh id for one call that must be safe to resend (the same kind as the queue's)."""
+    return os.urandom(9).hex()
 
 
 def hash_tag(key: str) -> str:
@@ -47,19 +69,31 @@ def take_call(reservation: Reservation, payload: bytes | None) -> StockCall[Take
             return Take(result, left)
         return Take(result, left, replace(reservation, taken_at=now))
 
-    args = [reservation.qty, reservation.buyer, reservation.id, payload or b""]
-    return StockCall("stock_take", args, parse, with_queue=payload is not None)
+    args = [reservation.qty, reservation.buyer, reservation.id, payload or b"", REQUEST_TTL_MS]
+    # the reservation id is fresh per take: it names the request too
+    return StockCall("stock_take", args, parse, payload is not None, reservation.id)
 
 
 def restore_call(reservation_id: str, rebuy: bool, with_queue: bool) -> StockCall[bool]:
     """The restore script: True when the reservation was live and its units came back."""
-    args = [reservation_id, "1" if rebuy else "0"]
-    return StockCall("stock_restore", args, lambda reply: bool(int(reply[0])), with_queue)
+    args = [reservation_id, "1" if rebuy else "0", REQUEST_TTL_MS]
+    return StockCall("stock_restore", args, restored, with_queue, request_id())
+
+
+def restored(reply: list[Any]) -> bool:
+    """The restore script's reply: True when the units came back."""
+    return bool(int(reply[0]))
 
 
 def set_call(mode: str, units: int, opens: str, closes: str) -> StockCall[int]:
     """The set script (``mode`` "set" or "add"): the units left, or -1 for an unknown stock."""
-    return StockCall("stock_set", [mode, units, opens, closes], int)
+    args = [mode, units, opens, closes, REQUEST_TTL_MS]
+    return StockCall("stock_set", args, int, request=request_id())
+
+
+def clear_call() -> StockCall[bool]:
+    """The clear script: True if the stock existed."""
+    return StockCall("stock_clear", [REQUEST_TTL_MS], bool, request=request_id())
 
 
 def stats_call(item: str) -> StockCall[StockStats]:

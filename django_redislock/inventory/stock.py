@@ -7,6 +7,8 @@ the queue on a Cluster)::
     <prefix>:{q:<queue>}:stock:<item>:meta          hash    opens, closes (µs); taken, restored
     <prefix>:{q:<queue>}:stock:<item>:buyers        set     buyers holding a live reservation
     <prefix>:{q:<queue>}:stock:<item>:reservations  hash    reservation id -> qty:time:buyer
+    <prefix>:{q:<queue>}:stock:<item>:req:<id>      string  one call's answer, for a resend
+                                                            (expires after 60 s)
 
 A stock without an order task uses its own tag, ``{stock:<item>}``.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
@@ -24,6 +26,7 @@ from ..queue.validation import check_name
 from .calls import (
     KEY_PARTS,
     StockCall,
+    clear_call,
     hash_tag,
     restore_call,
     set_call,
@@ -38,6 +41,19 @@ if TYPE_CHECKING:
     from ..queue.queue import Queue
 
 R = TypeVar("R")
+
+
+class StockKeys(NamedTuple):
+    """A stock's key names on one backend (built once: they are on every call's hot path)."""
+
+    backend: Any
+    own: list[str]
+    #: the order queue's keys (``Queue.keys``)
+    queue: list[str]
+    #: the keys the queue's own scripts get (``Queue.script_keys``: also its claims hash)
+    queue_scripts: list[str]
+    #: the prefix of this stock's request keys (``...:req:``)
+    request: str
 
 
 class Stock:
@@ -70,7 +86,7 @@ class Stock:
         if using is None:
             using = order_task.using if order_task is not None else DEFAULT_ALIAS
         self.using = using
-        self._keys: tuple[Any, list[str], list[str]] | None = None
+        self._keys: StockKeys | None = None
 
     def __repr__(self) -> str:
         return f"<Stock {self.item!r} queue={self.queue_name!r}>"
@@ -101,32 +117,48 @@ class Stock:
         found: Queue = self.backend.queue(self.queue_name)
         return found
 
-    def keys(self, with_queue: bool = False) -> list[str]:
-        """The stock's keys (and the order queue's, taken from the queue itself)."""
+    def _built_keys(self) -> StockKeys:
         backend = self.backend
-        if self._keys is None or self._keys[0] is not backend:
+        if self._keys is None or self._keys.backend is not backend:
             queue = self.queue
             if queue is None:
-                own = [backend.key(f"stock:{self.item}", part) for part in KEY_PARTS]
-                self._keys = (backend, own, [])
+                parts: tuple[str, ...] = (f"stock:{self.item}",)
+                public: list[str] = []
+                scripts: list[str] = []
             else:
-                tag = hash_tag(queue.keys[0])
-                own = [backend.key(tag, "stock", self.item, part) for part in KEY_PARTS]
-                self._keys = (backend, own, list(queue.keys))
-        _, own, queue_keys = self._keys
-        return own + queue_keys if with_queue else list(own)
+                parts = (hash_tag(queue.keys[0]), "stock", self.item)
+                public, scripts = list(queue.keys), list(queue.script_keys)
+            own = [backend.key(*parts, part) for part in KEY_PARTS]
+            request = backend.key(*parts, "req", "")
+            self._keys = StockKeys(backend, own, public, scripts, request)
+        return self._keys
+
+    def keys(self, with_queue: bool = False) -> list[str]:
+        """The stock's keys (and the order queue's, taken from the queue itself)."""
+        keys = self._built_keys()
+        return keys.own + keys.queue if with_queue else list(keys.own)
+
+    def _script_keys(self, call: StockCall[Any]) -> list[str]:
+        """KEYS of ``call``: the stock's own, its request key (if any), the order queue's."""
+        keys = self._built_keys()
+        out = list(keys.own)
+        if call.request:
+            out.append(keys.request + call.request)
+        if call.with_queue:
+            out += keys.queue_scripts
+        return out
 
     def _run(self, call: StockCall[R]) -> R:
         backend = self.backend
         with backend.errors():
-            reply = backend.script(call.script)(keys=self.keys(call.with_queue), args=call.args)
+            reply = backend.script(call.script)(keys=self._script_keys(call), args=call.args)
         return call.parse(reply)
 
     async def _arun(self, call: StockCall[R]) -> R:
         backend = self.backend
         script = backend.script(call.script, backend.async_client())
         with backend.errors():
-            reply = await script(keys=self.keys(call.with_queue), args=call.args)
+            reply = await script(keys=self._script_keys(call), args=call.args)
         return call.parse(reply)
 
     # -- the hot path -----------------------------------------------------------------------
@@ -166,7 +198,9 @@ class Stock:
         without an order task) travels to the order task inside the reservation;
         it is not stored with the reservation itself. ``buyer`` is normalised by
         :func:`~django_redislock.inventory.validation.check_buyer`. Bad arguments
-        raise ``InvalidArgument`` before Redis is touched.
+        raise ``InvalidArgument`` before Redis is touched. A resend of the call by a
+        retrying client (its reply was lost) answers what the first run answered
+        and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
         call = self._take_call(qty, buyer, data)
         self._register_queue()
@@ -209,7 +243,9 @@ class Stock:
         that is back on sale. A run already under way cannot be stopped: the order
         step checks that the reservation is still live (:meth:`reservation`)
         before it orders; see docs/seckill.md. With ``rebuy`` (the default) the
-        buyer may buy again.
+        buyer may buy again. A resend of the call by a retrying client answers
+        True again and restores nothing twice (a second call of your own is a new
+        request: False).
         """
         return self._run(self._restore_call(reservation, rebuy))
 
@@ -225,25 +261,33 @@ class Stock:
         Omitted window bounds keep their stored values. Buyers and reservations
         are kept: use a new item name for a new sale, or :meth:`clear` first.
         """
-        call = set_call(
+        return self._run(self._set_call(units, opens, closes))
+
+    def _set_call(self, units: int, opens: Any = ..., closes: Any = ...) -> StockCall[int]:
+        return set_call(
             "set",
             check_units(units, "units", allow_zero=True),
             window_micros(opens, "opens"),
             window_micros(closes, "closes"),
         )
-        return self._run(call)
+
+    def _add_call(self, units: int) -> StockCall[int]:
+        return set_call("add", check_units(units, "units"), "", "")
 
     def add(self, units: int) -> int:
-        """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound."""
-        left = self._run(set_call("add", check_units(units, "units"), "", ""))
+        """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound.
+
+        A resend of the call by a retrying client answers the same and adds
+        nothing more; a second call of your own adds again.
+        """
+        left = self._run(self._add_call(units))
         if left < 0:
             raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
         return left
 
     def clear(self) -> bool:
         """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""
-        with self.backend.errors():
-            return bool(self.backend.client.delete(*self.keys()))
+        return self._run(clear_call())
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -1,10 +1,17 @@
 -- Set or add the units of a stock and, when given, its sale window.
 -- KEYS[1] units string, KEYS[2] meta hash (opens, closes µs; taken, restored)
+-- KEYS[3], KEYS[4] the stock's buyers set and reservations hash (not touched)
+-- KEYS[5] this request's key: a call that changed the stock records its answer there, so a
+--   resent call (same key) answers exactly what the first answered and changes nothing (a
+--   resent "add" does not add twice; a resent "set" does not undo takes made in between)
 -- ARGV[1] "set": units become ARGV[2]; "add": ARGV[2] is added to an existing stock
 -- ARGV[2] units (>= 0 for set, >= 1 for add)
 -- ARGV[3] opens µs since the epoch ("" keeps the current value, "0" no start)
 -- ARGV[4] closes µs since the epoch ("" keeps the current value, "0" no end)
+-- ARGV[5] how long the request's record is kept, in milliseconds
 -- returns units left after the change, or -1 for "add" on a stock that was never set
+local seen = redis.call('GET', KEYS[5])
+if seen then return tonumber(seen) end
 local units
 if ARGV[1] == 'add' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -15,4 +22,5 @@ else
 end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'opens', ARGV[3]) end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'closes', ARGV[4]) end
+redis.call('SET', KEYS[5], string.format('%d', units), 'PX', ARGV[5])
 return units

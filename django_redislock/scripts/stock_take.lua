@@ -2,13 +2,24 @@
 -- KEYS[1] units string (units left), KEYS[2] meta hash (opens, closes µs; taken, restored)
 -- KEYS[3] buyers set (everyone holding a live reservation of this stock)
 -- KEYS[4] reservations hash (reservation id -> "<qty>:<taken at µs>:<buyer>")
--- KEYS[5..11] optional: the order queue's keys in the queue scripts' order (pending, inflight,
---   dead, payload, attempts, errors, signal); they share the stock's hash tag (one slot)
+-- KEYS[5] this request's key: a take that took records its answer there, so a resent take
+--   (same key) answers exactly what the first answered and changes nothing
+-- KEYS[6..13] optional: the order queue's keys in the queue scripts' order (pending, inflight,
+--   dead, payload, attempts, errors, signal, claims); they share the stock's hash tag (one
+--   slot)
 -- ARGV[1] quantity (>= 1), ARGV[2] buyer id, ARGV[3] reservation id (also the order task's id)
 -- ARGV[4] serialized order task payload (ignored without the queue keys)
+-- ARGV[5] how long the request's record is kept, in milliseconds
 -- returns {code, units left, server time µs}: 0 taken, 1 sold out (not enough units),
 --   2 the buyer already holds a reservation, 3 the sale has not opened, 4 the sale has ended,
---   5 no such stock (never set)
+--   5 no such stock (never set); a resend of a take that took answers {0, the same units
+--   left, the same time}. A refusal changes nothing and records nothing: its resend is
+--   simply a new take.
+local seen = redis.call('GET', KEYS[5])
+if seen then
+  local left, at = string.match(seen, '^(%d+):(%d+)$')
+  return {0, tonumber(left), tonumber(at)}
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- the same instant as exact text (concatenating a big Lua number would round it)
@@ -27,11 +38,12 @@ local left = redis.call('DECRBY', KEYS[1], qty)
 redis.call('SADD', KEYS[3], ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ':' .. stamp .. ':' .. ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'taken', qty)
-if #KEYS >= 11 then
+redis.call('SET', KEYS[5], string.format('%d:', left) .. stamp, 'PX', ARGV[5])
+if #KEYS >= 13 then
   -- what queue_enqueue.lua does for one fresh id with no delay: the reservation id is new,
   -- so it has no attempts, error or dead letter to clear
-  redis.call('ZADD', KEYS[5], now, ARGV[3])
-  redis.call('HSET', KEYS[8], ARGV[3], ARGV[4])
-  if redis.call('LLEN', KEYS[11]) == 0 then redis.call('LPUSH', KEYS[11], 1) end
+  redis.call('ZADD', KEYS[6], now, ARGV[3])
+  redis.call('HSET', KEYS[9], ARGV[3], ARGV[4])
+  if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end
 end
 return {0, left, now}

@@ -49,6 +49,23 @@ def worker_logging(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
         logger.setLevel(previous)
 
 
+@contextlib.contextmanager
+def scheduler_thread(options: dict[str, Any]) -> Iterator[None]:
+    """With ``--scheduler``, run the periodic-task scheduler beside the worker, then stop it."""
+    if not options.get("scheduler"):
+        yield
+        return
+    from .run_scheduler import build_scheduler
+
+    scheduler = build_scheduler(options["using"], "default")
+    thread = scheduler.start_thread()
+    try:
+        yield
+    finally:
+        scheduler.stop()
+        thread.join()
+
+
 class Command(BaseCommand):
     help = (
         "Claim tasks in batches and run them, acking or retrying each. SIGTERM/SIGINT finish "
@@ -76,6 +93,11 @@ class Command(BaseCommand):
             "--lease", type=float, default=None, help="Lease per claim (default: the option)."
         )
         parser.add_argument(
+            "--scheduler",
+            action="store_true",
+            help="Also run the periodic-task scheduler in a thread (see run_scheduler).",
+        )
+        parser.add_argument(
             "--log-every",
             type=int,
             default=1000,
@@ -96,7 +118,8 @@ class Command(BaseCommand):
             worker = self.build_worker(options)
             names = ", ".join(queue.name for queue in worker.queues)
             self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
-            summary = self.run_worker(worker)
+            with scheduler_thread(options):
+                summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
 
     def build_worker(self, options: dict[str, Any]) -> Worker:

@@ -1,0 +1,61 @@
+"""``manage.py run_scheduler``: enqueue the ticks of every periodic task until stopped."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...exceptions import RedisLockError
+from ...periodic.scheduler import Scheduler
+from ...queue.registry import autodiscover
+from ._queue_common import add_using
+from .drain_queue import worker_logging
+
+
+def build_scheduler(using: str, lock_using: str) -> Scheduler:
+    """A scheduler of every periodic task (task modules imported first); CommandError if bad."""
+    autodiscover()
+    try:
+        return Scheduler(using=using, lock_using=lock_using)
+    except (RedisLockError, ImproperlyConfigured, TypeError) as exc:
+        raise CommandError(f"cannot start the scheduler: {exc}") from exc
+
+
+class Command(BaseCommand):
+    help = (
+        "Enqueue each tick of every @periodic_task and REDISLOCK_PERIODIC_TASKS entry exactly "
+        "once. Run as many as you like: one leads (holding a lock), the others stand by and "
+        "take over within the lock's ttl if it dies. SIGTERM/SIGINT stop it."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_using(parser)
+        parser.add_argument(
+            "--lock-using",
+            default="default",
+            help="The REDISLOCK_LOCKS alias of the leader lock (default: %(default)s).",
+        )
+        parser.add_argument("--timeout", type=float, default=None, help="Stop after S seconds.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["timeout"] is not None and options["timeout"] <= 0:
+            raise CommandError("--timeout must be > 0")
+        with worker_logging(self.stderr, options["verbosity"]):
+            scheduler = build_scheduler(options["using"], options["lock_using"])
+            names = ", ".join(entry.schedule.name for entry in scheduler.entries) or "none"
+            self.stdout.write(f"Scheduling {names} ({options['using']}); Ctrl+C to stop.")
+            self.stdout.flush()
+            if threading.current_thread() is threading.main_thread():
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(signum, lambda *_: scheduler.stop())
+            stats = scheduler.run(timeout=options["timeout"])
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"queued {stats.queued} tick(s), {stats.already} already queued, "
+                f"{stats.skipped} skipped as missed"
+            )
+        )

@@ -1,0 +1,352 @@
+"""Periodic tasks: schedules, catch-up, time zones, bad input, and each tick queued once.
+
+Schedules and their ticks are pure functions (no Redis). Everything that queues runs on the
+real single server and the real cluster (the enqueue script is Lua); downtime is simulated
+with an injected clock, not by sleeping.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from django_redislock import periodic_task, queues
+from django_redislock.exceptions import ConfigurationError, InvalidArgument, MissingDependency
+from django_redislock.periodic import registry as periodic_registry
+from django_redislock.periodic.registry import check_periodic_tasks, entry_schedule
+from django_redislock.periodic.scheduler import ALREADY, KEPT, QUEUED, Scheduler
+from django_redislock.periodic.schedules import (
+    SECOND,
+    Schedule,
+    schedule,
+    tick_label,
+    to_micros,
+)
+from django_redislock.queue import Queue
+
+from .conftest import RedisTarget
+from .testapp import tasks
+
+REMEMBER = "tests.testapp.tasks.remember"
+BERLIN = ZoneInfo("Europe/Berlin")
+MINUTE = 60 * SECOND
+
+
+def at(*parts: int, tz: Any = BERLIN, fold: int = 0) -> int:
+    """A wall-clock time in ``tz`` as a tick."""
+    return to_micros(datetime(*parts, tzinfo=tz, fold=fold))  # type: ignore[misc,arg-type]
+
+
+def local(tick: int) -> str:
+    moment = datetime.fromtimestamp(tick / SECOND, BERLIN)
+    return moment.strftime("%m-%d %H:%M%z")
+
+
+# -- schedules: pure ---------------------------------------------------------------------------
+
+
+def test_every_ticks_at_multiples_of_the_interval_since_the_epoch() -> None:
+    found = schedule("five", REMEMBER, every=timedelta(minutes=5), args=["x"])
+    start = at(2026, 1, 1, 10, 2, tz=ZoneInfo("UTC"))
+    ticks = list(found.ticks(start, start + 12 * MINUTE))
+    assert [tick_label(tick) for tick in ticks] == [
+        "2026-01-01T10:05:00Z",
+        "2026-01-01T10:10:00Z",
+    ]
+    assert found.task_id(ticks[0]) == "periodic:five:2026-01-01T10:05:00Z"
+
+
+def test_cron_reads_the_time_zone_of_the_schedule() -> None:
+    found = schedule("daily", REMEMBER, cron="0 3 * * *", timezone="Europe/Berlin")
+    tick = found.next_tick(at(2026, 1, 10, 12, 0))
+    assert tick_label(tick) == "2026-01-11T02:00:00Z"  # 03:00 CET
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_cron_defaults_to_django_time_zone() -> None:
+    found = schedule("daily", REMEMBER, cron="0 3 * * *")
+    tick = found.next_tick(at(2026, 1, 10, 12, 0, tz=ZoneInfo("UTC")))
+    assert tick_label(tick) == "2026-01-11T08:00:00Z"  # 03:00 EST
+
+
+def test_spring_forward_a_tick_in_the_skipped_hour_fires_after_the_jump() -> None:
+    found = schedule("at0230", REMEMBER, cron="30 2 * * *", timezone=BERLIN)
+    ticks = list(found.ticks(at(2026, 3, 28, 12, 0), at(2026, 3, 30, 12, 0)))
+    # 2026-03-29 has no 02:30 in Berlin: the tick fires at 03:00 CEST, once
+    assert [local(tick) for tick in ticks] == ["03-29 03:00+0200", "03-30 02:30+0200"]
+
+
+def test_autumn_a_fixed_hour_fires_once_in_the_repeated_hour() -> None:
+    found = schedule("at0230", REMEMBER, cron="30 2 * * *", timezone=BERLIN)
+    ticks = list(found.ticks(at(2026, 10, 24, 12, 0), at(2026, 10, 26, 12, 0)))
+    assert [local(tick) for tick in ticks] == ["10-25 02:30+0200", "10-26 02:30+0100"]
+
+
+def test_autumn_an_every_hour_expression_fires_in_both_passes() -> None:
+    found = schedule("halfhourly", REMEMBER, cron="*/30 * * * *", timezone=BERLIN)
+    ticks = list(found.ticks(at(2026, 10, 25, 1, 45), at(2026, 10, 25, 3, 0, fold=0)))
+    assert [local(tick) for tick in ticks] == [
+        "10-25 02:00+0200",
+        "10-25 02:30+0200",
+        "10-25 02:00+0100",
+        "10-25 02:30+0100",
+        "10-25 03:00+0100",
+    ]
+    assert len({found.task_id(tick) for tick in ticks}) == 5  # ids are UTC: no clash
+
+
+def test_due_after_a_downtime_follows_catch_up() -> None:
+    def due(catch_up: str, last: int | None, now: int) -> tuple[list[int], int]:
+        found = schedule("s", REMEMBER, every=timedelta(minutes=5), catch_up=catch_up)
+        return found.due(last, now)
+
+    last = 100 * 5 * MINUTE
+    now = last + 60 * MINUTE + 30 * SECOND  # 12 ticks missed, the latest 30 s ago
+    assert due("none", last, now) == ([last + 60 * MINUTE], 11)
+    assert due("last", last, now) == ([last + 60 * MINUTE], 11)
+    ticks, skipped = due("all", last, now)
+    assert ticks == [last + i * 5 * MINUTE for i in range(1, 13)] and skipped == 0
+    later = last + 64 * MINUTE  # the latest tick is 4 minutes late: none skips it, last not
+    assert due("none", last, later) == ([], 12)
+    assert due("last", last, later) == ([last + 60 * MINUTE], 11)
+    # never run before: starts a grace period ago, whatever the policy
+    assert due("all", None, now) == ([last + 60 * MINUTE], 0)
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"cron": "61 * * * *"}, r"cron '61 \* \* \* \*' is not a valid cron expression"),
+        ({"cron": "every day"}, r"cron must be a cron expression of five fields"),
+        ({"every": timedelta(0)}, r"every must be a positive interval"),
+        ({"every": timedelta(seconds=-5)}, r"every must be a positive interval"),
+        ({"every": "5m"}, r"every must be a timedelta, got str"),
+        ({}, r"give exactly one of cron= and every="),
+        ({"cron": "* * * * *", "every": timedelta(1)}, r"give exactly one of cron= and every="),
+        ({"every": timedelta(1), "catch_up": "some"}, r"catch_up must be one of none, last, all"),
+        ({"every": timedelta(1), "grace": 0}, r"grace must be a positive number"),
+        ({"every": timedelta(1), "timezone": "Mars/Olympus"}, r"timezone 'Mars/Olympus'"),
+    ],
+)
+def test_bad_decorator_arguments_are_named(options: dict[str, Any], message: str) -> None:
+    before = dict(periodic_registry.schedules)
+    with pytest.raises(InvalidArgument, match=message):
+
+        @periodic_task(**options)
+        def job() -> None: ...
+
+    assert periodic_registry.schedules == before
+
+
+def test_arguments_the_task_cannot_take_fail_at_decoration() -> None:
+    with pytest.raises(TypeError, match="nothing was queued"):
+
+        @periodic_task(every=timedelta(minutes=1), args=[1, 2])
+        def job(one: int) -> None: ...
+
+
+def test_a_decorated_function_is_a_task_with_a_schedule() -> None:
+    @periodic_task(every=timedelta(minutes=1), args=[1], queue="tests", name="deco-test")
+    def job(one: int) -> int:
+        return one
+
+    try:
+        assert job(5) == 5 and job.queue_name == "tests"
+        found = periodic_registry.schedules["deco-test"]
+        assert found.task == job.path and found.args == (1,) and found.every == MINUTE
+    finally:
+        periodic_registry.schedules.pop("deco-test")
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"task": REMEMBER, "cron": "*/5 * * *"}, "cron must be a cron expression"),
+        ({"task": REMEMBER, "every": 0}, "every must be a positive interval"),
+        ({"task": REMEMBER}, "give exactly one of cron= and every="),
+        ({"task": REMEMBER, "every": 5, "catch_up": "x"}, "catch_up must be one of"),
+        ({"task": REMEMBER, "every": 5, "when": 1}, "unknown key\\(s\\) 'when'"),
+        ({"cron": "* * * * *"}, "'task' must be the dotted path of a @task"),
+        ({"task": REMEMBER, "every": 5, "args": "x"}, "args must be a list"),
+        ("nope", "must be a dict"),
+    ],
+)
+def test_bad_settings_entries_name_the_entry(entry: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"REDISLOCK_PERIODIC_TASKS\\['bad'\\]: {message}"):
+        entry_schedule("bad", entry)
+
+
+def test_the_system_check_reports_each_bad_entry() -> None:
+    value = {
+        "ok": {"task": REMEMBER, "every": 5, "args": ["x"]},
+        "bad": {"task": REMEMBER, "cron": "nope"},
+    }
+    with override_settings(REDISLOCK_PERIODIC_TASKS=value):
+        messages = check_periodic_tasks()
+    assert [(m.id, m.msg) for m in messages] == [
+        (
+            "redislock.E021",
+            "REDISLOCK_PERIODIC_TASKS['bad']: cron must be a cron expression of five fields "
+            "(minute hour day month weekday), got 'nope'",
+        )
+    ]
+    with override_settings(REDISLOCK_PERIODIC_TASKS=["x"]):
+        assert [m.id for m in check_periodic_tasks()] == ["redislock.E021"]
+
+
+def test_a_missing_croniter_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "croniter", None)
+    with pytest.raises(MissingDependency, match=r"django-redislock\[periodic\]"):
+        schedule("c", REMEMBER, cron="* * * * *")
+    schedule("e", REMEMBER, every=timedelta(seconds=1))  # every= needs no croniter
+    entry = {"task": REMEMBER, "cron": "* * * * *"}
+    with override_settings(REDISLOCK_PERIODIC_TASKS={"c": entry}):
+        assert "django-redislock[periodic]" in check_periodic_tasks()[0].msg
+
+
+# -- queueing on real servers -----------------------------------------------------------------
+
+
+class Clock:
+    """An injectable clock (microseconds) that tests move by hand."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture(params=["single", "cluster"])
+def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
+    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
+    params = {**target.params(), "KEY_PREFIX": "test"}
+    with override_settings(
+        REDISLOCK_QUEUES={"default": params}, REDISLOCK_LOCKS={"default": params}
+    ):
+        yield target
+
+
+def periodic_ids(queue: Queue) -> list[str]:
+    return sorted(task.id for task in queue.tasks(count=5000) if task.id.startswith("periodic:"))
+
+
+def make(catch_up: str = "none", minutes: int = 5, name: str = "five") -> Schedule:
+    return schedule(
+        name, REMEMBER, every=timedelta(minutes=minutes), args=[name], catch_up=catch_up
+    )
+
+
+BASE = 20_000_000 * MINUTE  # a multiple of 5 minutes
+
+
+@pytest.mark.parametrize(
+    ("catch_up", "expected"),
+    [("none", 1), ("last", 2), ("all", 13)],
+)
+def test_catch_up_after_a_downtime(real: RedisTarget, catch_up: str, expected: int) -> None:
+    clock = Clock(BASE + SECOND)
+    scheduler = Scheduler([make(catch_up)], clock=clock)
+    scheduler.tick()  # the tick at BASE, one second late: on time
+    clock.now = BASE + 60 * MINUTE + 2 * MINUTE  # down for an hour; latest tick 2 min late
+    scheduler.tick()
+    queue = queues["default"].queue("tests")
+    ids = periodic_ids(queue)
+    assert len(ids) == expected
+    assert ids[0] == f"periodic:five:{tick_label(BASE)}"
+    if catch_up != "none":
+        assert ids[-1] == f"periodic:five:{tick_label(BASE + 60 * MINUTE)}"
+    assert scheduler.stats.skipped == {"none": 12, "last": 11, "all": 0}[catch_up]
+
+
+def test_a_tick_that_ran_and_was_acked_is_never_queued_again(real: RedisTarget) -> None:
+    clock = Clock(BASE + SECOND)
+    scheduler = Scheduler([make()], clock=clock)
+    entry = scheduler.entries[0]
+    assert scheduler.send(entry, BASE, clock.now) == QUEUED
+    queue = entry.queue
+    (claimed,) = queue.pop()
+    assert claimed.id == f"periodic:five:{tick_label(BASE)}"
+    assert claimed.payload == {"task": REMEMBER, "args": ["five"], "kwargs": {}}
+    queue.ack(claimed)
+    # a resend of the same tick (a redis-py retry, a second scheduler, a restart)
+    assert scheduler.send(entry, BASE, clock.now) == ALREADY
+    scheduler.tick()
+    assert queue.stats()["ready"] == 0 and periodic_ids(queue) == []
+    # the plain queue dedup alone would have queued it again: this is why the mark exists
+    assert queue.enqueue(claimed.id, claimed.payload) is True
+
+
+def test_a_tick_queued_by_hand_is_kept_and_marked(real: RedisTarget) -> None:
+    clock = Clock(BASE + SECOND)
+    scheduler = Scheduler([make()], clock=clock)
+    entry = scheduler.entries[0]
+    entry.queue.enqueue(entry.schedule.task_id(BASE), {"by": "hand"})
+    assert scheduler.send(entry, BASE, clock.now) == KEPT
+    assert entry.queue.get(entry.schedule.task_id(BASE)).payload == {"by": "hand"}  # type: ignore[union-attr]
+    assert scheduler.send(entry, BASE, clock.now) == ALREADY
+
+
+def test_a_scheduler_that_dies_before_enqueueing_leaves_the_tick_to_the_next(
+    real: RedisTarget,
+) -> None:
+    clock = Clock(BASE + SECOND)
+    dying = Scheduler([make()], clock=clock)
+    ticks, _ = dying.entries[0].schedule.due(None, clock.now)
+    assert ticks == [BASE]  # computed, then the process dies: nothing was sent
+    clock.now = BASE + 11 * SECOND  # a standby takes over after the leader lock's ttl
+    other = Scheduler([make()], clock=clock)
+    other.tick()
+    other.tick()
+    assert periodic_ids(queues["default"].queue("tests")) == [f"periodic:five:{tick_label(BASE)}"]
+    assert other.stats.queued == 1 and other.stats.already == 0
+
+
+def test_many_schedulers_at_once_queue_each_tick_once(real: RedisTarget) -> None:
+    clock = Clock(BASE + SECOND)
+    schedulers = [Scheduler([make("all", 1, "m")], clock=clock) for _ in range(3)]
+    for step in range(5):
+        clock.now = BASE + step * MINUTE + SECOND
+        for scheduler in schedulers:
+            scheduler.tick()
+    assert len(periodic_ids(queues["default"].queue("tests"))) == 5
+    assert sum(s.stats.queued for s in schedulers) == 5
+    assert sum(s.stats.already for s in schedulers) == 0  # the others found nothing due
+
+
+def test_the_queue_override_of_a_settings_entry(real: RedisTarget) -> None:
+    entry = {"task": REMEMBER, "every": 300, "args": ["o"], "queue": "other"}
+    with override_settings(REDISLOCK_PERIODIC_TASKS={"o": entry}):
+        scheduler = Scheduler(clock=Clock(BASE + SECOND))
+    scheduler.entries = [e for e in scheduler.entries if e.schedule.name == "o"]
+    scheduler.tick()
+    assert periodic_ids(queues["default"].queue("other")) == [f"periodic:o:{tick_label(BASE)}"]
+    assert "other" in queues["default"].queue_names()
+
+
+def test_the_leader_loop_queues_ticks_and_releases_its_lock(real: RedisTarget) -> None:
+    scheduler = Scheduler([make("none", 1, "loop")], leader_ttl=3.0)
+    stats = scheduler.run(timeout=0.5)
+    assert stats.rounds >= 1
+    assert not scheduler.lock.locked()  # released for a standby
+    standby = Scheduler([make("none", 1, "loop")])
+    assert standby.lock.acquire(timeout=0)
+    standby.lock.release()
+
+
+def test_drain_queue_with_a_scheduler_runs_the_ticks(real: RedisTarget) -> None:
+    entry = {"task": REMEMBER, "every": 1, "args": ["drained"]}
+    tasks.CALLS.clear()
+    with override_settings(REDISLOCK_PERIODIC_TASKS={"drained": entry}):
+        call_command("drain_queue", "tests", "--scheduler", "--timeout", "2.5", verbosity=0)
+    assert 2 <= tasks.CALLS.count("drained") <= 4

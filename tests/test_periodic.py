@@ -7,9 +7,15 @@ with an injected clock, not by sleeping.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -18,7 +24,12 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from django_redislock import periodic_task, queues
-from django_redislock.exceptions import ConfigurationError, InvalidArgument, MissingDependency
+from django_redislock.exceptions import (
+    ConfigurationError,
+    ConnectionFailed,
+    InvalidArgument,
+    MissingDependency,
+)
 from django_redislock.periodic import registry as periodic_registry
 from django_redislock.periodic.registry import check_periodic_tasks, entry_schedule
 from django_redislock.periodic.scheduler import ALREADY, KEPT, QUEUED, Scheduler
@@ -32,8 +43,11 @@ from django_redislock.periodic.schedules import (
 from django_redislock.queue import Queue
 
 from .conftest import RedisTarget
+from .faults import contains
+from .proxied import ProxiedTarget, no_resend_options, resend_options
 from .testapp import tasks
 
+ROOT = Path(__file__).resolve().parent.parent
 REMEMBER = "tests.testapp.tasks.remember"
 BERLIN = ZoneInfo("Europe/Berlin")
 MINUTE = 60 * SECOND
@@ -350,3 +364,109 @@ def test_drain_queue_with_a_scheduler_runs_the_ticks(real: RedisTarget) -> None:
     with override_settings(REDISLOCK_PERIODIC_TASKS={"drained": entry}):
         call_command("drain_queue", "tests", "--scheduler", "--timeout", "2.5", verbosity=0)
     assert 2 <= tasks.CALLS.count("drained") <= 4
+
+
+# -- real run_scheduler processes --------------------------------------------------------------
+
+
+def spawn_scheduler(
+    target: RedisTarget, schedules: dict[str, Any], log: Path
+) -> subprocess.Popen[str]:
+    location = target.location if isinstance(target.location, str) else target.location[0]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.periodic_settings",
+        "REDISLOCK_TEST_URL": location,
+        "REDISLOCK_TEST_OPTIONS": json.dumps(target.options),
+        "REDISLOCK_TEST_PERIODIC": json.dumps(schedules),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    with log.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "django", "run_scheduler", "-v", "2", "--timeout", "60"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
+
+
+def leader_of(processes: list[subprocess.Popen[str]], logs: list[Path]) -> int | None:
+    """The index of the process that logged that it leads last and still runs."""
+    for index, (process, log) in enumerate(zip(processes, logs, strict=True)):
+        if process.poll() is None and "leading" in log.read_text():
+            return index
+    return None
+
+
+def queued_ticks(logs: list[Path]) -> list[str]:
+    return [
+        line.rsplit(" ", 1)[1]
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "queued the tick of" in line
+    ]
+
+
+@pytest.mark.slow
+def test_three_scheduler_processes_queue_each_tick_once(real: RedisTarget, tmp_path: Path) -> None:
+    """~30 one-second ticks, 3 real run_scheduler processes, the leader SIGKILLed mid-way."""
+    schedules = {"sec": {"task": REMEMBER, "every": 1, "args": ["sec"], "grace": 30}}
+    logs = [tmp_path / f"scheduler{i}.log" for i in range(3)]
+    processes = [spawn_scheduler(real, schedules, log) for log in logs]
+    try:
+        deadline = time.monotonic() + 30
+        while leader_of(processes, logs) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = leader_of(processes, logs)
+        assert first is not None, [log.read_text() for log in logs]
+        time.sleep(10)
+        processes[first].kill()  # between two ticks or mid-round: either way, each tick once
+        processes[first].wait(10)
+        time.sleep(20)  # a standby takes over within the lock's ttl (10 s) and catches up
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    labels = queued_ticks(logs)
+    assert len(labels) == len(set(labels)), "a tick was queued twice"
+    ticks = sorted(datetime.fromisoformat(label.replace("Z", "+00:00")) for label in labels)
+    span = int((ticks[-1] - ticks[0]).total_seconds()) + 1
+    assert len(ticks) == span >= 25, f"ticks missing: {len(ticks)} of {span}"
+    ids = periodic_ids(queues["default"].queue("tests"))
+    assert ids == sorted(f"periodic:sec:{label}" for label in labels)
+
+
+@pytest.mark.parametrize("fault", ["resend", "no_resend"])
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_lost_reply_mid_enqueue_still_queues_the_tick_once(
+    kind: str, fault: str, request: pytest.FixtureRequest
+) -> None:
+    """The enqueue reached Redis, its reply was lost: resent or retried next round, one task."""
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    options = resend_options(kind) if fault == "resend" else no_resend_options(kind)
+    params = target.params(**options)
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        clock = Clock(BASE + SECOND)
+        scheduler = Scheduler([make()], clock=clock)
+        scheduler.tick()  # warm up: the script is loaded, the queue registered
+        clock.now = BASE + 5 * MINUTE + SECOND
+        faults = target.drop_reply(contains(":periodic"), then="cut")
+        try:
+            scheduler.tick()
+        except ConnectionFailed:
+            assert fault == "no_resend", "a resent enqueue must not fail"
+        finally:
+            target.clear()
+        assert any(f.fired.is_set() for f in faults), "the fault never met the enqueue"
+        scheduler.tick()  # the next round (or another scheduler) finds the tick marked
+        ids = periodic_ids(queues["default"].queue("tests"))
+    assert ids == [f"periodic:five:{tick_label(BASE + i * 5 * MINUTE)}" for i in range(2)]

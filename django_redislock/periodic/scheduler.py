@@ -19,6 +19,7 @@ measured on the local monotonic clock, so the difference between the two never m
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -181,6 +182,7 @@ class Scheduler:
         try:
             while not self._stop.is_set() and not _past(deadline):
                 if self._lead():
+                    logger.info("periodic: leading (pid %d)", os.getpid())
                     self._serve(deadline)
         finally:
             self._resign()

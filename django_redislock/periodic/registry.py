@@ -26,18 +26,26 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 PERIODIC_SETTING = "REDISLOCK_PERIODIC_TASKS"
-#: The keys an entry of ``REDISLOCK_PERIODIC_TASKS`` may have.
-ENTRY_KEYS = (
-    "task",
-    "cron",
-    "every",
-    "args",
-    "kwargs",
-    "queue",
-    "catch_up",
-    "grace",
-    "timezone",
-)
+#: The keys an entry of ``REDISLOCK_PERIODIC_TASKS`` may have: key -> (default, meaning).
+#: The settings reference is generated from it.
+ENTRY_KEYS: dict[str, tuple[str, str]] = {
+    "task": ("required", "Dotted path of a `@task` (found among the worker's task modules)."),
+    "cron": (
+        "-",
+        "Five-field cron expression, read in `timezone` (needs the `periodic` extra).",
+    ),
+    "every": ("-", "Interval: a `timedelta` or seconds. Exactly one of `cron` and `every`."),
+    "args": ("`[]`", "Positional arguments of every call (checked against the signature)."),
+    "kwargs": ("`{}`", "Keyword arguments of every call."),
+    "queue": ("the task's", "Queue the ticks go to."),
+    "catch_up": (
+        '`"none"`',
+        "Ticks missed while no scheduler ran: `none` (skip those more than `grace` late), "
+        "`last` (queue the latest), `all` (queue each, at most 1,000).",
+    ),
+    "grace": ("`60`", "Seconds a tick may be late and still count as on time."),
+    "timezone": ("`TIME_ZONE`", "Zone name a `cron` expression is read in."),
+}
 #: Schedules declared with ``@periodic_task`` in this process, by schedule name.
 schedules: dict[str, Schedule] = {}
 

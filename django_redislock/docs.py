@@ -44,7 +44,9 @@ def periodic_table() -> str:
     from .periodic.registry import ENTRY_KEYS
 
     rows = ["| Key | Default | Meaning |", "|---|---|---|"]
-    rows += [f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in ENTRY_KEYS.items()]
+    rows += [
+        f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in ENTRY_KEYS.items()
+    ]
     return "\n".join(rows)
 
 

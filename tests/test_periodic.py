@@ -15,12 +15,13 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from django_redislock import periodic_task, queues
@@ -470,3 +471,44 @@ def test_a_lost_reply_mid_enqueue_still_queues_the_tick_once(
         scheduler.tick()  # the next round (or another scheduler) finds the tick marked
         ids = periodic_ids(queues["default"].queue("tests"))
     assert ids == [f"periodic:five:{tick_label(BASE + i * 5 * MINUTE)}" for i in range(2)]
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schedules", "message"),
+    [
+        ({"bad": {"task": REMEMBER, "cron": "* * *"}}, r"REDISLOCK_PERIODIC_TASKS\['bad'\]: cron"),
+        (
+            {"gone": {"task": "tests.testapp.tasks.nope", "every": 1}},
+            r"periodic task 'gone': no @task is registered",
+        ),
+        (
+            {"args": {"task": REMEMBER, "every": 1, "args": []}},
+            r"periodic task 'args': .*missing a required argument: 'tag'$",
+        ),
+    ],
+)
+def test_run_scheduler_refuses_bad_schedules(schedules: dict[str, Any], message: str) -> None:
+    with (
+        override_settings(REDISLOCK_PERIODIC_TASKS=schedules),
+        pytest.raises(CommandError, match=message),
+    ):
+        call_command("run_scheduler", "--timeout", "1")
+
+
+def test_run_scheduler_refuses_a_non_positive_timeout() -> None:
+    with pytest.raises(CommandError, match="--timeout must be > 0"):
+        call_command("run_scheduler", "--timeout", "0")
+
+
+def test_run_scheduler_runs_and_reports(real: RedisTarget) -> None:
+    schedules = {"cmd": {"task": REMEMBER, "every": 1, "args": ["cmd"]}}
+    out = StringIO()
+    with override_settings(REDISLOCK_PERIODIC_TASKS=schedules):
+        call_command("run_scheduler", "--timeout", "1.5", stdout=out, verbosity=0)
+    assert "Scheduling cmd (default)" in out.getvalue()
+    queued = len(periodic_ids(queues["default"].queue("tests")))
+    assert f"queued {queued} tick(s)" in out.getvalue() and 1 <= queued <= 3
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler was put back

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..conf import DEFAULT_ALIAS
-from ..exceptions import LockError, RedisLockError
+from ..exceptions import (
+    ConfigurationError,
+    InvalidArgument,
+    LockError,
+    QueueError,
+    RedisLockError,
+)
 from ..handlers import locks, queues
 from ..queue.queue import Queue
 from ..queue.registry import TaskFunction, resolve
@@ -84,10 +90,19 @@ class Stats:
 
 
 def build_entry(item: Schedule, using: str) -> Entry:
-    """Resolve a schedule's task (only among the task modules) and encode its payload once."""
-    fn = resolve(item.task)
-    queue = queues[using].queue(item.queue or fn.queue_name)
-    data = queue.encode(fn.payload(item.args, item.kwargs))
+    """Resolve a schedule's task (only among the task modules) and encode its payload once.
+
+    A task that is not registered, or arguments it cannot take, raise
+    :class:`~django_redislock.exceptions.ConfigurationError` naming the schedule: a scheduler
+    must not start and queue calls that every worker would fail.
+    """
+    try:
+        fn = resolve(item.task)
+        queue = queues[using].queue(item.queue or fn.queue_name)
+        data = queue.encode(fn.payload(item.args, item.kwargs))
+    except (QueueError, InvalidArgument, TypeError) as exc:
+        message = str(exc).replace("; nothing was queued", "")
+        raise ConfigurationError(f"periodic task {item.name!r}: {message}") from exc
     return Entry(item, fn, queue, data)
 
 
@@ -136,7 +151,9 @@ class Scheduler:
         self.stats.rounds += 1
         for entry in self.entries:
             self.run_entry(entry, now)
-        return min(entry.schedule.next_tick(now) for entry in self.entries)
+        return min(
+            (entry.schedule.next_tick(now) for entry in self.entries), default=now + 60 * SECOND
+        )
 
     def run_entry(self, entry: Entry, now: int) -> None:
         """Enqueue the due ticks of one schedule, as its catch-up policy says."""
@@ -202,7 +219,7 @@ class Scheduler:
         while not self._stop.is_set() and not _past(deadline):
             try:
                 self.lock.extend()
-                wait = self.wait_for(self.tick()) if self.entries else self.leader_ttl / 3
+                wait = self.wait_for(self.tick())
             except LockError as exc:
                 logger.warning("periodic: lost the leader lock (%s); standing by", exc)
                 return

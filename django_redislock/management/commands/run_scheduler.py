@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -23,6 +25,22 @@ def build_scheduler(using: str, lock_using: str) -> Scheduler:
         return Scheduler(using=using, lock_using=lock_using)
     except (RedisLockError, ImproperlyConfigured, TypeError) as exc:
         raise CommandError(f"cannot start the scheduler: {exc}") from exc
+
+
+@contextlib.contextmanager
+def stop_on_signals(scheduler: Scheduler) -> Iterator[None]:
+    """SIGTERM/SIGINT stop the scheduler (it releases its lock); the old handlers come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    for signum in previous:
+        signal.signal(signum, lambda *_: scheduler.stop())
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class Command(BaseCommand):
@@ -49,10 +67,8 @@ class Command(BaseCommand):
             names = ", ".join(entry.schedule.name for entry in scheduler.entries) or "none"
             self.stdout.write(f"Scheduling {names} ({options['using']}); Ctrl+C to stop.")
             self.stdout.flush()
-            if threading.current_thread() is threading.main_thread():
-                for signum in (signal.SIGTERM, signal.SIGINT):
-                    signal.signal(signum, lambda *_: scheduler.stop())
-            stats = scheduler.run(timeout=options["timeout"])
+            with stop_on_signals(scheduler):
+                stats = scheduler.run(timeout=options["timeout"])
         self.stdout.write(
             self.style.SUCCESS(
                 f"queued {stats.queued} tick(s), {stats.already} already queued, "

@@ -24,7 +24,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from django_redislock import periodic_task, queues
+from django_redislock import locks, periodic_task, queues
 from django_redislock.exceptions import (
     ConfigurationError,
     ConnectionFailed,
@@ -512,3 +512,27 @@ def test_run_scheduler_runs_and_reports(real: RedisTarget) -> None:
     queued = len(periodic_ids(queues["default"].queue("tests")))
     assert f"queued {queued} tick(s)" in out.getvalue() and 1 <= queued <= 3
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler was put back
+
+
+def test_a_leader_that_lost_its_lock_stands_by_and_a_standby_leads(real: RedisTarget) -> None:
+    first = Scheduler([make("none", 1, "lead")], leader_ttl=1.5)
+    thread = first.start_thread()
+    try:
+        deadline = time.monotonic() + 10
+        while not first.lock.owned() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first.lock.owned()
+        assert locks["default"].force_release(first.lock.name)  # as if its ttl ran out
+        second = Scheduler([make("none", 1, "lead")], leader_ttl=1.5)
+        assert second.lock.acquire(timeout=5)
+        time.sleep(1.0)  # the first renews at most every ttl / 3: it must find out and wait
+        assert not first.lock.owned() and second.lock.owned()
+        second.lock.release()
+        deadline = time.monotonic() + 5  # ...and lead again once the lock is free
+        while not first.lock.owned() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first.lock.owned()
+    finally:
+        first.stop()
+        thread.join(10)
+    assert not thread.is_alive() and not first.lock.locked()

@@ -14,6 +14,7 @@ from ...exceptions import RedisLockError
 from ...queue.registry import autodiscover, queues_of
 from ...queue.worker import Summary, Worker, logger
 from ._queue_common import add_using, backend_of, queue_of
+from .run_scheduler import scheduler_thread
 
 #: ``--verbosity`` -> the level of the worker's log lines shown on stderr (0: none).
 LEVELS = {1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
@@ -47,23 +48,6 @@ def worker_logging(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
-
-
-@contextlib.contextmanager
-def scheduler_thread(options: dict[str, Any]) -> Iterator[None]:
-    """With ``--scheduler``, run the periodic-task scheduler beside the worker, then stop it."""
-    if not options.get("scheduler"):
-        yield
-        return
-    from .run_scheduler import build_scheduler
-
-    scheduler = build_scheduler(options["using"], "default")
-    thread = scheduler.start_thread()
-    try:
-        yield
-    finally:
-        scheduler.stop()
-        thread.join()
 
 
 class Command(BaseCommand):

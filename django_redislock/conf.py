@@ -268,6 +268,12 @@ QUEUE_OPTIONS: dict[str, Option] = {
         positive_int,
         "Expired leases that one pop returns to the ready set (bounds the work per pop).",
     ),
+    "WORKER_GIVE_UP": Option(
+        300.0,
+        positive_seconds,
+        "Seconds a drain_queue worker keeps reconnecting to an unreachable Redis before it "
+        "exits (drain_queue --give-up overrides it).",
+    ),
 }
 
 

@@ -18,6 +18,13 @@
 The name is a :meth:`str.format` template filled from the call's arguments as
 :func:`inspect.signature` binds them (``**kwargs`` are flattened, so a class
 view's URL kwargs are available), or a callable given the call's arguments.
+Filled-in values are escaped so that any string, such as a URL value, makes a
+distinct usable name (see :mod:`django_redislock.locks.names`); a value that
+is not text at all raises :class:`BadLockName`, which a view answers with 400.
+
+On an async class-based view (Django's ``View.view_is_async``), decorated on
+the class or on ``dispatch()``, the lock is taken with ``acquire_async()`` and
+held while the handler's coroutine runs.
 
 When the lock stays taken for the whole wait, ``on_locked`` decides:
 
@@ -28,7 +35,15 @@ When the lock stays taken for the whole wait, ``on_locked`` decides:
 * a callable ``on_locked(lock, *args, **kwargs)``: its result is returned.
 
 The default (``None``) is ``"response"`` when an argument of the call is an
-``HttpRequest`` (a view) and ``"raise"`` otherwise. As a context manager the
+``HttpRequest`` (a view) and ``"raise"`` otherwise.
+
+When the function ran but its hold had ended before the release (expired or
+force-released), ``on_release_lost`` decides: ``"raise"`` (:class:`LockLost`),
+``"ignore"`` (return the function's result), ``"response"`` (an HTTP 409
+Conflict, the view's own status in ``X-Lock-Lost-Status``) or a callable
+``on_release_lost(lock, result, *args, **kwargs)``; the default is
+``"response"`` for a view and ``"raise"`` otherwise. An exception of the
+function itself is never replaced by the ``LockLost`` of its release. As a context manager the
 lock always raises when it is not acquired: a ``with`` body cannot be skipped.
 
 ``owner`` names the holder instead of a random per-hold token: a string, a
@@ -43,22 +58,32 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import math
 import string
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
-from .exceptions import InvalidArgument
+from asgiref.sync import iscoroutinefunction
+
+from .exceptions import InvalidArgument, LockLost
 from .locks.base import BaseLock
 from .locks.keys import check_name
+from .locks.names import fill, safe_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T", bound=type)
 
 ON_LOCKED = ("raise", "skip", "response")
+ON_RELEASE_LOST = ("raise", "ignore", "response")
 _formatter = string.Formatter()
+logger = logging.getLogger("django_redislock.decorators")
+
+
+class BadLockName(InvalidArgument):
+    """A call's arguments give no usable lock name (a decorated view answers 400)."""
 
 
 class distributed_lock:
@@ -76,6 +101,7 @@ class distributed_lock:
         reentrant: bool = False,
         watchdog: bool | None = None,
         owner: str | Callable[..., str] | None = None,
+        on_release_lost: str | Callable[..., Any] | None = None,
     ) -> None:
         if not callable(name):
             check_template(name)
@@ -84,6 +110,15 @@ class distributed_lock:
         if on_locked is not None and not callable(on_locked) and on_locked not in ON_LOCKED:
             raise InvalidArgument(
                 f"on_locked must be one of {', '.join(ON_LOCKED)} or a callable, not {on_locked!r}"
+            )
+        if (
+            on_release_lost is not None
+            and not callable(on_release_lost)
+            and on_release_lost not in ON_RELEASE_LOST
+        ):
+            raise InvalidArgument(
+                f"on_release_lost must be one of {', '.join(ON_RELEASE_LOST)} or a callable, "
+                f"not {on_release_lost!r}"
             )
         if not isinstance(blocking, bool):
             raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
@@ -94,6 +129,7 @@ class distributed_lock:
         self.using = using
         self.blocking = blocking
         self.on_locked = on_locked
+        self.on_release_lost = on_release_lost
         self.lock_kwargs: dict[str, Any] = {
             "ttl": ttl,
             "timeout": timeout,
@@ -128,9 +164,23 @@ class distributed_lock:
         return self.owner
 
     def resolve_name(self, func: Callable[..., Any] | None, args: Any, kwargs: Any) -> str:
-        """The lock name for one call: the template filled from the bound arguments."""
+        """The lock name for one call: the template filled from the bound arguments.
+
+        Filled-in values are escaped so that any string makes a usable name (see
+        :mod:`django_redislock.locks.names`); a value that is not valid text raises
+        :class:`BadLockName`. A template the arguments cannot fill raises
+        :class:`InvalidArgument` (a programming error).
+        """
         if callable(self.name):
-            return check_name(self.name(*args, **kwargs), "the name callable's result")
+            value = self.name(*args, **kwargs)
+            if not isinstance(value, str):
+                raise InvalidArgument(
+                    f"the name callable's result must be a str, not {type(value).__name__}"
+                )
+            try:
+                return safe_name(value, "the name callable's result")
+            except InvalidArgument as exc:
+                raise BadLockName(str(exc)) from exc
         if func is None or "{" not in self.name:
             if "{" in self.name:
                 raise InvalidArgument(
@@ -140,13 +190,14 @@ class distributed_lock:
             return self.name
         values = bound_arguments(func, args, kwargs)
         try:
-            filled = _formatter.vformat(self.name, tuple(args), values)
+            return fill(self.name, args, values)
         except (KeyError, IndexError, AttributeError) as exc:
             raise InvalidArgument(
                 f"name template {self.name!r} cannot be filled from the arguments of "
                 f"{getattr(func, '__qualname__', func)!r}: {exc!r}"
             ) from exc
-        return check_name(filled, "the filled name template")
+        except InvalidArgument as exc:
+            raise BadLockName(f"the name gives no usable lock name: {exc}") from exc
 
     # -- decorator -------------------------------------------------------------------------
 
@@ -161,7 +212,7 @@ class distributed_lock:
             return self._decorate_class(func)
         if not callable(func):
             raise InvalidArgument(f"distributed_lock decorates callables, not {func!r}")
-        if inspect.iscoroutinefunction(func):
+        if iscoroutinefunction(func):
             return self._wrap_async(func)
         return self._wrap_sync(func)
 
@@ -178,30 +229,83 @@ class distributed_lock:
     def _wrap_sync(self, func: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            name = self.resolve_name(func, args, kwargs)
+            if _async_view_dispatch(func, args):
+                # An async class-based view: dispatch() returns the handler's coroutine,
+                # which must run while the lock is held, and the event loop must not block.
+                return cast(R, self._call_async(func, args, kwargs))
+            try:
+                name = self.resolve_name(func, args, kwargs)
+            except BadLockName as exc:
+                return cast(R, self._bad_name(exc, args, kwargs))
             lock = self.lock_for(name, self.resolve_owner(args, kwargs))
             if not lock.acquire(blocking=self.blocking):
                 return cast(R, self._when_locked(lock, lock_pttl(lock), args, kwargs))
             try:
-                return func(*args, **kwargs)
-            finally:
+                result = func(*args, **kwargs)
+            except BaseException:
+                _release_after_error(lock)
+                raise
+            try:
                 lock.release()
+            except LockLost as exc:
+                return cast(R, self._when_release_lost(lock, exc, result, args, kwargs))
+            return result
 
         return wrapper
 
     def _wrap_async(self, func: Callable[P, Any]) -> Callable[P, Any]:
         @functools.wraps(func)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-            name = self.resolve_name(func, args, kwargs)
-            lock = self.lock_for(name, self.resolve_owner(args, kwargs))
-            if not await lock.acquire_async(blocking=self.blocking):
-                return self._when_locked(lock, await lock_pttl_async(lock), args, kwargs)
-            try:
-                return await func(*args, **kwargs)
-            finally:
-                await lock.release_async()
+            return await self._call_async(func, args, kwargs)
 
         return wrapper
+
+    async def _call_async(self, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        """Hold the lock around ``func``, awaiting its result when it is awaitable."""
+        try:
+            name = self.resolve_name(func, args, kwargs)
+        except BadLockName as exc:
+            return self._bad_name(exc, args, kwargs)
+        lock = self.lock_for(name, self.resolve_owner(args, kwargs))
+        if not await lock.acquire_async(blocking=self.blocking):
+            return self._when_locked(lock, await lock_pttl_async(lock), args, kwargs)
+        try:
+            result = func(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException:
+            await _release_after_error_async(lock)
+            raise
+        try:
+            await lock.release_async()
+        except LockLost as exc:
+            return self._when_release_lost(lock, exc, result, args, kwargs)
+        return result
+
+    def _bad_name(self, exc: BadLockName, args: Any, kwargs: Any) -> Any:
+        """A view answers a name its input cannot make with 400; anything else raises."""
+        if not _has_request(args, kwargs):
+            raise exc
+        from django.http import HttpResponseBadRequest
+
+        logger.info("lock name refused: %s", exc)
+        return HttpResponseBadRequest("Bad request: the lock name cannot be built.\n")
+
+    def _when_release_lost(
+        self, lock: BaseLock, exc: LockLost, result: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """The function ran and returned ``result``, but the hold had ended before release."""
+        action = self.on_release_lost
+        if action is None:
+            action = "response" if _has_request(args, kwargs) else "raise"
+        logger.warning("%s; the decorated call had completed", exc)
+        if callable(action):
+            return action(lock, result, *args, **kwargs)
+        if action == "ignore":
+            return result
+        if action == "response":
+            return lost_response(lock.name, result)
+        raise exc
 
     def _when_locked(self, lock: BaseLock, pttl: int, args: Any, kwargs: Any) -> Any:
         action = self.on_locked
@@ -260,17 +364,61 @@ def check_template(name: Any) -> None:
 
 
 def bound_arguments(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any]:
-    """The call's arguments by parameter name, with ``**kwargs`` flattened in."""
+    """The call's arguments by parameter name, with ``**kwargs`` flattened in.
+
+    The signature is that of the innermost wrapped function; when the call does
+    not fit it (Django's ``method_decorator`` hands over a bound method whose
+    ``__wrapped__`` still takes ``self``), that of ``func`` itself.
+    """
+    signature = inspect.signature(func)
     try:
-        bound = inspect.signature(func).bind(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise TypeError(f"{getattr(func, '__qualname__', func)}(): {exc}") from exc
+        try:
+            signature = inspect.signature(func, follow_wrapped=False)
+            bound = signature.bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            raise TypeError(f"{getattr(func, '__qualname__', func)}(): {exc}") from exc
     bound.apply_defaults()
     values = dict(bound.arguments)
-    for param in inspect.signature(func).parameters.values():
+    for param in signature.parameters.values():
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             values.update(values.pop(param.name, {}))
     return values
+
+
+def _async_view_dispatch(func: Callable[..., Any], args: Any) -> bool:
+    """True when ``func(*args)`` is ``dispatch()`` of an async class-based view.
+
+    The view is the call's first argument (the decorator on the class or on the
+    method), or the object ``func`` is bound to (Django's ``method_decorator``
+    passes a bound method).
+    """
+    if getattr(func, "__name__", "") != "dispatch":
+        return False
+    bound = getattr(func, "__self__", None) or getattr(
+        getattr(func, "func", None), "__self__", None
+    )
+    for candidate in (*args[:1], bound):
+        if candidate is not None and getattr(type(candidate), "view_is_async", None) is True:
+            return True
+    return False
+
+
+def _release_after_error(lock: BaseLock) -> None:
+    """Release after the function raised; a lost hold must not hide the function's error."""
+    try:
+        lock.release()
+    except LockLost as exc:
+        logger.warning("%s (the decorated call raised)", exc)
+
+
+async def _release_after_error_async(lock: BaseLock) -> None:
+    """The asyncio twin of :func:`_release_after_error`."""
+    try:
+        await lock.release_async()
+    except LockLost as exc:
+        logger.warning("%s (the decorated call raised)", exc)
 
 
 def _has_request(args: Any, kwargs: Any) -> bool:
@@ -288,8 +436,30 @@ def locked_response(name: str, pttl_ms: int) -> Any:
     return response
 
 
+def lost_response(name: str, result: Any) -> Any:
+    """An HTTP 409 (Conflict): the view ran, but its lock had ended before the release.
+
+    The view's own status is kept in ``X-Lock-Lost-Status`` so the client (and the
+    logs) can tell that the work itself completed.
+    """
+    from django.http import HttpResponse
+
+    response = HttpResponse(
+        f"Conflict: the lock {name} ended before the request finished; its work completed "
+        f"but may have overlapped another holder's.\n",
+        status=409,
+    )
+    status = getattr(result, "status_code", None)
+    if status is not None:
+        response["X-Lock-Lost-Status"] = str(status)
+    return response
+
+
 def lock_pttl(lock: BaseLock) -> int:
     """The current holder's remaining TTL in ms (0 when unknown)."""
+    holder_pttl = getattr(lock, "holder_pttl", None)
+    if holder_pttl is not None:  # e.g. Redlock: decided by the masters, not one server
+        return int(holder_pttl())
     key = getattr(lock, "_key", None)
     if key is None:
         return 0
@@ -299,6 +469,9 @@ def lock_pttl(lock: BaseLock) -> int:
 
 async def lock_pttl_async(lock: BaseLock) -> int:
     """The asyncio twin of :func:`lock_pttl`."""
+    holder_pttl = getattr(lock, "holder_pttl_async", None)
+    if holder_pttl is not None:
+        return int(await holder_pttl())
     key = getattr(lock, "_key", None)
     if key is None:
         return 0

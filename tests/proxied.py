@@ -53,9 +53,10 @@ def resend_options(kind: str) -> dict[str, Any]:
 
     Single server: a redis-py ``Retry`` (one resend, no backoff) in
     ``CLIENT_KWARGS``. Cluster: ``RedisCluster``'s default retries, left as they
-    are. Redlock: its masters' clients never retry (``{}``: see the callers).
+    are. Redlock: a ``Retry`` in ``CLIENT_KWARGS`` too, which each master's client takes
+    in place of its no-retry default.
     """
-    if kind == "single":
+    if kind in ("single", "redlock"):
         return {"CLIENT_KWARGS": {"retry": Retry(NoBackoff(), 1)}}
     return {}
 

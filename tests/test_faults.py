@@ -194,7 +194,9 @@ def test_cluster_clients_only_use_the_proxies(proxied_cluster: ProxiedTarget) ->
         with backend.lock(f"spread{i}", ttl=5, timeout=2):
             pass
     assert all(proxy.count() > 0 for proxy in proxied_cluster.proxies)
-    proxied_cluster.stall(5, "up")  # with every proxy stalled, nothing gets through
+    # With every proxy stalled (for longer than an acquire's bounded resolution of its
+    # unknown outcome), nothing gets through.
+    proxied_cluster.stall(30, "up")
     with pytest.raises((ConnectionFailed, redis.RedisClusterException)):
         backend.lock("spread0", ttl=5).acquire(timeout=0.5)
     proxied_cluster.clear()

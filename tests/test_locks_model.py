@@ -419,12 +419,6 @@ class RWModel(LockModel):
 
 MODELS = {"mutex": MutexModel, "reentrant": ReentrantModel, "rw": RWModel}
 
-_FAULT_REASON = (
-    "needs request ids in the lock scripts and unknown outcomes resolved (a resent grant "
-    "reported as refused, a lost acquire reply leaves an orphan grant, a failed release "
-    "keeps the object's hold) (lockcore)"
-)
-
 
 def run_model(model: str, target: ProxiedTarget, faults: bool, examples: int) -> None:
     machine = type(
@@ -451,7 +445,6 @@ def test_lock_model(model: str, kind: str, request: pytest.FixtureRequest) -> No
     run_model(model, target, faults=False, examples=4)
 
 
-@pytest.mark.xfail(strict=True, reason=_FAULT_REASON)
 @pytest.mark.parametrize("kind", ["single", "cluster"])
 @pytest.mark.parametrize("model", list(MODELS))
 def test_lock_model_with_lost_replies_and_resends(

@@ -179,8 +179,16 @@ def test_fence_stays_readable_once_the_hold_is_lost(redis_target: RedisTarget) -
     assert lock.fence == fence  # a fenced write made with it is refused, as it should be
     with pytest.raises(LockLost):
         lock.release()
+    assert lock.fence == fence  # still readable once release() told the loss, to log it
     with pytest.raises(LockNotOwned):
-        _ = lock.fence
+        lock.release()  # the loss is told once
+    # A loss found by release() itself (no earlier check) leaves the fence readable too.
+    lock.acquire()
+    second = lock.fence
+    backend.force_release("lost-fence")
+    with pytest.raises(LockLost):
+        lock.release()
+    assert lock.fence == second > fence
 
 
 def test_signals_carry_alias_name_and_fence(redis_target: RedisTarget) -> None:

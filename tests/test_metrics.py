@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -15,13 +21,14 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_redislock import locks, queues
-from django_redislock.exceptions import LockLost
+from django_redislock.exceptions import ConfigurationError, LockLost
 from django_redislock.metrics import render_text, timings
 from django_redislock.metrics.families import Family
 from django_redislock.queue import Queue
 from django_redislock.queue.worker import Worker, counters_key
 
 from .conftest import RedisTarget
+from .servers import RedisProcess
 from .testapp import tasks
 
 TOKEN = "s3cret-metrics-token"
@@ -258,3 +265,122 @@ def test_lost_holds_are_forgotten(target: RedisTarget) -> None:
     with pytest.raises(LockLost):
         lock.release()
     assert timings._open == {} and "default" not in timings.hold
+
+
+# -- a scrape that never fails -------------------------------------------------------------
+
+
+@pytest.fixture
+def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A redis-server of this test alone, to stop, keep busy or break at will."""
+    server = RedisProcess(tmp_path / "private", extra=["--busy-reply-threshold", "50"]).start()
+    try:
+        yield server
+    finally:
+        if server.process is not None:
+            os.kill(server.process.pid, signal.SIGCONT)  # a stopped server cannot terminate
+        server.stop()
+
+
+def two_aliases(good: RedisTarget, bad_url: str, **bad_options: Any) -> Any:
+    """Queue and lock aliases "good" (working) and "bad" (on ``bad_url``)."""
+    good_params = {**good.params(), "KEY_PREFIX": "test"}
+    bad = {"LOCATION": bad_url, "KEY_PREFIX": "test", "OPTIONS": bad_options}
+    both = {"good": good_params, "bad": bad}
+    return override_settings(
+        REDISLOCK_QUEUES=both, REDISLOCK_LOCKS=both, REDISLOCK_METRICS_TOKEN=TOKEN
+    )
+
+
+def test_a_key_of_the_wrong_type_breaks_only_its_queue(target: RedisTarget) -> None:
+    good: Queue = queues["default"].queue("fine")
+    good.enqueue("x")
+    broken: Queue = queues["default"].queue("broken")
+    broken.enqueue("y")
+    client: Any = queues["default"].client  # type: ignore[attr-defined]
+    client.delete(broken.keys[0])
+    client.sadd(broken.keys[0], "a set where the pending zset belongs")
+    response = scrape()
+    assert response.status_code == 200
+    found = samples(response.content.decode())
+    assert value(found, "redislock_backend_up", kind="queues", alias="default") == 1
+    assert value(found, "redislock_queue_tasks", alias="default", queue="fine", state="ready") == 1
+    error = {"kind": "queues", "alias": "default", "queue": "broken", "reason": "wrongtype"}
+    assert value(found, "redislock_scrape_error", **error) == 1
+    assert not any(
+        labels and ("queue", "broken") in labels
+        for (name, labels) in found
+        if name == "redislock_queue_tasks"
+    )
+    json_reply = scrape(path="/redislock/metrics.json").json()
+    assert json_reply["redislock_scrape_error"]["samples"][0]["labels"]["queue"] == "broken"
+
+
+def test_a_busy_redis_is_reported_down_and_the_others_are_exported(
+    single_target: RedisTarget, private_server: RedisProcess
+) -> None:
+    runner = private_server.client(socket_timeout=30)
+
+    def spin() -> None:
+        with contextlib.suppress(redis.RedisError):  # ended by SCRIPT KILL
+            runner.eval("local n = 0 while true do n = n + 1 end", 0)
+
+    busy = threading.Thread(target=spin, daemon=True)
+    busy.start()
+    try:
+        probe = private_server.client()
+        for _ in range(200):  # until the script is past the busy-reply threshold
+            try:
+                probe.ping()
+            except redis.ResponseError as exc:
+                assert str(exc).startswith("BUSY")
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the server never answered BUSY")
+        with two_aliases(single_target, private_server.url):
+            queues["good"].queue("q").enqueue("t")
+            response = scrape()
+    finally:
+        private_server.client().script_kill()
+        busy.join(5)
+    assert response.status_code == 200
+    found = samples(response.content.decode())
+    for kind in ("queues", "locks"):
+        assert value(found, "redislock_backend_up", kind=kind, alias="good") == 1
+        assert value(found, "redislock_backend_up", kind=kind, alias="bad") == 0
+        labels = {"kind": kind, "alias": "bad", "queue": "", "reason": "busy"}
+        assert value(found, "redislock_scrape_error", **labels) == 1
+    assert value(found, "redislock_queue_tasks", alias="good", queue="q", state="ready") == 1
+
+
+def test_a_hung_redis_costs_the_scrape_its_deadline_only(
+    single_target: RedisTarget, private_server: RedisProcess
+) -> None:
+    assert private_server.process is not None
+    os.kill(private_server.process.pid, signal.SIGSTOP)  # accepts connections, never answers
+    with two_aliases(single_target, private_server.url, SOCKET_TIMEOUT=5):
+        queues["good"].queue("q").enqueue("t")
+        for attempt in range(2):  # the second scrape finds the first one's read still waiting
+            started = time.monotonic()
+            response = scrape()
+            took = time.monotonic() - started
+            assert response.status_code == 200
+            assert took <= 2.0, f"scrape {attempt} took {took:.2f} s"
+            found = samples(response.content.decode())
+            for kind in ("queues", "locks"):
+                assert value(found, "redislock_backend_up", kind=kind, alias="good") == 1
+                assert value(found, "redislock_backend_up", kind=kind, alias="bad") == 0
+                labels = {"kind": kind, "alias": "bad", "queue": "", "reason": "timeout"}
+                assert value(found, "redislock_scrape_error", **labels) == 1
+            assert (
+                value(found, "redislock_queue_tasks", alias="good", queue="q", state="ready") == 1
+            )
+
+
+def test_the_deadline_setting_is_checked(target: RedisTarget) -> None:
+    with (
+        override_settings(REDISLOCK_METRICS_TIMEOUT="soon"),
+        pytest.raises(ConfigurationError, match="REDISLOCK_METRICS_TIMEOUT"),
+    ):
+        scrape()

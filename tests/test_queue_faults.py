@@ -145,21 +145,11 @@ OPS: dict[str, QueueOp] = {
     "stock_take": StockTake(),
 }
 
-_CLAIMS = (
-    "needs queue_pop to carry a request id, so a resent pop returns the claim it made "
-    "instead of claiming the next task and leaving the first in flight (qclaims)"
-)
-_ACK = (
-    "needs ack to name its claim (claim token / request id), so a resent ack answers as "
-    "the first did (1) instead of 0 (qclaims)"
-)
 _TAKE = (
     "needs stock_take to carry a request id, so a resent take answers OK with its "
     "reservation instead of ALREADY_BOUGHT (qpoison)"
 )
 KNOWN = {
-    ("pop", "resend"): _CLAIMS,
-    ("ack", "resend"): _ACK,
     ("stock_take", "resend"): _TAKE,
 }
 

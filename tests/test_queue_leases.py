@@ -153,9 +153,14 @@ def test_replace_while_in_flight_queues_a_fresh_copy(redis_target: RedisTarget) 
     q.enqueue("a", "old")
     [running] = q.pop()
     assert q.enqueue("a", "new", replace=True) is True
-    assert q.ack(running) == 1
+    assert q.ack(running) == 0  # the old run's claim is gone: it cannot touch the new copy
+    assert q.retry(running, error="x") == "lost"
+    assert q.extend_lease(running) is False
+    assert q.release([running]) == 0
     [fresh] = q.pop()
     assert (fresh.payload, fresh.attempts) == ("new", 1)
+    assert q.ack(running) == 0
+    assert q.get("a") is not None and q.ack(fresh) == 1
 
 
 @pytest.mark.parametrize("count", [1, 3])

@@ -76,6 +76,10 @@ def test_fail_closed_undoes_the_grant(pair: tuple[RedisProcess, RedisProcess]) -
         assert not lock.locked() and not lock.held_by_me()
         with pytest.raises(ReplicaAckTimeout):
             closed.read_write_lock("closed-rw", ttl=5).write().acquire()
+        reads = closed.read_write_lock("closed-read", ttl=5)
+        with pytest.raises(ReplicaAckTimeout):
+            reads.read().acquire()
+        assert reads.state()["readers"] == 0  # the read grant was undone too
     resumed = backend(master).lock("closed", ttl=5)
     assert resumed.acquire(blocking=False)  # the replica answers again: granted
     resumed.release()

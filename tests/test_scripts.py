@@ -22,7 +22,7 @@ def test_every_script_documents_its_keys_arguments_and_returns(name: str) -> Non
 
 
 def test_an_include_is_replaced_by_its_fragment() -> None:
-    ack = scripts.fragment("ack")
+    ack = scripts.fragment("claims")
     assert ack.startswith("-- Fragment:")
     for name in ("queue_ack", "queue_pop"):
         assert ack in scripts.source(name)

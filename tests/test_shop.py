@@ -6,6 +6,7 @@ and the inventory together).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,9 +20,11 @@ from shop import tasks
 from shop.models import Order, Product, Sale
 from shop.services import open_sale, pay_order, restock
 
+from django_redislock.exceptions import ConfigurationError
 from django_redislock.queue.worker import Worker
 
 from .conftest import RedisTarget
+from .servers import closed_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -205,3 +208,103 @@ def test_admin_pages_list_sales_and_orders(shop_redis: RedisTarget) -> None:
     )
     assert response.status_code == 200
     assert sale.stock.remaining() == 11
+
+
+# -- the shop's edges: framing, buyer identity, Redis down --------------------------------
+
+
+def test_no_page_of_the_shop_site_may_be_framed(shop_redis: RedisTarget) -> None:
+    from shopsite.settings import base
+
+    sale = new_sale(2)
+    admin = User.objects.create_superuser("framer", "f@example.com", "pw")
+    with override_settings(MIDDLEWARE=base.MIDDLEWARE, X_FRAME_OPTIONS=base.X_FRAME_OPTIONS):
+        assert Client().get(f"/sale/{sale.pk}/")["X-Frame-Options"] == "DENY"
+        client = Client()
+        client.force_login(admin)
+        dashboard = client.get("/admin/django_redislock/dashboard/")
+        assert dashboard.status_code == 200 and dashboard["X-Frame-Options"] == "DENY"
+
+
+def test_an_anonymous_buyer_cannot_be_a_user(shop_redis: RedisTarget) -> None:
+    sale = new_sale(5)
+    user = User.objects.create_user("one", password="pw")
+    anonymous = buy(Client(), sale, str(user.pk))
+    assert anonymous.status_code == 202  # "1" is a name like any other...
+    signed_in = Client()
+    signed_in.force_login(user)
+    mine = signed_in.post(f"/sale/{sale.pk}/buy", {"qty": 1})
+    assert mine.status_code == 202, mine.json()  # ...and not the user with pk 1
+    forged = buy(Client(), sale, f"user:{user.pk}")
+    assert forged.status_code == 400 and "signed-in users" in forged.json()["error"]
+    assert sale.stock.remaining() == 3
+
+
+def test_redis_down_gives_json_503s_and_admin_messages(shop_redis: RedisTarget) -> None:
+    sale = new_sale(2)
+    admin = User.objects.create_superuser("boss", "b@example.com", "pw")
+    take = sale.stock.take(buyer="g", data={"sale": sale.pk})
+    drain()
+    order = Order.objects.get()
+    assert take.reservation is not None
+    down = {"default": {"LOCATION": f"redis://127.0.0.1:{closed_port()}/0", "KEY_PREFIX": "test"}}
+    with override_settings(REDISLOCK_LOCKS=down, REDISLOCK_QUEUES=down):
+        client = Client()
+        for response in (
+            client.get(f"/sale/{sale.pk}/stock.json"),
+            buy(client, sale, "h"),
+            client.post(f"/order/{order.number}/pay"),
+        ):
+            assert response.status_code == 503 and response["Retry-After"] == "2"
+            assert response.json()["error"] == "unavailable"
+        page = client.get(f"/sale/{sale.pk}/")
+        assert page.status_code == 503 and b"store unavailable" in page.content
+        staff = Client()
+        staff.force_login(admin)
+        restocked = staff.post(
+            "/admin/shop/sale/",
+            {"action": "restock_ten", "_selected_action": [sale.pk]},
+            follow=True,
+        )
+        assert restocked.status_code == 200 and b"not restocked" in restocked.content
+        paid = staff.post(
+            "/admin/shop/order/",
+            {"action": "mark_paid", "_selected_action": [order.pk]},
+            follow=True,
+        )
+        assert paid.status_code == 200 and b"not marked paid" in paid.content
+    sale.refresh_from_db()
+    order.refresh_from_db()
+    assert sale.units == 2 and order.status == Order.PENDING  # nothing half-done
+
+
+def test_the_dashboard_flash_sale_panel(shop_redis: RedisTarget) -> None:
+    sale = new_sale(5)
+    for buyer in ("p", "q"):
+        assert sale.stock.take(buyer=buyer, data={"sale": sale.pk}).ok
+    admin = User.objects.create_superuser("watcher", "w@example.com", "pw")
+    client = Client()
+    client.force_login(admin)
+    panel_url = "/admin/django_redislock/dashboard/flash-sales/"
+    unset = client.get(panel_url).content.decode()
+    assert "No stocks to show: set REDISLOCK_ADMIN_STOCKS" in unset
+    with override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks"):
+        assert (
+            'id="sales-link"' in client.get("/admin/django_redislock/dashboard/").content.decode()
+        )
+        html = client.get(panel_url).content.decode()
+        row = html.split('id="sale-rows">', 1)[1].split("</tr>", 1)[0]
+        cells = re.findall(r'<td class="numeric">(?:<strong>)?(\d+)', row)
+        assert cells[:4] == ["3", "2", "0", "2"]  # left, taken, restored, buyers
+        assert ">orders</a>" in row and ">open<" in row
+        assert cells[4] == "2"  # two order tasks ready
+        live = client.get(panel_url, {"live": "1"}).json()["regions"]["sale-rows"]
+        assert sale.stock.item in live
+        sale.stock.take(buyer="r", data={"sale": sale.pk})
+        again = client.get(panel_url, {"live": "1"}).json()["regions"]["sale-rows"]
+        assert "<strong>2</strong>" in again
+    with (
+        override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.nothing_here"),
+        pytest.raises(ConfigurationError, match="REDISLOCK_ADMIN_STOCKS"),
+    ):
+        client.get(panel_url)

@@ -13,7 +13,8 @@ Permissions (``django_redislock.<codename>``):
 
 * ``view_dashboard``: every page;
 * ``release_locks``: force-release a held lock;
-* ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks;
+* ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks, return
+  expired leases to ready;
 * ``purge_queues``: delete every task of a queue.
 """
 
@@ -24,12 +25,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import VIEW, Dashboard
-from . import actions, locks, overview, queues
-from .common import can
+from . import actions, audit, locks, overview, queues, sales
+from .common import can, render
 
 if TYPE_CHECKING:
     ModelAdminBase = admin.ModelAdmin[Dashboard]
@@ -61,12 +63,15 @@ class DashboardAdmin(ModelAdminBase):
 
     def get_urls(self) -> list[URLPattern]:
         def page(view: Callable[..., HttpResponse], name: str, route: str, **kw: Any) -> URLPattern:
-            wrapped = self.admin_site.admin_view(partial(view, self, **kw))
+            wrapped = self.admin_site.admin_view(partial(styled_403, view, self, **kw))
             return path(route, wrapped, name=f"django_redislock_dashboard_{name}")
 
-        task = "queues/<str:alias>/<str:name>/tasks/<str:task_id>/"
+        one = "queues/<str:alias>/<str:name>/"
+        task = one + "tasks/<str:task_id>/"
         return [
             page(overview.overview, "changelist", ""),
+            page(audit.audit_page, "audit", "audit/"),
+            page(sales.sales_page, "sales", "flash-sales/"),
             page(locks.locks_page, "locks", "locks/"),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),
@@ -77,7 +82,29 @@ class DashboardAdmin(ModelAdminBase):
                 "queues/<str:alias>/<str:name>/requeue-dead/",
                 purge=False,
             ),
+            page(
+                actions.return_expired,
+                "return_expired",
+                "queues/<str:alias>/<str:name>/return-expired/",
+            ),
             page(actions.queue_action, "purge", "queues/<str:alias>/<str:name>/purge/", purge=True),
             page(queues.task_detail, "task", task),
+            page(queues.task_payload, "payload", task + "payload/"),
             page(actions.task_action, "task_action", task + "<str:action>/"),
+            # last: where the admin links a LogEntry ("Recent actions") to its object
+            page(audit.open_object, "change", "<path:object_id>/change/"),
         ]
+
+
+def styled_403(
+    view: Callable[..., HttpResponse], model_admin: DashboardAdmin, request: HttpRequest, **kw: Any
+) -> HttpResponse:
+    """``view``, with a missing permission answered by a 403 page in the admin's layout."""
+    try:
+        return view(model_admin, request, **kw)
+    except PermissionDenied:
+        if not can(request, VIEW):
+            raise  # not a dashboard user at all: the site's own 403
+        response = render(model_admin, request, "denied.html", "Permission denied")
+        response.status_code = 403
+        return response

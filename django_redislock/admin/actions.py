@@ -13,13 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE, DELETION
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
 from ..models import MANAGE_TASKS, PURGE_QUEUES
-from ..queue.records import DEAD, STATES
-from .common import REDIS_ERRORS, log, render, require, url
+from ..queue.records import DEAD, IN_FLIGHT, STATES
+from .common import (
+    REDIS_ERRORS,
+    decode_id,
+    log,
+    parse_int,
+    read,
+    render,
+    require,
+    unquote,
+    url,
+)
 from .data import (
     ACTIONS,
     CHANGED,
@@ -28,9 +37,11 @@ from .data import (
     WHERE,
     act,
     find_task,
+    purge_confirmed,
     queue_summaries,
+    task_page,
 )
-from .queues import STATE_LABELS, queue_of
+from .queues import STATE_LABELS, queue_exists, queue_of
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -39,6 +50,8 @@ VERBS = {"run": "Run now", "requeue": "Requeue", "delete": "Delete"}
 DONE_VERBS = {"run": "made due now", "requeue": "requeued", "delete": "deleted"}
 #: Dead tasks moved per script call by "requeue all dead" (Redis stays responsive).
 REQUEUE_CHUNK = 1000
+#: Tasks read and acted on per step of an action over a whole state.
+BULK_PAGE = 500
 
 
 def back_to(queue: Any, state: str) -> str:
@@ -91,7 +104,7 @@ def task_action(
     queue = queue_of(alias, name)
     task_id = unquote(task_id)
     try:
-        task = find_task(queue, task_id)
+        task = read(lambda: find_task(queue, task_id))
         if task is None:
             messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
             return HttpResponseRedirect(back_to(queue, request.GET.get("state", "ready")))
@@ -113,11 +126,12 @@ def task_action(
                 applies=task.state in ACTIONS[action],
                 back_url=url("task", queue.backend.alias, queue.name, task.id),
             )
-        where, score = request.POST.get("where", ""), request.POST.get("score", "")
-        if not (where.isdigit() and score.lstrip("-").isdigit()):
-            messages.error(request, "The form was incomplete; nothing was done.")
+        where = parse_int(request.POST.get("where"), 1, 3)
+        score = parse_int(request.POST.get("score"))
+        if where is None or score is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
             return HttpResponseRedirect(back_to(queue, task.state))
-        codes = act(queue, action, [(task_id, int(where), int(score))])
+        codes = act(queue, action, [(task_id, where, score)])
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not {VERBS[action].lower()} task “{task_id}”: {exc}")
         return HttpResponseRedirect(back_to(queue, "ready"))
@@ -126,12 +140,13 @@ def task_action(
 
 
 def parse_selected(values: list[str]) -> list[tuple[int, str]]:
-    """``score:id`` checkbox values as ``(score, id)``; malformed ones are dropped."""
+    """``score:id`` checkbox values (id %-escaped) as ``(score, id)``; malformed ones dropped."""
     picked = []
     for value in values:
-        score, sep, id = value.partition(":")
-        if sep and id and score.lstrip("-").isdigit():
-            picked.append((int(score), id))
+        raw_score, sep, raw_id = value.partition(":")
+        score = parse_int(raw_score)
+        if sep and raw_id and score is not None:
+            picked.append((score, decode_id(raw_id)))
     return picked
 
 
@@ -143,6 +158,8 @@ def bulk(model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: s
     action = request.POST.get("action", "")
     if request.method != "POST" or state not in STATES:
         return HttpResponseRedirect(back_to(queue, "ready"))
+    if request.POST.get("scope") == "all":
+        return bulk_all(model_admin, request, queue, state, action)
     picked = parse_selected(request.POST.getlist("selected"))
     if action not in ACTIONS or state not in ACTIONS[action] or not picked:
         messages.warning(request, "Pick an action that applies to this state and some tasks.")
@@ -171,6 +188,84 @@ def bulk(model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: s
     return HttpResponseRedirect(back_to(queue, state))
 
 
+def bulk_all(
+    model_admin: ModelAdmin[Any], request: HttpRequest, queue: Any, state: str, action: str
+) -> HttpResponse:
+    """An action on every task of a state, not only the visible page; confirmed with the count.
+
+    Tasks are read a page of :data:`BULK_PAGE` at a time in the state's order
+    and acted on with the score each was read with, so a task that moved
+    meanwhile is left alone, as with a selection. At most the confirmed count
+    is acted on: tasks arriving during the run may be among them in place of
+    ones that left. One log entry records the whole run (a row per task would
+    be a row per task of a 100,000-task state).
+    """
+    back = back_to(queue, state)
+    if action not in ACTIONS or state not in ACTIONS[action]:
+        messages.warning(request, "Pick an action that applies to this state.")
+        return HttpResponseRedirect(back)
+    try:
+        total = read(lambda: task_page(queue, state, size=0)).total
+        if request.POST.get("confirm") != "yes":
+            return render(
+                model_admin,
+                request,
+                "bulk_confirm.html",
+                f"{VERBS[action]}: all {total:,} {STATE_LABELS[state].lower()} task(s)",
+                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back)],
+                whole_state=True,
+                count=total,
+                verb=VERBS[action],
+                state=state,
+                state_label=STATE_LABELS[state],
+                action=action,
+                queue=queue,
+                back_url=back,
+            )
+        seen = parse_int(request.POST.get("count"), 0)
+        if seen is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
+            return HttpResponseRedirect(back)
+        done, skipped = act_on_state(queue, state, action, seen)
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not {VERBS[action].lower()} the tasks: {exc}")
+        return HttpResponseRedirect(back)
+    if done:
+        log(
+            request,
+            DELETION if action == "delete" else CHANGE,
+            [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
+            f"{VERBS[action]}: all {state} tasks of queue {queue.name!r} on alias "
+            f"{queue.backend.alias!r}: {done} task(s) {DONE_VERBS[action]} "
+            f"(of {seen} confirmed).",
+        )
+        messages.success(request, f"{done:,} task(s) {DONE_VERBS[action]}.")
+    if skipped:
+        messages.warning(request, f"{skipped:,} task(s) changed meanwhile and were left alone.")
+    if not done and not skipped:
+        messages.warning(request, "No task was left to act on.")
+    return HttpResponseRedirect(back)
+
+
+def act_on_state(queue: Any, state: str, action: str, seen: int) -> tuple[int, int]:
+    """Apply ``action`` to up to ``seen`` tasks of ``state``, a page at a time: (done, skipped)."""
+    done = skipped = 0
+    cursor: tuple[int, str] | None = None
+    for _ in range(seen // BULK_PAGE + 2):
+        left = seen - done - skipped
+        if left <= 0:
+            break
+        size = min(BULK_PAGE, left)
+        page = task_page(queue, state, "after" if cursor else "first", cursor, size=size)
+        if not page.rows:
+            break
+        codes = act(queue, action, [(row.id, WHERE[state], row.score) for row in page.rows])
+        done += sum(1 for code in codes if code == DONE)
+        skipped += sum(1 for code in codes if code != DONE)
+        cursor = (page.rows[-1].score, page.rows[-1].id)
+    return done, skipped
+
+
 def queue_action(
     model_admin: ModelAdmin[Any],
     request: HttpRequest,
@@ -179,13 +274,28 @@ def queue_action(
     *,
     purge: bool,
 ) -> HttpResponse:
-    """Requeue every dead task, or purge the whole queue; confirmed on GET with the count."""
+    """Requeue every dead task, or purge the whole queue; confirmed on GET with the count.
+
+    The form carries the count the operator confirmed: a purge deletes at most
+    that many tasks and nothing when more have arrived since (see
+    :func:`~.data.purge_confirmed`); requeue moves at most that many.
+    """
     require(request, PURGE_QUEUES if purge else MANAGE_TASKS)
     queue = queue_of(alias, name)
     back = back_to(queue, DEAD if not purge else "ready")
     verb = "Purge" if purge else "Requeue all dead tasks of"
     try:
-        (summary,) = queue_summaries(queue.backend, [queue.name])
+
+        def load() -> tuple[Any, bool]:
+            (found,) = queue_summaries(queue.backend, [queue.name])
+            return found, found.total > 0 or queue_exists(queue)
+
+        summary, exists = read(load)
+        if not exists:
+            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        if summary.error:
+            messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
+            return HttpResponseRedirect(back)
         count = summary.total if purge else summary.dead
         if request.method != "POST":
             return render(
@@ -200,10 +310,27 @@ def queue_action(
                 purge=purge,
                 back_url=back,
             )
-        done = queue.purge() if purge else requeue_all_dead(queue, count)
+        seen = parse_int(request.POST.get("count"), 0)
+        if seen is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
+            return HttpResponseRedirect(back)
+        grew = False
+        if purge:
+            done, grew = purge_confirmed(queue, seen)
+        else:
+            done = requeue_all_dead(queue, seen)
     except REDIS_ERRORS as exc:
         messages.error(request, f"{verb} queue “{queue.name}” failed: {exc}")
         return HttpResponseRedirect(back)
+    if grew:
+        messages.warning(
+            request,
+            f"Queue “{queue.name}” holds more tasks than the {seen:,} you confirmed; "
+            f"{done:,} deleted before that was seen, the rest left alone. Check the queue and "
+            f"purge again if you still mean it.",
+        )
+        if not done:
+            return HttpResponseRedirect(back)
     what = "deleted" if purge else "requeued"
     log(
         request,
@@ -216,11 +343,83 @@ def queue_action(
 
 
 def requeue_all_dead(queue: Any, seen: int) -> int:
-    """Requeue dead tasks a chunk per call, stopping after the ones counted on the form."""
+    """Requeue at most ``seen`` dead tasks (the count on the form), a chunk per call."""
     moved = 0
-    for _ in range(seen // REQUEUE_CHUNK + 2):
-        step: int = queue.requeue_dead(limit=REQUEUE_CHUNK)
+    while moved < seen:
+        want = min(REQUEUE_CHUNK, seen - moved)
+        step: int = queue.requeue_dead(limit=want)
         moved += step
-        if step < REQUEUE_CHUNK:
+        if step < want:
             break
     return moved
+
+
+def return_expired(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
+) -> HttpResponse:
+    """Hand in-flight tasks whose lease ended back to the ready set, as the next claim would.
+
+    It runs the queue's own claim script with a claim of zero tasks, whose first
+    step recovers expired leases (``RECOVERY_BATCH`` per call): a task that has
+    used up ``MAX_ATTEMPTS`` goes to the dead-letter set, the others become
+    ready at once with "lease expired" as their last error. A worker still
+    running such a task finds its ack refused ("lost"). Leases that end
+    between the confirmation and the click are returned too: they are expired
+    as well, and the next claim would return them anyway.
+    """
+    require(request, MANAGE_TASKS)
+    queue = queue_of(alias, name)
+    back = back_to(queue, IN_FLIGHT)
+    try:
+
+        def load() -> tuple[Any, bool]:
+            (found,) = queue_summaries(queue.backend, [queue.name])
+            return found, found.total > 0 or queue_exists(queue)
+
+        summary, exists = read(load)
+        if not exists:
+            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        if summary.error:
+            messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
+            return HttpResponseRedirect(back)
+        if request.method != "POST":
+            return render(
+                model_admin,
+                request,
+                "queue_confirm.html",
+                f"Return expired leases of queue “{queue.name}”",
+                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), ("Return", "")],
+                queue=queue,
+                summary=summary,
+                count=summary.expired_leases,
+                mode="expired",
+                back_url=back,
+            )
+        seen = parse_int(request.POST.get("count"), 0)
+        if seen is None:
+            messages.error(request, "The form was incomplete or altered; nothing was done.")
+            return HttpResponseRedirect(back)
+        batch = int(queue.backend.options["RECOVERY_BATCH"])
+        returned = 0
+        for _ in range(seen // batch + 2):
+            step = int(queue.claim(0).recovered)
+            returned += step
+            if step < batch:
+                break
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Returning expired leases of “{queue.name}” failed: {exc}")
+        return HttpResponseRedirect(back)
+    if returned:
+        log(
+            request,
+            CHANGE,
+            [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
+            f"Returned expired leases of queue {queue.name!r} on alias {queue.backend.alias!r}: "
+            f"{returned} task(s) (ready, or dead when out of attempts).",
+        )
+        messages.success(
+            request, f"Queue “{queue.name}”: {returned} task(s) with an expired lease returned."
+        )
+    else:
+        messages.warning(request, f"Queue “{queue.name}” has no expired lease any more.")
+    return HttpResponseRedirect(back)

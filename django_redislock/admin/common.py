@@ -10,19 +10,24 @@ may only look must not be able to release a lock by crafting a POST).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote as percent_quote
+from urllib.parse import unquote as percent_unquote
 
 import redis
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import unquote as admin_unquote
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ..exceptions import RedisLockError
+from ..metrics.deadline import admin_timeout, within
 from ..models import VIEW, Dashboard
 
 if TYPE_CHECKING:
@@ -34,6 +39,54 @@ if TYPE_CHECKING:
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisLockError, redis.RedisError)
 #: The prefix of the dashboard's URL names (``admin:<prefix>_<page>``).
 URL_PREFIX = "admin:django_redislock_dashboard_"
+#: Seconds between two polls of a live page's regions (paused while the tab is hidden).
+LIVE_SECONDS = 5
+#: Longest integer text accepted from a request (a microsecond score needs 17 digits).
+MAX_DIGITS = 20
+
+T = TypeVar("T")
+
+
+def parse_int(raw: object, low: int | None = None, high: int | None = None) -> int | None:
+    """The integer written in ``raw``, or None when it is anything else.
+
+    Strict on purpose, for every number a page reads from a request: ASCII
+    digits with at most one leading ``-`` and at most :data:`MAX_DIGITS` of
+    them, within ``[low, high]`` when given. ``str.isdigit`` would accept
+    ``²`` (which ``int`` refuses), ``lstrip("-")`` would accept ``--5``, and
+    ``int`` refuses strings of more than 4,300 digits: each was a 500.
+    """
+    if not isinstance(raw, str):
+        return None
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not digits or len(digits) > MAX_DIGITS or not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(raw)
+    if (low is not None and value < low) or (high is not None and value > high):
+        return None
+    return value
+
+
+def read(fn: Callable[[], T]) -> T:
+    """``fn()`` (Redis calls of a page) under the page deadline ``REDISLOCK_ADMIN_TIMEOUT``.
+
+    A Redis that does not answer then costs the page that deadline (3 s by
+    default), not the socket timeout of every call; the page shows the error.
+    """
+    return within(admin_timeout(), fn)
+
+
+def encode_id(id: str) -> str:
+    """A task id as a form value that survives posting: ``%``-escaped, so no newline is sent.
+
+    Browsers turn a newline inside a form value into CR LF when they post it;
+    an id with a newline would come back as a different id.
+    """
+    return percent_quote(id, safe="")
+
+
+def decode_id(value: str) -> str:
+    return percent_unquote(value)
 
 
 def can(request: HttpRequest, codename: str) -> bool:
@@ -53,10 +106,36 @@ def url(name: str, *args: str, query: str = "") -> str:
 
     ``quote`` escapes ``/`` and other specials the way the admin does for primary
     keys, so any lock name or task id fits one path segment, and ``reverse``
-    percent-encodes what is left (spaces, quotes, unicode).
+    percent-encodes what is left (spaces, quotes, unicode); see :func:`segment`.
     """
-    path = reverse(URL_PREFIX + name, args=[quote(arg) for arg in args])
+    path = reverse(URL_PREFIX + name, args=[segment(arg) for arg in args])
     return f"{path}?{query}" if query else path
+
+
+def segment(arg: str) -> str:
+    """``arg`` admin-quoted, with the dot segments ``.`` and ``..`` escaped too.
+
+    Browsers and proxies collapse ``/./`` and ``/../`` in a path, so a queue or
+    task called ``..`` would lead elsewhere. They become ``_2E`` and ``_2E_2E``,
+    which :func:`unquote` reads back (a real ``_`` is always quoted as ``_5F``,
+    so nothing else is written that way).
+    """
+    quoted = quote(arg)
+    return DOT_SEGMENTS.get(quoted, quoted)
+
+
+DOT_SEGMENTS = {".": "_2E", "..": "_2E_2E"}
+UNDOTTED = {v: k for k, v in DOT_SEGMENTS.items()}
+
+
+def unquote(text: str) -> str:
+    """The alias, name or id written in a URL segment by :func:`segment`."""
+    return UNDOTTED.get(text) or admin_unquote(text)
+
+
+def wants_live(request: HttpRequest) -> bool:
+    """True for the live script's poll of a page (``?live=1``)."""
+    return request.GET.get("live") == "1"
 
 
 def render(
@@ -65,12 +144,18 @@ def render(
     template: str,
     title: str,
     crumbs: Sequence[tuple[str, str]] = (),
+    *,
+    live: Mapping[str, str] | None = None,
     **context: Any,
-) -> TemplateResponse:
+) -> HttpResponse:
     """Render ``admin/django_redislock/<template>`` inside the admin's own layout.
 
     ``crumbs`` are ``(label, url)`` pairs after Home and the app; the last
-    one may have an empty URL (the current page).
+    one may have an empty URL (the current page). ``live`` maps the ids of the
+    page's elements that refresh in place to the templates of their contents:
+    the page then carries the live script, which polls the same URL with
+    ``?live=1`` and gets ``{"regions": {id: html}}`` from here, rendered from
+    the same context, so a region always shows what a reload would show.
     """
     opts = model_admin.model._meta
     page = {
@@ -80,9 +165,17 @@ def render(
         "title": title,
         "crumbs": crumbs,
         "dashboard_url": url("changelist"),
+        "live_regions": list(live or ()),
+        "live_seconds": LIVE_SECONDS,
         **context,
     }
     request.current_app = model_admin.admin_site.name
+    if live and wants_live(request):
+        regions = {
+            id: render_to_string(f"admin/django_redislock/{name}", page, request)
+            for id, name in live.items()
+        }
+        return JsonResponse({"regions": regions, "interval": LIVE_SECONDS})
     return TemplateResponse(request, f"admin/django_redislock/{template}", page)
 
 

@@ -19,22 +19,27 @@ web process.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ..backends.redis import RedisBackendMixin
-from ..exceptions import InvalidArgument
+from ..exceptions import ConfigurationError, InvalidArgument, RedisLockError
 from ..locks.index import HeldLock
 from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
 from ..wire import to_text
-from .common import duration
+from .common import duration, encode_id, parse_int
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
 #: Bytes of each payload a queue page fetches for its preview column.
 PREVIEW_BYTES = 200
+#: Bytes of a payload the task page shows (the rest is behind its download link).
+TASK_PAYLOAD_BYTES = 64 * 1024
+#: Tasks deleted per script call by a purge (Redis stays responsive).
+PURGE_CHUNK = 1000
 #: The zset a state's tasks live in (1 pending, 2 in flight, 3 dead), as the scripts number them.
 WHERE = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
 #: Actions of the admin_task_action script, and the states each applies to.
@@ -68,20 +73,46 @@ class QueueSummary:
     expired_leases: int
     oldest_due_age: float | None
     next_lease_in: float | None
+    #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
+    error: str = ""
 
     @property
     def total(self) -> int:
         return self.ready + self.delayed + self.in_flight + self.dead
 
+    @property
+    def trouble(self) -> tuple[int, float, int]:
+        """Sort key of the overview, most troubled first: errors, expired leases and dead
+        tasks, then the longest wait of a due task, then depth."""
+        urgent = int(bool(self.error)) * 4 + int(self.expired_leases > 0) * 2 + int(self.dead > 0)
+        return (-urgent, -(self.oldest_due_age or 0.0), -self.total)
+
+
+def broken_summary(name: str, error: str) -> QueueSummary:
+    return QueueSummary(name, 0, 0, 0, 0, 0, None, None, error=error)
+
 
 def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueSummary]:
-    """A summary of every queue of the alias: two round trips (names, then one pipeline)."""
+    """A summary of every queue of the alias: two round trips (names, then one pipeline).
+
+    A queue that cannot be read (its keys hold the wrong type, its name is not
+    a valid queue name) gets a summary with ``error`` set; the others are read
+    as usual. Errors of the whole alias (unreachable, BUSY) are raised.
+    """
     names = backend.queue_names() if names is None else names
-    calls: list[tuple[str, list[str], list[Any]]] = [
-        ("admin_queue_summary", backend.queue(name).keys, []) for name in names
-    ]
-    rows = []
-    for name, reply in zip(names, _results(backend, calls), strict=True):
+    calls: list[tuple[str, list[str], list[Any]]] = []
+    rows: list[QueueSummary] = []
+    readable: list[str] = []
+    for name in names:
+        try:
+            calls.append(("admin_queue_summary", backend.queue(name).keys, []))
+            readable.append(name)
+        except (RedisLockError, ConfigurationError) as exc:
+            rows.append(broken_summary(name, str(exc)))
+    for name, reply in zip(readable, run_scripts(backend, calls), strict=True):
+        if isinstance(reply, Exception):
+            rows.append(broken_summary(name, str(reply)))
+            continue
         now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply)
         rows.append(
             QueueSummary(
@@ -95,7 +126,8 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
                 next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
             )
         )
-    return rows
+    order = {name: i for i, name in enumerate(names)}
+    return sorted(rows, key=lambda row: order[row.name])
 
 
 @dataclass
@@ -112,6 +144,8 @@ class TaskRow:
     now: int
     truncated: bool = False
     urls: dict[str, str] = field(default_factory=dict)
+    #: The payload bytes as read (the download view), else b"".
+    raw: bytes = b""
 
     @property
     def when(self) -> datetime:
@@ -134,15 +168,52 @@ class TaskRow:
 
     @property
     def token(self) -> str:
-        """``score:id``, the value of the row's checkbox (the score makes stale picks fail)."""
-        return f"{self.score}:{self.id}"
+        """``score:id``, the value of the row's checkbox (the score makes stale picks fail).
+
+        The id is %-escaped (see :func:`~.common.encode_id`) so that one with a
+        newline comes back unchanged when the browser posts the form.
+        """
+        return f"{self.score}:{encode_id(self.id)}"
+
+    @property
+    def preview(self) -> str:
+        """The stored payload text with JSON's ``\\uXXXX`` escapes shown as the characters."""
+        return unescape_json(self.payload)
 
     def pretty(self) -> str:
-        """The payload indented when it is JSON, else as stored."""
-        try:
-            return json.dumps(json.loads(self.payload), indent=2, ensure_ascii=False)
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than it can parse
-            return self.payload
+        """The payload indented when it is (whole) JSON, else as stored, escapes shown as text."""
+        if not self.truncated:
+            try:
+                return json.dumps(json.loads(self.payload), indent=2, ensure_ascii=False)
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than it can parse
+                pass
+        return unescape_json(self.payload)
+
+
+_ESCAPE = re.compile(
+    r"\\\\|\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})"
+)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    high, low, single = match.groups()
+    if high:
+        code = 0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+        return chr(code)
+    if single:
+        code = int(single, 16)
+        return chr(code) if not 0xD800 <= code <= 0xDFFF and code >= 0x20 else match.group(0)
+    return match.group(0)  # an escaped backslash stays as it is
+
+
+def unescape_json(text: str) -> str:
+    """``text`` with JSON ``\\uXXXX`` escapes (and surrogate pairs) turned into characters.
+
+    For display only, on text that may be cut anywhere (a preview): an escaped
+    backslash is kept, so ``\\\\u00e9`` stays literal; lone surrogates and control
+    characters stay escaped.
+    """
+    return _ESCAPE.sub(_unescape, text)
 
 
 def payload_text(raw: Any, serializer: str) -> str:
@@ -162,6 +233,7 @@ class TaskPage:
     counts: dict[str, int]
     has_previous: bool
     has_next: bool
+    #: Rank of the first row within its state (0 for the first page).
     start: int
 
     @property
@@ -216,20 +288,164 @@ def task_page(
             )
         )
     counts = {READY: ready, DELAYED: delayed, IN_FLIGHT: flying, DEAD: dead}
-    return TaskPage(state, rows, counts, start > low, start + len(rows) < high, start)
+    # ranks count from the start of the zset; delayed tasks follow the ready ones in it
+    return TaskPage(state, rows, counts, start > low, start + len(rows) < high, start - low)
 
 
-def find_task(queue: Any, id: str) -> TaskRow | None:
-    """The task ``id`` in whatever state, with its whole payload; one round trip."""
-    (reply,) = _results(queue.backend, [("queue_get", queue.keys, [id])])
+def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | None:
+    """The task ``id`` in whatever state with up to ``cap`` bytes of its payload; one round trip.
+
+    ``cap=0`` reads the whole payload (the download view).
+    """
+    (reply,) = _results(queue.backend, [("admin_task_get", queue.keys, [id, cap])])
     if not reply:
         return None
-    now, where, score, attempts, payload, error = reply
+    now, where, score, attempts, payload, size, error = reply
     score = int(float(score))
     state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
     serializer = queue.backend.options["SERIALIZER"]
     text = payload_text(payload, serializer)
-    return TaskRow(id, state, score, int(attempts), text, len(payload), to_text(error), int(now))
+    row = TaskRow(id, state, score, int(attempts), text, int(size), to_text(error), int(now))
+    row.truncated = len(payload) < int(size)
+    row.raw = payload if isinstance(payload, bytes) else str(payload).encode()
+    return row
+
+
+def find_everywhere(backend: Any, id: str) -> list[tuple[str, TaskRow]]:
+    """``(queue name, task)`` for every queue of the alias holding a task ``id``.
+
+    Two round trips: the queue list, then one lookup script per queue in one
+    pipeline (one request per master on a Cluster). Queues that cannot be read
+    are skipped.
+    """
+    names = backend.queue_names()
+    calls: list[tuple[str, list[str], list[Any]]] = []
+    queues = []
+    for name in names:
+        try:
+            queue = backend.queue(name)
+        except (RedisLockError, ConfigurationError):
+            continue
+        queues.append(queue)
+        calls.append(("admin_task_get", queue.keys, [id, PREVIEW_BYTES]))
+    found = []
+    serializer = backend.options["SERIALIZER"]
+    for queue, reply in zip(queues, run_scripts(backend, calls), strict=True):
+        if isinstance(reply, Exception) or not reply:
+            continue
+        now, where, score, attempts, payload, size, error = reply
+        score = int(float(score))
+        state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
+        text = payload_text(payload, serializer)
+        row = TaskRow(id, state, score, int(attempts), text, int(size), to_text(error), int(now))
+        row.truncated = len(payload) < int(size)
+        found.append((queue.name, row))
+    return found
+
+
+#: HSCAN calls (of ``PREFIX_SCAN_COUNT`` fields each) one prefix search may make.
+PREFIX_SCAN_CALLS = 20
+PREFIX_SCAN_COUNT = 1000
+#: Most tasks one prefix search returns.
+PREFIX_HITS = 50
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob specials of ``MATCH`` escaped, so it matches literally."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+@dataclass
+class PrefixHits:
+    """Tasks whose id starts with a prefix, and where the scan stopped."""
+
+    rows: list[TaskRow]
+    #: Where to continue (``"<set>:<cursor>"``); "" when every set was scanned.
+    cursor: str
+
+
+def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
+    """Tasks whose id starts with ``prefix``, from a bounded scan of the queue's sorted sets.
+
+    Ids are not ordered by text anywhere, so this is the one search that scans:
+    ``ZSCAN`` with ``MATCH <prefix>*`` over the pending, in-flight and dead sets
+    in turn (members and scores only, never payloads), at most
+    :data:`PREFIX_SCAN_CALLS` calls of :data:`PREFIX_SCAN_COUNT` members,
+    stopping at :data:`PREFIX_HITS` hits; the caller continues from
+    :attr:`PrefixHits.cursor`. Each call is short, so Redis stays responsive; a
+    queue of a million tasks takes many pages. The hits are then read in one
+    pipeline.
+    """
+    client = queue.backend.client
+    pattern = glob_escape(prefix) + "*"
+    where, _, position = cursor.partition(":")
+    zset = parse_zset(where)
+    scan = parse_int(position, 0) or 0
+    ids: list[str] = []
+    with queue.backend.errors():
+        for _ in range(PREFIX_SCAN_CALLS):
+            scan, batch = client.zscan(
+                queue.keys[zset], scan, match=pattern, count=PREFIX_SCAN_COUNT
+            )
+            scan = int(scan)
+            ids += [to_text(member) for member, _ in batch]
+            if scan == 0:
+                zset += 1
+                if zset > 2:
+                    break
+            if len(ids) >= PREFIX_HITS:
+                break
+    next_cursor = f"{zset}:{scan}" if zset <= 2 else ""
+    unique = list(dict.fromkeys(ids))
+    calls: list[tuple[str, list[str], list[Any]]] = [
+        ("admin_task_get", queue.keys, [id, PREVIEW_BYTES]) for id in unique
+    ]
+    serializer = queue.backend.options["SERIALIZER"]
+    rows = []
+    for id, reply in zip(unique, _results(queue.backend, calls), strict=True):
+        if not reply:
+            continue  # gone since the scan saw it
+        now, where_, score, attempts, payload, size, error = reply
+        score = int(float(score))
+        state = {2: IN_FLIGHT, 3: DEAD}.get(int(where_), READY if score <= int(now) else DELAYED)
+        row = TaskRow(
+            id,
+            state,
+            score,
+            int(attempts),
+            payload_text(payload, serializer),
+            int(size),
+            to_text(error),
+            int(now),
+            truncated=len(payload) < int(size),
+        )
+        rows.append(row)
+    return PrefixHits(rows, next_cursor)
+
+
+def parse_zset(text: str) -> int:
+    """The sorted set (0 pending, 1 in flight, 2 dead) a prefix-scan cursor names."""
+    return {"1": 1, "2": 2}.get(text, 0)
+
+
+def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[int, bool]:
+    """Delete at most ``seen`` tasks, a chunk per call; ``(deleted, stopped because it grew)``.
+
+    Every call first checks that the queue holds no more than the confirmed
+    tasks not yet deleted; when it does (tasks arrived since the operator
+    confirmed), the purge stops there and says so.
+    """
+    deleted = 0
+    while deleted < seen:
+        budget = min(chunk, seen - deleted)
+        (reply,) = _results(queue.backend, [("admin_purge", queue.keys, [seen - deleted, budget])])
+        step, left = int(reply[0]), int(reply[1])
+        if step < 0:
+            return deleted, True
+        deleted += step
+        if step == 0 or left == 0:
+            break
+    return deleted, False
 
 
 def act(queue: Any, action: str, seen: list[tuple[str, int, int]]) -> list[int]:

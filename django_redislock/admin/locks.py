@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
@@ -24,7 +23,18 @@ from ..exceptions import ConfigurationError
 from ..handlers import locks
 from ..locks.index import HeldLock
 from ..models import RELEASE_LOCKS
-from .common import REDIS_ERRORS, can, duration, log, render, require, url
+from .common import (
+    REDIS_ERRORS,
+    can,
+    duration,
+    log,
+    parse_int,
+    read,
+    render,
+    require,
+    unquote,
+    url,
+)
 from .data import PAGE_SIZE, find_lock
 
 if TYPE_CHECKING:
@@ -70,9 +80,71 @@ def page_link(alias: str, prefix: str, direction: str, cursor: str | None) -> st
     return url("locks", query=urlencode({"alias": alias, "prefix": prefix, direction: cursor}))
 
 
+#: Kinds the locks page filters by.
+KINDS = ("mutex", "reentrant", "read", "write")
+#: Sort orders of the locks page besides name order.
+SORTS = {
+    "age": (
+        "longest held first",
+        lambda held: held.acquired_at.timestamp() if held.acquired_at else 0,
+    ),
+    "ttl": ("soonest expiry first", lambda held: held.expires_in),
+}
+#: Most held locks a filtered or sorted view reads (in name order) before filtering: pages of
+#: 1,000 (the most one listing returns), five at most.
+FILTER_LIMIT = 5000
+FILTER_STEP = 1000
+
+
+def holder_matches(held: HeldLock, text: str) -> bool:
+    """True when ``text`` occurs in the holder's host, pid, thread, task or owner token."""
+    fields = (held.host, str(held.pid or ""), held.thread or "", held.task or "", held.owner)
+    return any(text.lower() in field.lower() for field in fields)
+
+
+def filtered_page(
+    backend: Any, prefix: str, *, kind: str, holder: str, sort: str, number: int
+) -> tuple[list[HeldLock], int, bool]:
+    """A page of the held locks that pass the filters, in ``sort`` order.
+
+    Reads up to :data:`FILTER_LIMIT` held locks in name order (1,000 a listing,
+    each two round trips), then filters and sorts them here:
+    ``(page of locks, how many passed, whether the read stopped at the limit)``.
+    """
+    seen: list[HeldLock] = []
+    after: str | None = None
+    more = True
+    while more and len(seen) < FILTER_LIMIT:
+        page = backend.held_locks_page(prefix=prefix, limit=FILTER_STEP, after=after)
+        seen += page.locks
+        after = page.next_after
+        more = after is not None
+    picked = [
+        held
+        for held in seen
+        if (not kind or held.kind == kind) and (not holder or holder_matches(held, holder))
+    ]
+    if sort in SORTS:
+        picked.sort(key=SORTS[sort][1])
+    start = (number - 1) * PAGE_SIZE
+    return picked[start : start + PAGE_SIZE], len(picked), more
+
+
 def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
-    """Held locks of the chosen alias whose name starts with the ``prefix`` filter."""
+    """Held locks of the chosen alias whose name starts with the ``prefix`` filter.
+
+    With a kind or holder filter, or sorted by age or TTL, the page is one of
+    the filtered view (see :func:`filtered_page`) and the count follows the
+    filter; otherwise it pages the whole index in name order.
+    """
     require(request)
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in KINDS else ""
+    holder = request.GET.get("holder", "").strip()
+    sort = request.GET.get("sort", "")
+    sort = sort if sort in SORTS else ""
+    number = parse_int(request.GET.get("page"), 1, 10_000) or 1
+    filtered = bool(kind or holder or sort)
     aliases = list(locks)
     alias = request.GET.get("alias") or (aliases[0] if aliases else "")
     backend = backend_of(alias)
@@ -83,14 +155,32 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
     before = request.GET.get("before") or None
     rows: list[dict[str, Any]] = []
     total, next_url, previous_url, error = None, "", "", ""
+    truncated = False
     try:
         if not backend.supports_listing:
             raise Http404(f"{type(backend).__name__} cannot list its locks")
-        page = backend.held_locks_page(prefix=prefix, limit=PAGE_SIZE, after=after, before=before)
-        rows = [lock_row(alias, held) for held in page.locks]
-        total = page.total
-        next_url = page_link(alias, prefix, "after", page.next_after)
-        previous_url = page_link(alias, prefix, "before", page.previous_before)
+        if filtered:
+            held_rows, total, truncated = read(
+                lambda: filtered_page(
+                    backend, prefix, kind=kind, holder=holder, sort=sort, number=number
+                )
+            )
+            rows = [lock_row(alias, held) for held in held_rows]
+            query = {"alias": alias, "prefix": prefix, "kind": kind, "holder": holder, "sort": sort}
+            if number > 1:
+                previous_url = url("locks", query=urlencode({**query, "page": str(number - 1)}))
+            if number * PAGE_SIZE < total:
+                next_url = url("locks", query=urlencode({**query, "page": str(number + 1)}))
+        else:
+            page = read(
+                lambda: backend.held_locks_page(
+                    prefix=prefix, limit=PAGE_SIZE, after=after, before=before
+                )
+            )
+            rows = [lock_row(alias, held) for held in page.locks]
+            total = page.total
+            next_url = page_link(alias, prefix, "after", page.next_after)
+            previous_url = page_link(alias, prefix, "before", page.previous_before)
     except REDIS_ERRORS as exc:
         error = str(exc)
     return render(
@@ -99,10 +189,19 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
         "locks.html",
         "Held locks",
         crumbs=[("Held locks", "")],
+        live=None if error else {"lock-rows": "_locks_rows.html"},
         aliases=[(name, url("locks", query=urlencode({"alias": name}))) for name in aliases],
         alias=alias,
         prefix=prefix,
-        paged=after is not None or before is not None,
+        paged=after is not None or before is not None or number > 1,
+        kinds=KINDS,
+        kind=kind,
+        holder=holder,
+        sort=sort,
+        sorts=[(key, label) for key, (label, _) in SORTS.items()],
+        filtered=filtered,
+        truncated=truncated,
+        filter_limit=FILTER_LIMIT,
         rows=rows,
         total=total,
         next_url=next_url,
@@ -124,7 +223,7 @@ def release(
         raise Http404(f"REDISLOCK_LOCKS has no listable alias {alias!r}")
     back = url("locks", query=urlencode({"alias": alias}))
     try:
-        held = find_lock(backend, name)
+        held = read(lambda: find_lock(backend, name))
         if held is None:
             messages.warning(request, f"Lock “{name}” is not held any more; nothing to release.")
             return HttpResponseRedirect(back)

@@ -12,16 +12,34 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
-from django.contrib.admin.utils import unquote
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.http import urlencode
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.utils.http import content_disposition_header, urlencode
 
 from ..exceptions import ConfigurationError, InvalidArgument
 from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
-from .common import REDIS_ERRORS, can, render, require, url
-from .data import ACTIONS, TaskPage, TaskRow, find_task, supports_scripts, task_page
+from .common import (
+    REDIS_ERRORS,
+    can,
+    parse_int,
+    read,
+    render,
+    require,
+    unquote,
+    url,
+    wants_live,
+)
+from .data import (
+    ACTIONS,
+    PrefixHits,
+    TaskPage,
+    TaskRow,
+    find_prefix,
+    find_task,
+    supports_scripts,
+    task_page,
+)
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -29,6 +47,8 @@ if TYPE_CHECKING:
 #: What each state's time column means.
 WHEN_LABELS = {READY: "Due", DELAYED: "Due", IN_FLIGHT: "Lease deadline", DEAD: "Died"}
 STATE_LABELS = {READY: "Ready", DELAYED: "Delayed", IN_FLIGHT: "In flight", DEAD: "Dead"}
+#: Payload bytes read for a search hit, shown in the preview column.
+PREVIEW_CAP = 200
 
 
 def queue_of(alias: str, name: str) -> Any:
@@ -52,13 +72,21 @@ def decorate(queue: Any, row: TaskRow) -> TaskRow:
     return row
 
 
-def page_query(state: str, rows: list[TaskRow], page: TaskPage) -> dict[str, str]:
-    """Links to the first, previous, next and last pages of ``state``."""
+def page_query(
+    state: str, rows: list[TaskRow], page: TaskPage, cursor: tuple[int, str] | None
+) -> dict[str, str]:
+    """Links to the first, previous, next and last pages of ``state``.
+
+    A cursor past the end (the tasks after it were taken meanwhile) gives an
+    empty page that still links back: "Previous" ends just before the cursor.
+    """
     links = {"first": urlencode({"state": state})}
     if page.has_previous and rows:
         links["previous"] = urlencode(
             {"state": state, "before": str(rows[0].score), "id": rows[0].id}
         )
+    elif not rows and cursor is not None and page.total:
+        links["previous"] = urlencode({"state": state, "before": str(cursor[0]), "id": cursor[1]})
     if page.has_next and rows:
         links["next"] = urlencode({"state": state, "after": str(rows[-1].score), "id": rows[-1].id})
         links["last"] = urlencode({"state": state, "last": "1"})
@@ -73,34 +101,64 @@ def requested_page(request: HttpRequest) -> tuple[str, str, tuple[int, str] | No
     if request.GET.get("last"):
         return state, "last", None
     for direction in ("after", "before"):
-        raw = request.GET.get(direction, "")
-        if raw.lstrip("-").isdigit() and "id" in request.GET:
-            return state, direction, (int(raw), request.GET["id"])
+        score = parse_int(request.GET.get(direction))
+        if score is not None and "id" in request.GET:
+            return state, direction, (score, request.GET["id"])
     return state, "first", None
+
+
+def queue_exists(queue: Any) -> bool:
+    """True when the alias's queue list names ``queue`` (callers first check it holds no task).
+
+    A queue that was never enqueued to is not listed; a purged one stays listed.
+    """
+    return queue.name in queue.backend.queue_names()
 
 
 def queue_page(
     model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
 ) -> HttpResponse:
-    """Tasks of one state of one queue, 50 a page, with search by exact id."""
+    """Tasks of one state of one queue, 50 a page, with search by exact id or id prefix."""
     require(request)
     queue = queue_of(alias, name)
     state, direction, cursor = requested_page(request)
     search = request.GET.get("q", "").strip()
+    by_prefix = bool(search) and request.GET.get("match") == "prefix"
     rows: list[TaskRow] = []
-    page, links, error = None, {}, ""
+    page, links, error, more_url = None, {}, "", ""
     try:
-        if search:
-            found = find_task(queue, search)
-            rows = [decorate(queue, found)] if found else []
-            if found is None:
-                messages.info(request, f"No task with the id “{search}” in this queue.")
-        page = task_page(queue, state, direction, cursor)
-        if not search:
+
+        def load() -> tuple[list[TaskRow] | PrefixHits, TaskPage, bool]:
+            if by_prefix:
+                found: list[TaskRow] | PrefixHits = find_prefix(
+                    queue, search, request.GET.get("from", "")
+                )
+            else:
+                hit = find_task(queue, search, cap=PREVIEW_CAP) if search else None
+                found = [hit] if hit else []
+            got = task_page(queue, state, direction, cursor)
+            exists = bool(sum(got.counts.values())) or queue_exists(queue)
+            return found, got, exists
+
+        found, page, exists = read(load)
+        if not exists:
+            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        if isinstance(found, PrefixHits):
+            rows = [decorate(queue, row) for row in found.rows]
+            if found.cursor:
+                query = {"state": state, "q": search, "match": "prefix", "from": found.cursor}
+                more_url = url("queue", queue.backend.alias, queue.name, query=urlencode(query))
+            elif not rows:
+                messages.warning(request, f"No task id starts with “{search}” in this queue.")
+        elif search:
+            rows = [decorate(queue, row) for row in found]
+            if not found:
+                messages.warning(request, f"No task with the id “{search}” in this queue.")
+        else:
             rows = [decorate(queue, row) for row in page.rows]
             links = {
                 k: url("queue", queue.backend.alias, queue.name, query=v)
-                for k, v in page_query(state, rows, page).items()
+                for k, v in page_query(state, rows, page, cursor).items()
             }
     except REDIS_ERRORS as exc:
         error = str(exc)
@@ -120,6 +178,13 @@ def queue_page(
         "queue.html",
         f"Queue “{queue.name}”",
         crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", "")],
+        live=None
+        if search or error
+        else {
+            "state-tabs": "_queue_tabs.html",
+            "task-rows": "_queue_rows.html",
+            "keyset": "_queue_pager.html",
+        },
         queue=queue,
         alias=queue.backend.alias,
         state=state,
@@ -130,9 +195,12 @@ def queue_page(
         page=page,
         links=links,
         search=search,
+        by_prefix=by_prefix,
+        more_url=more_url,
         error=error,
         actions_url=url("bulk", queue.backend.alias, queue.name),
         requeue_dead_url=url("requeue_dead", queue.backend.alias, queue.name),
+        return_expired_url=url("return_expired", queue.backend.alias, queue.name),
         purge_url=url("purge", queue.backend.alias, queue.name),
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),
@@ -149,11 +217,13 @@ def task_detail(
     task_id = unquote(task_id)
     back = url("queue", queue.backend.alias, queue.name)
     try:
-        task = find_task(queue, task_id)
+        task = read(lambda: find_task(queue, task_id))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
     if task is None:
+        if wants_live(request):  # the live script stops and offers a reload
+            return JsonResponse({"gone": f"Task “{task_id}” is not in the queue any more."})
         messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
         return HttpResponseRedirect(back)
     decorate(queue, task)
@@ -163,9 +233,36 @@ def task_detail(
         "task.html",
         f"Task “{task.id}”",
         crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task.id, "")],
+        live={"task-fields": "_task_fields.html"},
         task=task,
         queue=queue,
         state_label=STATE_LABELS[task.state],
         when_label=WHEN_LABELS[task.state],
         may_manage=can(request, MANAGE_TASKS),
+        download_url=url("payload", queue.backend.alias, queue.name, task.id),
     )
+
+
+def task_payload(
+    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str, task_id: str
+) -> HttpResponse:
+    """The whole stored payload of a task, as a download (never rendered, never deserialized)."""
+    require(request)
+    queue = queue_of(alias, name)
+    task_id = unquote(task_id)
+    try:
+        task = read(lambda: find_task(queue, task_id, cap=0))
+    except REDIS_ERRORS as exc:
+        messages.error(request, f"Could not read task “{task_id}”: {exc}")
+        return HttpResponseRedirect(url("queue", queue.backend.alias, queue.name))
+    if task is None:
+        raise Http404(f"Task “{task_id}” is not in queue “{queue.name}” any more.")
+    pickled = queue.backend.options["SERIALIZER"] == "pickle"
+    response = HttpResponse(
+        task.raw, content_type="application/octet-stream" if pickled else "application/json"
+    )
+    suffix = "pickle" if pickled else "json"
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=f"task-{task.id}.{suffix}"
+    )
+    return response

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from django.core import checks
+from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
 from ..conf import CONNECTION_OPTIONS, DEFAULT_LOCATION, LOCK_OPTIONS, QUEUE_OPTIONS
 from ..connections import (
@@ -31,6 +32,11 @@ from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
     from ..locks import Lock, LockPage, ReadWriteLock
+
+
+def cluster_unreachable(exc: RedisClusterException) -> bool:
+    """True for the cluster client's way of saying no node answered (or a slot has none)."""
+    return isinstance(exc, SlotNotCoveredError) or "cannot be connected" in str(exc)
 
 
 class RedisBackendMixin:
@@ -94,7 +100,9 @@ class RedisBackendMixin:
         """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting."""
         try:
             yield
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
+            if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
+                raise
             raise ConnectionFailed(
                 f"Redis at {redact(self.location)} is unreachable for "
                 f"{self.settings_name}[{self.alias!r}] ({exc}). Set "

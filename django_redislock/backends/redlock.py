@@ -13,16 +13,18 @@
 
 The masters are independent (no replication, no cluster between them): a lock
 survives the loss of any minority of them. Every call fans out to all masters
-in parallel from a small thread pool and is decided by a quorum of
-``N // 2 + 1``. What it does not support, and says so with its capability
+in parallel (from a small thread pool; the asyncio methods concurrently on the
+running event loop, with one asyncio client per master) and is decided by a
+quorum of ``N // 2 + 1``. What it does not support, and says so with its capability
 flags: reentrant locks and read-write locks. See ``docs/scale.md``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -123,6 +125,23 @@ class RedlockBackend(BaseLockBackend):
             except Exception as exc:
                 results.append(exc)
         return results
+
+    async def each_async(
+        self, func: Callable[[Any], Awaitable[T]], masters: list[Any] | None = None
+    ) -> list[T | Exception]:
+        """The asyncio twin of :meth:`each`: ``func(master)`` for all masters, concurrently.
+
+        An exception is that master's result; a cancellation cancels every call.
+        """
+        chosen = self.masters if masters is None else masters
+
+        async def one(master: Any) -> T | Exception:
+            try:
+                return await func(master)
+            except Exception as exc:
+                return exc
+
+        return list(await asyncio.gather(*(one(master) for master in chosen)))
 
     def _executor(self) -> ThreadPoolExecutor:
         pool = self._pool

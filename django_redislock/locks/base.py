@@ -14,14 +14,15 @@ when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
-from ..exceptions import InvalidArgument, LockNotAcquired, LockNotOwned
+from ..exceptions import ConnectionFailed, InvalidArgument, LockNotAcquired, LockNotOwned
 from .holding import HoldKeeping
 from .keys import check_name, check_seconds, to_ms
 from .owners import Hold, check_owner, current_user, holder_meta, new_token
@@ -29,6 +30,13 @@ from .replicas import call_with_ack, wants_ack
 from .transport import ScriptCalls
 from .wait import wait_for_signal, wait_for_signal_async
 
+logger = logging.getLogger("django_redislock.locks")
+_L = TypeVar("_L", bound="BaseLock")
+
+#: Resends of an acquire attempt whose outcome a connection error left unknown.
+RESOLVE_RESENDS = 2
+#: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
+ABANDON_SECONDS = 1.0
 #: How long a wake-up signal outlives a release nobody was waiting for (ms).
 SIGNAL_MS = 1000
 #: Fraction of ``SOCKET_TIMEOUT`` one blocking read may use.
@@ -96,7 +104,17 @@ class BaseLock(HoldKeeping):
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
         raise NotImplementedError
 
+    def _abandon_call(self, owner: str) -> tuple[str, list[str], list[Any]]:
+        """The call that takes back this acquire's possible grant (see ``_rid``)."""
+        raise NotImplementedError
+
     _signal_key: str = ""
+    #: The request id of the acquire call in progress ("" when its owner is unique to it).
+    _rid: str = ""
+
+    def _request_id(self) -> str:
+        """A request id for one acquire call, or "" when the owner token already is one."""
+        return ""
 
     def _owner_for_attempt(self, user: str) -> str:
         return self.owner or new_token()
@@ -164,7 +182,7 @@ class BaseLock(HoldKeeping):
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
             return self._scripts.run(self.backend, script, keys, args)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterException):
             with self.backend.errors():
                 raise
 
@@ -185,15 +203,30 @@ class BaseLock(HoldKeeping):
         self._before_acquire(user[0])
         self._wait_started = time.monotonic()  # for the signal's ``waited`` (lock metrics)
         owner = self._owner_for_attempt(user[0])
+        self._rid = self._request_id()
         return blocking, user, owner, self.meta(*user[1:]), self._wait_started + timeout
 
     def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
-        """Take the lock; wait up to ``timeout`` seconds when ``blocking``. True if granted."""
+        """Take the lock; wait up to ``timeout`` seconds when ``blocking``. True if granted.
+
+        An attempt whose reply is lost (a timeout, a dropped connection) is resent, which
+        is safe (the scripts answer a request they already applied as the first time):
+        the call then returns holding the grant it had got, or knowing it got none. If
+        Redis stays unreachable, the possible grant is taken back (one best-effort call;
+        at worst it ends by its TTL, never renewed) and :class:`ConnectionFailed` raised.
+        """
         blocking, user, owner, meta, deadline = self._start_acquire(blocking, timeout)
         waited = False
         while True:
             remaining = deadline - time.monotonic()
-            result = self._call(self._attempt(owner, meta, blocking, remaining, waited))
+            call = self._attempt(owner, meta, blocking, remaining, waited)
+            try:
+                result = self._call(call)
+            except ConnectionFailed as exc:
+                result = self._resolve(call, owner, exc)
+            except BaseException:  # e.g. KeyboardInterrupt while the attempt was in flight
+                self._abandon(owner)
+                raise
             if self._granted(owner, user[0], result):
                 return True
             seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
@@ -205,12 +238,24 @@ class BaseLock(HoldKeeping):
     async def acquire_async(
         self, blocking: bool | None = None, timeout: float | None = None
     ) -> bool:
-        """The asyncio twin of :meth:`acquire`."""
+        """The asyncio twin of :meth:`acquire`.
+
+        Cancelled while an attempt is in flight, it takes back that attempt's possible
+        grant (for at most ``ABANDON_SECONDS``; a grant that arrives later is refused by
+        the script) before the cancellation goes on: nothing is left held or renewed.
+        """
         blocking, user, owner, meta, deadline = self._start_acquire(blocking, timeout)
         waited = False
         while True:
             remaining = deadline - time.monotonic()
-            result = await self._acall(self._attempt(owner, meta, blocking, remaining, waited))
+            call = self._attempt(owner, meta, blocking, remaining, waited)
+            try:
+                result = await self._acall(call)
+            except ConnectionFailed as exc:
+                result = await self._resolve_async(call, owner, exc)
+            except BaseException:  # a cancellation at the await
+                await self._abandon_async(owner)
+                raise
             if self._granted(owner, user[0], result):
                 return True
             seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
@@ -219,19 +264,108 @@ class BaseLock(HoldKeeping):
             await wait_for_signal_async(self.backend, self._signal_key, seconds)
             waited = True
 
+    def _resolve(self, call: tuple[str, list[str], list[Any]], owner: str, exc: Exception) -> Any:
+        """Resend an attempt whose outcome is unknown; take it back if Redis stays away."""
+        for _ in range(RESOLVE_RESENDS):
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                continue
+        self._abandon(owner)
+        raise exc
+
+    async def _resolve_async(
+        self, call: tuple[str, list[str], list[Any]], owner: str, exc: Exception
+    ) -> Any:
+        for _ in range(RESOLVE_RESENDS):
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                continue
+            except BaseException:
+                await self._abandon_async(owner)
+                raise
+        await self._abandon_async(owner)
+        raise exc
+
+    def _abandon(self, owner: str) -> None:
+        """Take back this acquire's possible grant: one best-effort call."""
+        try:
+            self._call_plain(self._abandon_call(owner))
+        except Exception as exc:
+            logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
+
+    async def _abandon_async(self, owner: str) -> None:
+        await self._finish_async(self._abandon_call(owner))
+
     def release(self) -> None:
         """Release one hold; raise :class:`LockLost` if it had already ended.
 
-        A release that reaches Redis twice (a retry after a lost reply) is a no-op
-        the second time: the script remembers recently released fences.
+        A release that reaches Redis twice is a no-op the second time (the script
+        remembers recent releases), so one whose reply is lost is resent until its
+        outcome is known. If Redis stays unreachable, :class:`ConnectionFailed` is
+        raised and the object no longer holds: nothing renews the hold, which ends by
+        its TTL at worst.
         """
         hold = self._require_hold("release")
-        self._released(hold, self._call(self._release_call(hold)))
+        self._release_started(hold)
+        call = self._release_call(hold)
+        try:
+            try:
+                result = self._call(call)
+            except ConnectionFailed:
+                result = self._resend(call)
+        except BaseException:
+            self._release_failed(hold)
+            raise
+        self._released(hold, result)
 
     async def release_async(self) -> None:
-        """The asyncio twin of :meth:`release`."""
+        """The asyncio twin of :meth:`release`.
+
+        Cancelled while the release is on its way, it resends it (for at most
+        ``ABANDON_SECONDS``) before the cancellation goes on, so the hold is released
+        when Redis answers in that time, and ends by its TTL otherwise.
+        """
         hold = self._require_hold("release")
-        self._released(hold, await self._acall(self._release_call(hold)))
+        self._release_started(hold)
+        call = self._release_call(hold)
+        try:
+            try:
+                result = await self._acall(call)
+            except ConnectionFailed:
+                result = await self._resend_async(call)
+        except BaseException as exc:  # includes a cancellation at the await
+            self._release_failed(hold)
+            if not isinstance(exc, ConnectionFailed):
+                await self._finish_async(call)
+            raise
+        self._released(hold, result)
+
+    def _resend(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        """Resend a resend-safe call whose reply was lost; the last error wins."""
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                continue
+        return self._call(call)
+
+    async def _resend_async(self, call: tuple[str, list[str], list[Any]]) -> Any:
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                continue
+        return await self._acall(call)
+
+    async def _finish_async(self, call: tuple[str, list[str], list[Any]]) -> None:
+        """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
+        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        try:
+            await asyncio.wait_for(self._acall(call), limit)
+        except Exception as exc:
+            logger.warning("lock %r: a cancelled call could not be completed: %s", self.name, exc)
 
     def _ttl_ms(self, ttl: float | None) -> int:
         return to_ms(self.ttl if ttl is None else check_seconds(ttl, "ttl"))
@@ -288,7 +422,7 @@ class BaseLock(HoldKeeping):
             name=self.name,
         )
 
-    def __enter__(self) -> BaseLock:
+    def __enter__(self: _L) -> _L:
         if not self.acquire():
             raise self._not_acquired()
         return self
@@ -296,7 +430,7 @@ class BaseLock(HoldKeeping):
     def __exit__(self, *exc_info: object) -> None:
         self.release()
 
-    async def __aenter__(self) -> BaseLock:
+    async def __aenter__(self: _L) -> _L:
         if not await self.acquire_async():
             raise self._not_acquired()
         return self

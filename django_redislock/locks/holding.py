@@ -68,16 +68,24 @@ class HoldKeeping:
         if int(result[0]) != 1:
             return False
         fence = int(result[1])
+        stale: Hold | None = None
         with self._state:
-            if self._hold is not None:
-                self._hold.count += 1
+            hold = self._hold
+            if hold is not None and hold.fence == fence and not hold.lost:
+                hold.count += 1  # a re-entry continues this hold (same grant, same fence)
             else:
+                # A first grant, or a re-entry that found its old hold gone and got a new
+                # grant: the old hold was lost (and is reported below); the new one starts
+                # its own count and fence.
+                stale = hold
                 self._hold = Hold(owner, fence, user)
                 self._lost_hold = None
                 if self.watchdog:
                     from .watchdog import watchdog
 
                     watchdog.register(self)
+        if stale is not None:
+            self._report_lost(stale)
         waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
         signals.lock_acquired.send(
             sender=type(self), alias=self.backend.alias, name=self.name, fence=fence, waited=waited
@@ -88,9 +96,9 @@ class HoldKeeping:
         user = current_user()[0]
         hold = self._check_user(user, action)
         lost = self._lost_hold
-        if hold is None and lost is not None and lost.user == user:
+        if hold is None and lost is not None and lost.user == user and not lost.told:
             if action == "release":
-                self._lost_hold = None  # told once; a second release is a usage error
+                lost.told = True  # told once; a second release is a usage error
             raise self._lost_error(lost)
         if hold is None:
             raise LockNotOwned(
@@ -108,19 +116,52 @@ class HoldKeeping:
 
             watchdog.unregister(self)
 
+    def _release_started(self, hold: Hold) -> bool:
+        """Before a release is sent: True when it ends this object's hold.
+
+        The watchdog stops renewing a hold as soon as its last release is on its way,
+        whether that release then succeeds, fails or is cancelled: at worst the hold
+        ends by its TTL, never kept alive by a process that tried to give it up. The
+        renewal that may already be in flight then finds the hold gone, which is not a
+        loss (see :meth:`Watchdog._renewed`).
+        """
+        if hold.count > 1:
+            return False
+        hold.releasing = True
+        if self.watchdog:
+            from .watchdog import watchdog
+
+            watchdog.unregister(self)
+        return True
+
+    def _release_failed(self, hold: Hold) -> None:
+        """A release whose outcome is unknown (error, timeout, cancellation).
+
+        The object gives the step up as if it had applied: a last release forgets the
+        hold (Redis ends it by its TTL at worst; the resent release would be a no-op); a
+        partial reentrant release counts down, so the object never believes it holds
+        while Redis might have released (the opposite error only keeps the lock a TTL).
+        """
+        hold.count -= 1
+        if hold.count <= 0:
+            hold.releasing = True
+            self._forget(hold)
+
     def _released(self, hold: Hold, result: Any) -> None:
         code = int(result[0])
         hold.count -= 1
         if code == 0:
             self._forget(hold)
             self._report_lost(hold)
-            self._lost_hold = None
+            if self._lost_hold is hold:
+                hold.told = True  # LockLost below tells it; the fence stays readable
             raise LockLost(
                 f"lock {self.name!r} was lost before release (expired, stolen or "
                 f"force-released); fence {hold.fence}",
                 name=self.name,
             )
         if hold.count <= 0:  # code 2 (a resent release) counts as the release it repeats
+            hold.releasing = True
             self._forget(hold)
             signals.lock_released.send(
                 sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
@@ -134,7 +175,8 @@ class HoldKeeping:
             hold.lost = True
             if self._hold is hold:
                 self._hold = None
-            self._lost_hold = hold
+            if self._hold is None:  # a newer hold of this object is not hidden by the old one
+                self._lost_hold = hold
         signals.lock_lost.send(
             sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
         )

@@ -6,16 +6,17 @@ bucket share the hash tag ``{lk<bucket>}``, so each script touches one cluster
 slot and can update the lock and the index atomically::
 
     <prefix>:{lk<b>}:l:<name>     hash   mutex/reentrant hold: o=owner, f=fence, n=count,
-                                         m=holder metadata (JSON), w=waited, r=last partial release
+                                         m=holder metadata (JSON), w=waited
     <prefix>:{lk<b>}:s:<name>     list   wake-up signal of a mutex (short-lived)
     <prefix>:{lk<b>}:rw:<name>    hash   read-write lock writer: o=owner, f=fence, m=metadata
-    <prefix>:{lk<b>}:rr:<name>    zset   read-write lock readers: owner -> deadline (ms)
+    <prefix>:{lk<b>}:rr:<name>    zset   read-write lock readers: <owner>@<fence> -> deadline (ms)
     <prefix>:{lk<b>}:rm:<name>    hash   the latest reader's m=metadata and f=fence
     <prefix>:{lk<b>}:ri:<name>    string a waiting writer's intent (blocks new readers)
     <prefix>:{lk<b>}:sr:<name>    list   wake-up signal for readers
     <prefix>:{lk<b>}:sw:<name>    list   wake-up signal for writers
     <prefix>:{lk<b>}:ix:f         string fence counter of the bucket (never expires)
-    <prefix>:{lk<b>}:ix:t         zset   recently released holds (retry detection), ~1024 kept
+    <prefix>:{lk<b>}:ix:t         zset   request memory: recent releases, reentrant steps, read
+                                         grants and take-backs (resend detection), ~1024 kept
     <prefix>:{lk<b>}:ix:n         zset   lock names, score 0 (paged by name)
     <prefix>:{lk<b>}:ix:e         zset   lock name -> expiry (ms, server clock; 0: released)
 

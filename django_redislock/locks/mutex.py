@@ -32,9 +32,10 @@ class Lock(BaseLock):
         self._index: BucketKeys = bucket_keys(backend, self.name)
         ix = self._index
         # built once: every acquire and release sends the same keys
-        self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry]
-        self._release_keys = [self._key, self._signal_key, ix.released, ix.expiry]
-        self._kind_code = "r" if self.reentrant else "m"
+        self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry, ix.released]
+        self._release_keys = [self._key, self._signal_key, ix.released, ix.expiry, ix.fence]
+        # "t": the owner is a token drawn per acquire call, which names the call (resends)
+        self._kind_code = "r" if self.reentrant else "m" if self.owner else "t"
 
     def _reentrant_object(self) -> bool:
         return self.reentrant
@@ -44,12 +45,23 @@ class Lock(BaseLock):
             return self.owner
         return user if self.reentrant else new_token()
 
+    def _request_id(self) -> str:
+        # A mutex's own token names its acquire; a reentrant or explicit owner is shared by
+        # many acquires, so each call gets its own id (see lock_acquire.lua).
+        return new_token() if self.reentrant or self.owner else ""
+
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
     ) -> tuple[str, list[str], list[Any]]:
         wait = "2" if waited else "1" if blocking and remaining > 0 else "0"
         args = [owner, to_ms(self.ttl), self.name, meta, self._kind_code + wait]
+        if self._rid:
+            args.append(self._rid)
         return "lock_acquire", self._acquire_keys, args
+
+    def _abandon_call(self, owner: str) -> tuple[str, list[str], list[Any]]:
+        script, keys, args = self._release_args(owner, "*")
+        return script, keys, [*args, self._rid or owner]
 
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
         return self._release_args(hold.owner, hold.fence)

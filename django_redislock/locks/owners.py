@@ -1,7 +1,7 @@
 """Who holds a lock: owner ids of threads and asyncio tasks, hold tokens and holder metadata.
 
 These run on every acquire and release, so they avoid exceptions, system calls
-and object churn: a thread's identity is computed once per thread (and again
+and object churn: a thread's identity is drawn once per thread (and again
 after a fork, which changes the pid inside it), the running loop is looked up
 without raising, a token is a per-process random prefix plus a counter, and
 the metadata JSON is a cached per-holder prefix plus the time.
@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from typing import Any
 
 from ..exceptions import InvalidArgument
@@ -29,6 +30,8 @@ _prefix = f"{_host}:{os.getpid()}"
 _token_base = f"{_prefix}:{os.urandom(8).hex()}:"
 _token_counter = itertools.count(1)
 _local = threading.local()
+#: The owner token of each live asyncio task (an entry ends with its task).
+_task_tokens: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 #: Metadata prefixes by (kind, thread, task, ttl); cleared when it grows past this many.
 _META_CACHE_SIZE = 1024
 _meta_cache: dict[tuple[str, str, str | None, float], str] = {}
@@ -52,17 +55,29 @@ def _process_prefix() -> str:
 
 
 def current_user() -> tuple[str, str, str | None]:
-    """Return ``(id, thread name, task name)`` of the calling thread or asyncio task."""
+    """Return ``(id, thread name, task name)`` of the calling thread or asyncio task.
+
+    The id is a random token drawn once per thread or task (not its ``ident`` or
+    ``id()``, which Python reuses once the thread or task has ended), so a new
+    thread or task never inherits the reentrant holds or the lock objects of an
+    old one. Its ``host:pid`` prefix tells a forked child from its parent.
+    """
     if asyncio._get_running_loop() is not None:
         task = asyncio.current_task()
         if task is not None:
             name = threading.current_thread().name
-            return f"{_prefix}:task:{id(task)}", name, task.get_name()
+            token = _task_tokens.get(task)
+            if token is None or not token.startswith(_prefix + ":"):
+                token = f"{_token_base}task{next(_token_counter)}"
+                _task_tokens[task] = token
+            return token, name, task.get_name()
     cached = getattr(_local, "user", None)
     # the thread's name is read each time: the admin shows it, and a thread may be renamed
     name = threading.current_thread().name
     if cached is None or cached[0] != _generation or cached[1][1] != name:
-        cached = (_generation, (f"{_prefix}:thread:{threading.get_ident()}", name, None))
+        ident = cached[1][0] if cached is not None and cached[0] == _generation else None
+        ident = ident or f"{_token_base}thread{next(_token_counter)}"
+        cached = (_generation, (ident, name, None))
         _local.user = cached
     user: tuple[str, str, str | None] = cached[1]
     return user
@@ -110,7 +125,7 @@ def holder_meta(kind: str, thread: str, task: str | None, ttl: float) -> str:
 class Hold:
     """The state of one hold on the client side: who, which fence, how many times."""
 
-    __slots__ = ("count", "fence", "lost", "owner", "renew_at", "user")
+    __slots__ = ("count", "fence", "lost", "owner", "releasing", "renew_at", "told", "user")
 
     def __init__(self, owner: str, fence: int, user: str) -> None:
         self.owner = owner
@@ -118,4 +133,6 @@ class Hold:
         self.user = user
         self.count = 1
         self.lost = False
+        self.releasing = False  # its last release is on its way: the watchdog leaves it
+        self.told = False  # its loss was raised by a release already
         self.renew_at = 0.0

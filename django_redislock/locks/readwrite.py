@@ -1,11 +1,11 @@
 """The read-write lock: many readers or one writer, with writer preference.
 
-Unlike seed 004's cluster version, which keeps one ``read`` timestamp per lock
-so that one reader can release another's hold, every read hold here is its own
-member of a sorted set, scored by its own deadline (see :mod:`.keys`)::
+Every read hold is its own member ``<owner>@<fence>`` of a sorted set, scored
+by its own deadline (see :mod:`.keys`), so one reader can never release or
+renew another's hold, not even one of the same owner::
 
     rw:<name>  hash   o=writer owner, f=fence, m=metadata (PEXPIRE = writer's TTL)
-    rr:<name>  zset   reader owner -> deadline ms        (PEXPIRE = latest deadline)
+    rr:<name>  zset   <reader owner>@<fence> -> deadline ms (PEXPIRE = latest deadline)
     rm:<name>  hash   the latest reader's m and f        (PEXPIRE = latest deadline)
     ri:<name>  string owner of the writer that waits     (PX = that writer's wait)
 
@@ -17,12 +17,14 @@ A writer can :meth:`WriteLock.downgrade` to a read hold atomically.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from ..exceptions import InvalidArgument
+from ..exceptions import ConnectionFailed, InvalidArgument
 from .base import SIGNAL_MS, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
 from .owners import Hold, current_user, new_token
+
+_R = TypeVar("_R", bound="ReadLock")
 
 #: Extra life of a waiting writer's intent beyond its next wait (ms).
 INTENT_MARGIN_MS = 50
@@ -51,12 +53,34 @@ class _RWHold(BaseLock):
         keys = parent.keys
         self._signal_key = keys.read_signal if self.mode == "r" else keys.write_signal
 
-    def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
+    def _owner_for_attempt(self, user: str) -> str:
+        # Every read or write hold has an owner unique to its acquire call: that names the
+        # request (a resend is recognised) and the hold (nothing else can release it). An
+        # explicit owner only labels a hold (there is no release from elsewhere), so it gets
+        # a unique suffix: two holds given the same owner stay two holds.
+        token = new_token()
+        return f"{self.owner}#{token}" if self.owner else token
+
+    def _release_keys(self) -> list[str]:
         k = self._keys
         ix = k.index
-        keys = [k.writer, k.readers, k.read_signal, k.write_signal, ix.released, ix.expiry]
-        keys.append(k.reader_meta)
-        return "lock_rw_release", keys, [self.mode, hold.owner, hold.fence, self.name, SIGNAL_MS]
+        return [
+            k.writer,
+            k.readers,
+            k.read_signal,
+            k.write_signal,
+            ix.released,
+            ix.expiry,
+            k.reader_meta,
+        ]
+
+    def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
+        args = [self.mode, hold.owner, hold.fence, self.name, SIGNAL_MS]
+        return "lock_rw_release", self._release_keys(), args
+
+    def _abandon_call(self, owner: str) -> tuple[str, list[str], list[Any]]:
+        args = [self.mode, owner, "*", self.name, SIGNAL_MS, "1"]
+        return "lock_rw_release", self._release_keys(), args
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
         k = self._keys
@@ -79,14 +103,31 @@ class ReadLock(_RWHold):
 
     kind = "read"
     mode = "r"
+    #: True while this object holds a read hold a downgrade handed to it.
+    _from_downgrade = False
 
-    def _owner_for_attempt(self, user: str) -> str:
-        # Every read hold is its own member of the readers set, released and renewed by that
-        # member. An explicit owner only labels a read hold (there is no release from
-        # elsewhere), so it gets a unique suffix: two read holds given the same owner stay two
-        # holds, and releasing one (or resending that release) never ends the other.
-        token = new_token()
-        return f"{self.owner}#{token}" if self.owner else token
+    def _granted(self, owner: str, user: str, result: Any) -> bool:
+        # The hold's member in the readers set carries its fence (see lock_rw_read.lua).
+        if int(result[0]) == 1:
+            owner = f"{owner}@{int(result[1])}"
+        return super()._granted(owner, user, result)
+
+    def __enter__(self: _R) -> _R:
+        if self._take_downgraded():
+            return self
+        return super().__enter__()
+
+    async def __aenter__(self: _R) -> _R:
+        if self._take_downgraded():
+            return self
+        return await super().__aenter__()
+
+    def _take_downgraded(self) -> bool:
+        """``with writer.downgrade() as reader:`` enters the hold the downgrade gave."""
+        if self._from_downgrade and self._hold is not None:
+            self._from_downgrade = False
+            return True
+        return False
 
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
@@ -94,7 +135,7 @@ class ReadLock(_RWHold):
         k = self._keys
         ix = k.index
         keys = [k.writer, k.readers, k.intent, k.read_signal, ix.fence, ix.names, ix.expiry]
-        keys.append(k.reader_meta)
+        keys += [k.reader_meta, ix.released]
         return "lock_rw_read", keys, [owner, to_ms(self.ttl), self.name, meta, SIGNAL_MS]
 
 
@@ -110,47 +151,103 @@ class WriteLock(_RWHold):
         k = self._keys
         ix = k.index
         keys = [k.writer, k.readers, k.intent, ix.fence, ix.names, ix.expiry, k.write_signal]
+        keys.append(ix.released)
         intent_ms = 0
         if blocking and remaining > 0:
             intent_ms = to_ms(min(remaining, self._max_block())) + INTENT_MARGIN_MS
         args = [owner, to_ms(self.ttl), self.name, meta, intent_ms, SIGNAL_MS]
         return "lock_rw_write", keys, args
 
+    #: The read hold the last downgrade turned this object's write hold into.
+    _downgraded_to: ReadLock | None = None
+
     def downgrade(self, ttl: float | None = None) -> ReadLock:
         """Turn this write hold into a read hold without letting another writer in.
 
-        Returns the :class:`ReadLock` that now holds (same owner and fence); this
-        write lock no longer holds anything.
+        Returns the :class:`ReadLock` that now holds (same fence, its own member of
+        the readers set); this write lock no longer holds anything, and leaving its
+        ``with`` block releases nothing. The read hold is released like any other
+        (``release()``, or its own ``with`` block: ``with writer.downgrade() as reader``).
+        Safe to resend: a downgrade that reached Redis twice applies once.
         """
         reader = self._reader_for_downgrade(ttl)
         hold = self._require_hold("downgrade")
-        self._downgraded(hold, reader, self._call(self._downgrade_call(hold, reader)))
+        call = self._downgrade_call(hold, reader)
+        hold.releasing = True  # the write hold ends here either way: the watchdog leaves it
+        try:
+            try:
+                result = self._call(call)
+            except ConnectionFailed:
+                result = self._resend(call)
+        except BaseException:
+            self._release_failed(hold)  # ends by its TTL, or went on as a read hold that does
+            raise
+        self._downgraded(hold, reader, result)
         return reader
 
     async def downgrade_async(self, ttl: float | None = None) -> ReadLock:
         """The asyncio twin of :meth:`downgrade`."""
         reader = self._reader_for_downgrade(ttl)
         hold = self._require_hold("downgrade")
-        self._downgraded(hold, reader, await self._acall(self._downgrade_call(hold, reader)))
+        call = self._downgrade_call(hold, reader)
+        hold.releasing = True
+        try:
+            try:
+                result = await self._acall(call)
+            except ConnectionFailed:
+                result = await self._resend_async(call)
+        except BaseException as exc:  # includes a cancellation at the await
+            self._release_failed(hold)
+            if not isinstance(exc, ConnectionFailed):
+                # Cancelled: finish the downgrade, then end the read hold nobody will own.
+                await self._finish_async(call)
+                member = Hold(f"{reader._rid}@{hold.fence}", hold.fence, hold.user)
+                await self._finish_async(reader._release_call(member))
+            raise
+        self._downgraded(hold, reader, result)
         return reader
 
     def _reader_for_downgrade(self, ttl: float | None) -> ReadLock:
-        return self.parent.read(ttl=self.ttl if ttl is None else ttl, watchdog=self.watchdog)
+        kwargs: dict[str, Any] = {"ttl": self.ttl if ttl is None else ttl}
+        kwargs["watchdog"] = self.watchdog
+        return self.parent.read(**kwargs)
 
     def _downgrade_call(self, hold: Hold, reader: ReadLock) -> tuple[str, list[str], list[Any]]:
         k = self._keys
         ix = k.index
         keys = [k.writer, k.readers, k.read_signal, ix.expiry, k.reader_meta]
         meta = reader.meta(*current_user()[1:])
-        args = [hold.owner, hold.fence, to_ms(reader.ttl), self.name, meta, SIGNAL_MS]
+        reader._rid = reader._owner_for_attempt("")
+        args = [hold.owner, hold.fence, to_ms(reader.ttl), self.name, meta, SIGNAL_MS, reader._rid]
         return "lock_rw_downgrade", keys, args
 
     def _downgraded(self, hold: Hold, reader: ReadLock, result: Any) -> None:
         self._forget(hold)
         if int(result) <= 0:
+            hold.releasing = False
             self._report_lost(hold)
             raise self._lost_error(hold)
-        reader._granted(hold.owner, hold.user, [1, hold.fence])
+        self._downgraded_to = reader
+        reader._from_downgrade = True
+        reader._granted(reader._rid, hold.user, [1, hold.fence])
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._hold is None and self._downgraded_to is not None:
+            self._downgraded_to = None  # the hold went on as a read hold: nothing to release
+            return
+        super().__exit__(*exc_info)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._hold is None and self._downgraded_to is not None:
+            self._downgraded_to = None
+            return
+        await super().__aexit__(*exc_info)
+
+    def _start_acquire(
+        self, blocking: bool | None, timeout: float | None
+    ) -> tuple[bool, Any, str, str, float]:
+        self._downgraded_to = None
+        return super()._start_acquire(blocking, timeout)
 
 
 class ReadWriteLock:

@@ -26,7 +26,6 @@ import redis
 
 from ..exceptions import ReplicaAckTimeout
 from ..scripts import source
-from .owners import Hold
 from .pipeline import sha_of
 
 logger = logging.getLogger("django_redislock.locks")
@@ -79,5 +78,5 @@ def call_with_ack(lock: Any, call: tuple[str, list[str], list[Any]]) -> Any:
     if backend.options["ON_REPLICA_TIMEOUT"] == "proceed":
         logger.warning("%s; proceeding (ON_REPLICA_TIMEOUT='proceed')", message)
         return result
-    lock._call_plain(lock._release_call(Hold(str(args[0]), int(result[1]), "")))
+    lock._call_plain(lock._abandon_call(str(args[0])))  # takes back exactly this grant
     raise ReplicaAckTimeout(f"{message}; the grant was released", name=lock.name)

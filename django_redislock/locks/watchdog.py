@@ -132,8 +132,8 @@ class Watchdog:
                 self._renewed(lock, hold, result)
 
     def _renewed(self, lock: Any, hold: Any, result: Any) -> None:
-        if lock._hold is not hold:
-            return  # released while the renewal was on its way
+        if lock._hold is not hold or hold.releasing:
+            return  # released (or being released) while the renewal was on its way
         if isinstance(result, Exception) or int(result) <= 0:
             if isinstance(result, Exception):
                 logger.warning("renewal of lock %r failed: %s", lock.name, result)

@@ -6,22 +6,35 @@ lock alias: one pipeline over the lock index buckets (``held_lock_count``).
 Every script is counts and first members of sorted sets, never a scan, so a
 scrape costs the same with a million queued tasks as with ten.
 
-An alias whose Redis does not answer is reported with
-``redislock_backend_up 0`` and skipped; the other aliases are still exported.
+Every alias is read in its own thread under one deadline
+(``REDISLOCK_METRICS_TIMEOUT``, 1 s by default), so a hung Redis costs the
+scrape that deadline once, not a socket timeout per alias. An alias that
+fails or does not answer in time is reported with ``redislock_backend_up 0``
+and a ``redislock_scrape_error`` sample; a queue that fails (a key of the
+wrong type, a script error) gets its own error sample and the alias's other
+queues are exported as usual.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from ..exceptions import RedisLockError
+import redis
+
+from ..exceptions import ConfigurationError, ConnectionFailed, RedisLockError
 from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY
 from ..queue.worker import counters_key
 from ..wire import to_text
+from .deadline import DeadlineExceeded, all_within, metrics_timeout
 from .families import Family
 from .histograms import timings
+
+logger = logging.getLogger("django_redislock.metrics")
 
 #: Outcomes in the counters hash that end a run, as ``redislock_queue_tasks_processed_total``.
 OUTCOMES = ("succeeded", "retried", "dead", "dropped", "lost")
@@ -69,6 +82,11 @@ class Families:
             "histogram",
             "Time from grant to release of a lock (this process).",
         )
+        self.errors = family(
+            "scrape_error",
+            "gauge",
+            '1 for each alias (queue="") or queue that could not be read this scrape, by reason.',
+        )
         self.duration = family(
             "scrape_duration_seconds", "gauge", "How long this scrape took to read Redis."
         )
@@ -83,29 +101,55 @@ class Families:
             self.processed,
             self.failed,
             self.held,
+            self.errors,
             self.wait,
             self.hold,
             self.duration,
         ]
 
 
-def queue_rows(backend: Any) -> list[tuple[str, list[Any]]]:
-    """``(queue name, metrics_queue reply)`` for every queue of a queue backend."""
+def reason(exc: BaseException) -> str:
+    """A short, bounded label for why a read failed (``reason`` of the error series)."""
+    if isinstance(exc, DeadlineExceeded):
+        return "timeout"
+    if isinstance(exc, ConnectionFailed):
+        return "unreachable"
+    text = str(exc)
+    for prefix, label in (("WRONGTYPE", "wrongtype"), ("BUSY", "busy"), ("LOADING", "loading")):
+        if text.startswith(prefix):
+            return label
+    if text.startswith(("OOM", "READONLY", "CLUSTERDOWN", "MASTERDOWN")):
+        return text.split(" ", 1)[0].lower()
+    return "error"
+
+
+def queue_rows(backend: Any) -> list[tuple[str, list[Any] | Exception]]:
+    """``(queue name, metrics_queue reply or the error of that queue)`` for every queue.
+
+    A queue whose keys hold the wrong type (or whose script fails) gets its
+    exception instead of a reply; the other queues of the alias are unaffected.
+    Errors of the whole alias (unreachable, BUSY on the queue list) are raised.
+    """
     names = backend.queue_names()
-    queues = [backend.queue(name) for name in names]
-    calls: list[tuple[str, list[str], list[Any]]] = [
-        ("metrics_queue", [*q.keys, counters_key(q)], []) for q in queues
-    ]
-    replies = run_scripts(backend, calls)
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return list(zip(names, replies, strict=True))
+    calls: list[tuple[str, list[str], list[Any]]] = []
+    rows: list[tuple[str, list[Any] | Exception]] = []
+    for name in names:
+        try:
+            queue = backend.queue(name)
+        except (RedisLockError, ConfigurationError) as exc:
+            rows.append((name, exc))
+            continue
+        calls.append(("metrics_queue", [*queue.keys, counters_key(queue)], []))
+        rows.append((name, []))
+    replies = iter(run_scripts(backend, calls))
+    return [(name, got if isinstance(got, Exception) else next(replies)) for name, got in rows]
 
 
 def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
-    """Turn one ``metrics_queue`` reply into samples."""
+    """Turn one ``metrics_queue`` reply into samples (all or none of them)."""
     now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
+    flat = reply[8:]
+    counters = {to_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
     labels = {"alias": alias, "queue": name}
     for state, count in ((READY, due), (DELAYED, pending - due), (IN_FLIGHT, flying), (DEAD, dead)):
         out.tasks.add(count, {**labels, "state": state})
@@ -113,41 +157,84 @@ def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
     if lease >= 0:
         out.lease.add((lease - now) / 1e6, labels)
     out.expired.add(expired, labels)
-    flat = reply[8:]
-    counters = {to_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
     for outcome in OUTCOMES:
         out.processed.add(counters.get(outcome, 0), {**labels, "outcome": outcome}, "_total")
     out.failed.add(counters.get("failed", 0), labels, "_total")
 
 
+def read_queues(alias: str) -> list[tuple[str, list[Any] | Exception]] | None:
+    from ..handlers import queues
+
+    backend = queues[alias]
+    try:
+        return queue_rows(backend)
+    except (AttributeError, NotImplementedError):
+        return None
+
+
+def read_locks(alias: str) -> int | None:
+    from ..handlers import locks
+
+    try:
+        count: int = locks[alias].held_lock_count()
+    except (AttributeError, NotImplementedError):
+        return None  # a backend that cannot count: no gauge rather than a wrong one
+    return count
+
+
+def failed(out: Families, kind: str, alias: str, queue: str, exc: BaseException) -> None:
+    why = reason(exc)
+    out.errors.add(1, {"kind": kind, "alias": alias, "queue": queue, "reason": why})
+    logger.warning(
+        "metrics: %s alias %r%s unreadable (%s): %s",
+        kind,
+        alias,
+        f" queue {queue!r}" if queue else "",
+        why,
+        exc,
+    )
+
+
 def collect() -> list[Family]:
-    """Every family of one scrape (reads Redis; see the module docs for the cost)."""
+    """Every family of one scrape; returns within about ``REDISLOCK_METRICS_TIMEOUT``.
+
+    Every alias is read in its own thread, all at once, each under the same
+    deadline. An alias that fails or does not answer in time is exported as
+    ``backend_up 0`` with an error sample; a queue that fails is left out with
+    an error sample of its own; everything else is exported as usual.
+    """
     from ..handlers import locks, queues
 
     started = time.monotonic()
     out = Families()
+    jobs: dict[str, Callable[[], Any]] = {}
     for alias in queues:
-        labels = {"kind": "queues", "alias": alias}
-        try:
-            backend = queues[alias]
-            rows = queue_rows(backend) if hasattr(backend, "queue_names") else []
-        except (RedisLockError, NotImplementedError):
-            out.up.add(0, labels)
-            continue
-        out.up.add(1, labels)
-        for name, reply in rows:
-            add_queue(out, alias, name, reply)
+        jobs[f"queues:{alias}"] = partial(read_queues, alias)
     for alias in locks:
-        labels = {"kind": "locks", "alias": alias}
-        try:
-            held = locks[alias].held_lock_count()
-        except AttributeError:
-            continue  # a backend that cannot count (Redlock): no gauge rather than a wrong one
-        except RedisLockError:
+        jobs[f"locks:{alias}"] = partial(read_locks, alias)
+    results = all_within(metrics_timeout(), jobs)
+    for key, result in results.items():
+        kind, _, alias = key.partition(":")
+        labels = {"kind": kind, "alias": alias}
+        if isinstance(result, Exception):
             out.up.add(0, labels)
+            failed(out, kind, alias, "", result)
             continue
+        if kind == "locks":
+            if result is not None:
+                out.up.add(1, labels)
+                out.held.add(result, {"alias": alias})
+            continue
+        if result is None:
+            continue  # a queue backend that cannot list its queues
         out.up.add(1, labels)
-        out.held.add(held, {"alias": alias})
+        for name, reply in result:
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                add_queue(out, alias, name, reply)
+            except (RedisLockError, redis.RedisError, ValueError, TypeError, IndexError) as exc:
+                failed(out, kind, alias, name, exc)
     for table, family in ((timings.wait, out.wait), (timings.hold, out.hold)):
         for alias, histogram in sorted(table.items()):
             buckets, total, count = histogram.snapshot()

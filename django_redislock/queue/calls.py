@@ -9,6 +9,7 @@ anything reaches Redis.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,8 +18,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import redis
 
 from ..exceptions import InvalidArgument
-from ..wire import DirectSender, direct_sender
-from .records import DEAD, DELAYED, IN_FLIGHT, READY, Task, micros, optional_score, parse_tasks
+from ..wire import DirectSender, direct_sender, to_text
+from .records import (
+    DEAD,
+    DELAYED,
+    IN_FLIGHT,
+    READY,
+    Task,
+    micros,
+    optional_score,
+    parse_tasks,
+)
 from .serializers import get_serializer
 from .validation import check_count, check_id, check_ids, check_name, check_seconds
 
@@ -30,11 +40,18 @@ TaskRef = Task | str
 #: Where a page of :meth:`Queue.tasks` starts: after this task, or this ``(score, id)``.
 Cursor = Task | tuple[int, str] | None
 #: Retry outcomes, from the retry script's reply codes.
-RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead", 3: "dropped"}
+RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead"}
 #: The zset each listable state lives in (index into the scripts' KEYS).
 STATE_SETS = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
 #: The queue's keys, in the order of every script's KEYS.
 KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "signal")
+#: The hash of claim tokens, the eighth key of the queue scripts (not in ``Queue.keys``,
+#: which the admin and metrics scripts take as their first seven keys).
+CLAIMS_PART = "claims"
+#: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
+MAX_CLAIM_BYTES = 16 * 1024 * 1024
+#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects).
+CLAIM_HEAD = 7
 
 
 def cursor_of(after: Cursor) -> tuple[int, str] | None:
@@ -73,6 +90,8 @@ class Claim:
     next_lease_deadline: int | None
     acked: int
     recovered: int
+    #: this claim's request key (pass it as ``done_request`` to the next claim to free it)
+    request: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,8 @@ class Call(Generic[R]):
     script: str
     args: list[Any]
     parse: Callable[[Any], R]
+    #: keys after the queue's own: the request key of a call that must be safe to resend
+    extra_keys: tuple[str, ...] = ()
 
 
 def enqueue_args(entries: Iterable[Entry], replace: bool) -> list[Any]:
@@ -95,6 +116,27 @@ def enqueue_args(entries: Iterable[Entry], replace: bool) -> list[Any]:
 def parse_flags(reply: list[Any]) -> list[bool]:
     """The enqueue script's reply: 1 queued (or rescheduled), 0 an earlier copy was kept."""
     return [bool(flag) for flag in reply]
+
+
+def claim_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
+    """``[id, claim token, ...]`` for tasks and ids; a bare id's token is "" (any claim)."""
+    if isinstance(refs, (Task, str)):
+        refs = [refs]
+    if isinstance(refs, bytes) or not isinstance(refs, Iterable):
+        raise InvalidArgument(f"{argument} must be a Task, an id or a list of them")
+    pairs: list[str] = []
+    for i, ref in enumerate(refs):
+        if isinstance(ref, Task):
+            pairs += [ref.id, ref.claim]
+        else:
+            pairs += [check_id(ref, f"{argument}[{i}]"), ""]
+    return pairs
+
+
+def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
+    """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
+    pairs = claim_refs(refs, argument)
+    return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
 
 
 def task_ids(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
@@ -114,21 +156,33 @@ class QueueCalls:
         self.name = check_name(name)
         self.serializer = get_serializer(backend.options["SERIALIZER"])
         self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
+        #: the keys every queue script takes: ``keys`` and the claims hash
+        self.script_keys = [*self.keys, backend.key(f"q:{name}", CLAIMS_PART)]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
+    def request_key(self) -> str:
+        """A fresh key for one call that must be safe to resend (claims, replacing enqueues).
+
+        The script records its answer there (for about a minute, or a lease); a resend of
+        the same request (redis-py retries a command after a connection error or timeout)
+        finds it and answers the same without doing the work twice.
+        """
+        return self.backend.key(f"q:{self.name}", f"req:{os.urandom(9).hex()}")
+
     def _run(self, call: Call[R]) -> R:
+        keys = [*self.script_keys, *call.extra_keys]
         script = self.backend.script(call.script)
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
             try:
                 # EVALSHA straight through execute_command: redis-py's Script wrapper costs
                 # about as much client time as the script itself costs the server
                 reply = script.registered_client.execute_command(
-                    "EVALSHA", script.sha, len(self.keys), *self.keys, *call.args
+                    "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
             except redis.exceptions.NoScriptError:
-                reply = script(keys=self.keys, args=call.args)  # loads it, then runs it
+                reply = script(keys=keys, args=call.args)  # loads it, runs it
         except (redis.ConnectionError, redis.TimeoutError):
             with self.backend.errors():
                 raise
@@ -137,7 +191,7 @@ class QueueCalls:
     async def _arun(self, call: Call[R]) -> R:
         script = self.backend.script(call.script, self.backend.async_client())
         try:
-            reply = await script(keys=self.keys, args=call.args)
+            reply = await script(keys=[*self.script_keys, *call.extra_keys], args=call.args)
         except (redis.ConnectionError, redis.TimeoutError):
             with self.backend.errors():
                 raise
@@ -146,20 +200,25 @@ class QueueCalls:
     def send_entries(self, args: list[Any]) -> list[bool]:
         """Run the enqueue script with ``args`` as ARGV (replace flag, then id/delay/data triples).
 
-        The hot path of every blocking enqueue. Per client (first call, a forked
-        child, a settings reset) the EVALSHA head (sha, key count, keys) is built
+        The hot path of every blocking enqueue (a replacing one goes through
+        :meth:`_run` with a request key instead, so a resend is harmless). Per
+        client (first call, a forked child, a settings reset) the EVALSHA head
+        (sha, key count, keys) is built
         once, packed once for a :class:`~django_redislock.wire.DirectSender` where the client
         allows one, and the queue name is registered
         (:meth:`~django_redislock.backends.redis.RedisQueueBackend.register_queue`)
         then, or again after it was forgotten, rather than checked on every call.
         """
         backend = self.backend
+        if args[0] == "1":  # replacing is not the hot path: a request key makes a resend harmless
+            backend.register_queue(self.name)
+            return self._run(Call("queue_enqueue", args, parse_flags, (self.request_key(),)))
         client = backend.client
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
             backend.register_queue(self.name)
             script = backend.script("queue_enqueue", client)
-            head = ("EVALSHA", script.sha, len(self.keys), *self.keys)
+            head = ("EVALSHA", script.sha, len(self.script_keys), *self.script_keys)
             hot = self._enqueue_head = (client, head, direct_sender(client, head))
         try:  # a plain try, not backend.errors(), as in _run
             try:
@@ -169,7 +228,7 @@ class QueueCalls:
                 else:
                     reply = client.execute_command(*hot[1], *args)
             except redis.exceptions.NoScriptError:
-                reply = backend.script("queue_enqueue", client)(keys=self.keys, args=args)
+                reply = backend.script("queue_enqueue", client)(keys=self.script_keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError):
             with backend.errors():
                 raise
@@ -221,24 +280,54 @@ class QueueCalls:
     # -- one builder per script ----------------------------------------------------------
 
     def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
-        """The enqueue request for the asyncio twins (the blocking API uses send_entries)."""
-        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags)
+        """The enqueue request (a replacing one carries a request key: safe to resend)."""
+        extra = (self.request_key(),) if replace else ()
+        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags, extra)
 
-    def _claim_call(self, count: int, lease: float | None, ack: Iterable[str]) -> Call[Claim]:
+    def _claim_call(
+        self,
+        count: int,
+        lease: float | None,
+        ack: Iterable[TaskRef],
+        start: bool = True,
+        done_request: str | None = None,
+    ) -> Call[Claim]:
         check_count(count, allow_zero=True)
         lease_us = self._lease_micros(lease)
         options = self.backend.options
-        args = [count, lease_us, options["RECOVERY_BATCH"], options["MAX_ATTEMPTS"], *ack]
+        head = [count, lease_us, options["RECOVERY_BATCH"], options["MAX_ATTEMPTS"]]
+        args = [*head, "1" if start else "0", MAX_CLAIM_BYTES, *ack_refs(list(ack), "ack")]
 
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
-            tasks = parse_tasks(self.name, reply[5:], self.serializer.loads, lambda s: IN_FLIGHT)
-            for task in tasks:
-                task.lease_deadline = now + lease_us
+            loads = self.serializer.loads
+            tasks = parse_tasks(self.name, reply[CLAIM_HEAD:], loads, lambda s: IN_FLIGHT)
+            tokens, deadline = reply[5], now + lease_us
+            if isinstance(tokens, list):  # a resend's answer: the tokens one by one
+                claims = [to_text(token) for token in tokens]
+            else:  # consecutive tokens from the first
+                claims = [str(token) for token in range(int(tokens), int(tokens) + len(tasks))]
+            for task, claim in zip(tasks, claims, strict=True):
+                task.lease_deadline = deadline
+                task.claim = claim
+            for position in reply[6]:
+                tasks[int(position) - 1].suspect = True
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
-            return Claim(tasks, now, next_due, next_deadline, int(reply[3]), int(reply[4]))
+            acked, recovered = int(reply[3]), int(reply[4])
+            return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
 
-        return Call("queue_pop", args, parse)
+        request = self.request_key()
+        extra = (request,) if done_request is None else (request, self._own_key(done_request))
+        return Call("queue_pop", args, parse, extra)
+
+    def _own_key(self, key: str) -> str:
+        """``key`` if it is a request key of this queue (so a script only ever touches those)."""
+        head = self.backend.key(f"q:{self.name}", "req:")
+        if not isinstance(key, str) or not key.startswith(head):
+            raise InvalidArgument(
+                f"done_request must be a Claim.request of this queue, got {key!r}"
+            )
+        return key
 
     def _list_call(self, state: str, count: int, after: Cursor = None) -> Call[list[Task]]:
         if state not in STATE_SETS:
@@ -270,19 +359,25 @@ class QueueCalls:
         check_count(limit, "max_attempts")
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-        args = [task.id, micros(seconds), error[:4000], limit]
+        args = [task.id, task.claim, micros(seconds), error[:4000], limit]
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
-        return Call("queue_ack", task_ids(tasks), int)
+        return Call("queue_ack", ack_refs(tasks), int, (self.request_key(),))
 
     def _release_call(self, tasks: Iterable[Task]) -> Call[int]:
-        args = [value for task in tasks for value in (task.id, task.score)]
+        tasks = list(tasks)
+        if not all(isinstance(task, Task) for task in tasks):
+            raise InvalidArgument("tasks must be Tasks returned by pop()")
+        args = [value for task in tasks for value in (task.id, task.claim, task.score)]
         return Call("queue_release", args, int)
 
-    def _extend_call(self, tasks: TaskRef | Iterable[TaskRef], lease: float | None) -> Call[bool]:
+    def _extend_call(
+        self, tasks: TaskRef | Iterable[TaskRef], lease: float | None, start: int | None = None
+    ) -> Call[bool]:
         refs = [tasks] if isinstance(tasks, (Task, str)) else list(tasks)
-        args = [self._lease_micros(lease), *task_ids(refs)]
+        mark = "" if start is None else str(start)
+        args = [self._lease_micros(lease), mark, *claim_refs(refs)]
 
         def parse(reply: list[Any]) -> bool:
             for ref in refs:
@@ -291,6 +386,12 @@ class QueueCalls:
             return all(reply[1:])
 
         return Call("queue_extend", args, parse)
+
+    def _start_call(self, task: Task, lease: float | None, max_attempts: int | None) -> Call[bool]:
+        if not isinstance(task, Task):
+            raise InvalidArgument(f"task must be a Task returned by claim(), got {task!r}")
+        limit = 0 if max_attempts is None else check_count(max_attempts, "max_attempts")
+        return self._extend_call(task, lease, limit)
 
     def _dequeue_call(self, id: str, score: int) -> Call[bool]:
         if isinstance(score, bool) or not isinstance(score, (int, float)):

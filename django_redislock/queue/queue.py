@@ -14,6 +14,16 @@ Keys (all share the hash tag ``{q:<name>}``)::
     <prefix>:{q:<name>}:attempts   hash  id -> runs started
     <prefix>:{q:<name>}:errors     hash  id -> last error
     <prefix>:{q:<name>}:signal     list  wake-up tokens for idle workers
+    <prefix>:{q:<name>}:claims     hash  id -> claim token of an in-flight task (and
+                                         whether its run was recorded as started)
+    <prefix>:{q:<name>}:req:<hex>  list  the answer of one claim, ack or replacing
+                                         enqueue, for a resend of that request
+
+Every claim of a task gets its own token (drawn from a counter that never goes
+back). ``ack``, ``retry``, ``release`` and ``extend_lease`` of a :class:`Task`
+act only while the claim it carries is current, so a worker whose lease expired,
+or whose task was replaced (``enqueue(id, replace=True)``), changes nothing.
+A bare id names whatever claim of that id is current.
 """
 
 from __future__ import annotations
@@ -109,15 +119,55 @@ class Queue(QueueCalls):
         """The asyncio twin of :meth:`pop`."""
         return (await self.claim_async(check_count(count), lease)).tasks
 
-    def claim(self, count: int = 1, lease: float | None = None, ack: Iterable[str] = ()) -> Claim:
-        """:meth:`pop` that first acks ``ack`` and also reports when work is next due."""
-        return self._run(self._claim_call(count, lease, ack))
+    def claim(
+        self,
+        count: int = 1,
+        lease: float | None = None,
+        ack: Iterable[TaskRef] = (),
+        start: bool = True,
+        done_request: str | None = None,
+    ) -> Claim:
+        """:meth:`pop` that first acks ``ack`` and also reports when work is next due.
+
+        The claim is safe to resend: its answer is kept under ``Claim.request`` for
+        60 s; pass that as ``done_request`` to the next claim to free it at once.
+
+        With ``start=False`` the claim costs no attempt: the caller records each
+        run with :meth:`start` (or :meth:`retry` counts it), and a task whose lease
+        expires before its run was recorded comes back without a charge, marked
+        ``suspect`` (the ``drain_queue`` worker records a suspect's run before it
+        runs, so a task that kills its worker is charged from then on).
+        """
+        return self._run(self._claim_call(count, lease, ack, start, done_request))
 
     async def claim_async(
-        self, count: int = 1, lease: float | None = None, ack: Iterable[str] = ()
+        self,
+        count: int = 1,
+        lease: float | None = None,
+        ack: Iterable[TaskRef] = (),
+        start: bool = True,
+        done_request: str | None = None,
     ) -> Claim:
         """The asyncio twin of :meth:`claim`."""
-        return await self._arun(self._claim_call(count, lease, ack))
+        return await self._arun(self._claim_call(count, lease, ack, start, done_request))
+
+    def start(
+        self, task: Task, lease: float | None = None, max_attempts: int | None = None
+    ) -> bool:
+        """Record that the run of a task claimed with ``start=False`` begins now.
+
+        Counts one attempt (once per claim), moves its lease to ``lease`` seconds
+        from now, and keeps ``max_attempts`` (default: ``OPTIONS['MAX_ATTEMPTS']``)
+        with the claim, so a lease that expires on this run dead-letters the task
+        by its own limit. False when the claim is no longer current: do not run it.
+        """
+        return self._run(self._start_call(task, lease, max_attempts))
+
+    async def start_async(
+        self, task: Task, lease: float | None = None, max_attempts: int | None = None
+    ) -> bool:
+        """The asyncio twin of :meth:`start`."""
+        return await self._arun(self._start_call(task, lease, max_attempts))
 
     def dequeue(self, id: str, score: int) -> bool:
         """Remove a queued task only if its score is still ``score`` (seed 000's dequeue).
@@ -133,7 +183,12 @@ class Queue(QueueCalls):
     # -- leases ---------------------------------------------------------------------------
 
     def ack(self, tasks: TaskRef | Iterable[TaskRef]) -> int:
-        """Finish claimed tasks for good; returns how many were in flight."""
+        """Finish claimed tasks for good; returns how many were acknowledged.
+
+        A :class:`Task` is acknowledged only while the claim it carries is current
+        (not after its lease expired and it was handed out again, nor after a newer
+        copy replaced it); a bare id acknowledges whatever claim of it is current.
+        """
         return self._run(self._ack_call(tasks))
 
     async def ack_async(self, tasks: TaskRef | Iterable[TaskRef]) -> int:
@@ -151,8 +206,8 @@ class Queue(QueueCalls):
 
         ``delay`` defaults to :meth:`backoff` (exponential with jitter);
         ``max_attempts`` to ``OPTIONS['MAX_ATTEMPTS']``. Returns ``"retried"``,
-        ``"dead"``, ``"dropped"`` (a newer copy was queued with ``replace=True``)
-        or ``"lost"`` (its lease had expired and it was handed out again).
+        ``"dead"`` or ``"lost"``: the claim is no longer current (its lease expired,
+        or a newer copy was queued with ``replace=True``) and nothing changed.
         """
         return self._run(self._retry_call(task, delay, error, max_attempts))
 
@@ -167,7 +222,10 @@ class Queue(QueueCalls):
         return await self._arun(self._retry_call(task, delay, error, max_attempts))
 
     def release(self, tasks: Iterable[Task]) -> int:
-        """Give claimed, unstarted tasks back in their old place; the claim is not an attempt."""
+        """Give claimed, unstarted tasks back in their old place; the claim is not an attempt.
+
+        Only tasks whose claim is still current are given back; returns how many.
+        """
         return self._run(self._release_call(tasks))
 
     async def release_async(self, tasks: Iterable[Task]) -> int:
@@ -175,7 +233,12 @@ class Queue(QueueCalls):
         return await self._arun(self._release_call(tasks))
 
     def extend_lease(self, tasks: TaskRef | Iterable[TaskRef], lease: float | None = None) -> bool:
-        """Move the lease of claimed tasks to ``lease`` seconds from now; False if one was lost."""
+        """Move the lease of claimed tasks to ``lease`` seconds from now; False if one was lost.
+
+        Lost: the task is no longer in flight under the claim its :class:`Task`
+        carries (a bare id: under any claim). A worker that sees False must not
+        start the tasks of that claim: another worker may be running them.
+        """
         return self._run(self._extend_call(tasks, lease))
 
     async def extend_lease_async(

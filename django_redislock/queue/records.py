@@ -52,7 +52,8 @@ class Task:
     delayed tasks and for tasks returned by ``pop`` (their deadline is
     ``lease_deadline``), the lease deadline for tasks listed as in flight, and
     the time of death for dead ones; pass a ready task's score to
-    :meth:`Queue.dequeue`.
+    :meth:`Queue.dequeue`. ``attempts`` of a claimed task is the number of this run
+    (1 for the first).
 
     ``payload`` is decoded when it is first read, not when the task is fetched:
     one undecodable payload (corrupt bytes, a pickle from another deploy) then
@@ -69,6 +70,11 @@ class Task:
     attempts: int = 0
     last_error: str = ""
     lease_deadline: int | None = None
+    #: The claim token of a task returned by ``pop``/``claim``: ``ack``, ``retry``,
+    #: ``release`` and ``extend_lease`` act only while this claim is current ("" for none).
+    claim: str = ""
+    #: A claimed task whose previous lease expired (its worker may have died running it).
+    suspect: bool = False
     loads: Loads | None = field(default=None, repr=False, compare=False)
     _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
 

@@ -6,15 +6,36 @@ list (``BLPOP``) until a task is enqueued or the next delayed task or lease
 deadline comes up, so an idle worker sends a command every few seconds at
 most instead of polling.
 
+Attempts: a batch is claimed without charging an attempt (``claim(start=False)``).
+A run is recorded as started, which counts one attempt, by its ``retry`` when it
+fails, by the lease keeper a third of a lease into it, or before it runs (one
+round trip) when the task is a suspect (its previous lease expired: its worker
+may have died running it) or has its own ``max_attempts`` or ``lease``. So a
+worker's death charges nothing to the unstarted tasks of its batch; they come
+back as suspects, and a task that kills its worker is charged from its next run.
+
+Claims: every claimed task carries its claim token. When Redis answers that a
+claim is no longer current (a lease renewal or a start returns False), the
+worker starts no further task of that batch: another worker may be running them.
+
+Redis outages: a connection error does not end the worker. It logs the outage
+once, retries with capped exponential backoff and jitter, abandons the rest of
+the batch it was running (those leases expire and the tasks come back without a
+charge), keeps the acks it could not send, and goes on once Redis answers; only
+an outage longer than ``give_up`` seconds (``OPTIONS['WORKER_GIVE_UP']``) raises
+:class:`WorkerGaveUp`.
+
 Stopping (SIGTERM/SIGINT or :meth:`Worker.stop`): the running task finishes,
 finished tasks are acked, and claimed tasks that did not start are given back
-at once (``release``) instead of waiting for their lease.
+at once (``release``) instead of waiting for their lease. A second signal stops
+at once (:class:`ForcedStop`, raised out of the running task).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import signal
 import time
 import traceback
@@ -24,9 +45,11 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+import redis
 from django.db import close_old_connections
 
 from .. import signals
+from ..exceptions import ConnectionFailed
 from .calls import Claim
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
@@ -42,6 +65,20 @@ MAX_IDLE_WAIT = 5.0
 ACK_INTERVAL = 1.0
 #: The per-queue outcome counters (for the metrics endpoint) are written at most this often.
 COUNTER_INTERVAL = 1.0
+#: Reconnect delays: the first, and the cap of the doubling (each with jitter).
+RECONNECT_FIRST = 0.1
+RECONNECT_MAX = 5.0
+#: Errors that mean "Redis is unreachable for now" (a restart, a failover, a partition).
+OUTAGES: tuple[type[BaseException], ...] = (
+    ConnectionFailed,
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+)
+
+logger = logging.getLogger("django_redislock.worker")
 
 
 def counters_key(queue: Queue) -> str:
@@ -58,6 +95,18 @@ def counters_key(queue: Queue) -> str:
 
 class Interrupted(Exception):
     """Raised out of an idle wait by the stop signal handler."""
+
+
+class ForcedStop(BaseException):
+    """A second SIGTERM/SIGINT: raised out of whatever runs, the running task included.
+
+    A BaseException, like KeyboardInterrupt, so a task's ``except Exception`` does
+    not swallow it. The interrupted task's claim stays in flight until its lease ends.
+    """
+
+
+class WorkerGaveUp(ConnectionFailed):
+    """Redis stayed unreachable for longer than the worker's give-up time."""
 
 
 @dataclass
@@ -113,6 +162,7 @@ class Worker:
         timeout: float | None = None,
         lease: float | None = None,
         progress: Callable[[Summary], None] | None = None,
+        give_up: float | None = None,
     ) -> None:
         self.queues = queues
         self.backend = queues[0].backend
@@ -125,13 +175,20 @@ class Worker:
         self.summary = Summary()
         self._stopping = False
         self._waiting = False
-        self._acks: dict[str, list[str]] = {q.name: [] for q in queues}
+        self.give_up = float(
+            self.backend.options.get("WORKER_GIVE_UP", 300.0) if give_up is None else give_up
+        )
+        self._acks: dict[str, list[Task]] = {q.name: [] for q in queues}
         self._last_ack = time.monotonic()
         self._hints: dict[str, Claim] = {}
         self._keeper = LeaseKeeper()
         self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         self._last_counted = time.monotonic()
+        self._claim_lost = False
+        self._outage: float | None = None
+        self._outage_retries = 0
+        self._forced = False
 
     # -- control --------------------------------------------------------------------------
 
@@ -140,6 +197,9 @@ class Worker:
         self._stopping = True
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping and not self._forced:
+            self._forced = True
+            raise ForcedStop(f"stopped at once by a second {signal.Signals(signum).name}")
         self.stop()
         if self._waiting:
             raise Interrupted
@@ -172,17 +232,66 @@ class Worker:
         """Drain until stopped, bounded, or (with ``burst``) out of due tasks."""
         try:
             while not self._done():
-                if not self._round() and not self._done():
-                    if self.burst:
-                        break
-                    self._wait()
-                self._flush_counters()
+                try:
+                    if not self._round() and not self._done():
+                        if self.burst:
+                            break
+                        self._wait()
+                    self._flush_counters()
+                except OUTAGES as exc:
+                    self._ride_out(exc)
+                    continue
+                self._reconnected()
         finally:
             self._keeper.stop()
-            self._flush_acks(force=True)
-            self._flush_counters(force=True)
+            self._last_words()
             self.summary.elapsed = self._elapsed()
         return self.summary
+
+    def _last_words(self) -> None:
+        """Send what is left (acks, counters), unless Redis is still away."""
+        try:
+            self._flush_acks(force=True)
+            self._flush_counters(force=True)
+        except OUTAGES as exc:
+            logger.warning("could not send the last acks: Redis is unreachable (%s)", exc)
+
+    def _ride_out(self, exc: BaseException) -> None:
+        """Wait before the next try (capped exponential backoff with jitter), or give up."""
+        now = time.monotonic()
+        if self._outage is None:
+            self._outage, self._outage_retries = now, 0
+            logger.warning(
+                "Redis is unreachable (%s); the worker keeps retrying for up to %gs",
+                exc,
+                self.give_up,
+            )
+        elif now - self._outage >= self.give_up:
+            raise WorkerGaveUp(
+                f"Redis was unreachable for {now - self._outage:.1f}s, longer than the "
+                f"worker's give-up time of {self.give_up:g}s (OPTIONS['WORKER_GIVE_UP'] or "
+                f"drain_queue --give-up): {exc}"
+            ) from exc
+        ceiling = min(RECONNECT_MAX, RECONNECT_FIRST * 2**self._outage_retries)
+        self._outage_retries = min(self._outage_retries + 1, 30)
+        delay = min(ceiling * random.uniform(0.5, 1.0), self._outage + self.give_up - now)
+        self._sleep(max(delay, 0.0))
+
+    def _reconnected(self) -> None:
+        if self._outage is not None:
+            logger.warning("Redis answers again after %.1fs", time.monotonic() - self._outage)
+            self._outage = None
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, cut short by a stop signal."""
+        self._waiting = True
+        try:
+            if not self._stopping:
+                time.sleep(seconds)
+        except Interrupted:
+            pass
+        finally:
+            self._waiting = False
 
     def _round(self) -> bool:
         """Claim and run one batch from each queue; False when none had work."""
@@ -193,7 +302,14 @@ class Worker:
             count = self.batch
             if self.max_tasks is not None:
                 count = min(count, self.max_tasks - self.summary.processed)
-            claim = queue.claim(count, self.lease, ack=self._take_acks(queue))
+            acks = self._take_acks(queue)
+            previous = self._hints.get(queue.name)
+            done = previous.request if previous is not None and previous.request else None
+            try:
+                claim = queue.claim(count, self.lease, ack=acks, start=False, done_request=done)
+            except BaseException:
+                self._acks[queue.name][:0] = acks  # not sent: keep them for the next try
+                raise
             self._last_ack = time.monotonic()
             self._hints[queue.name] = claim
             if claim.tasks:
@@ -202,6 +318,7 @@ class Worker:
         return worked
 
     def _run_batch(self, queue: Queue, claim: Claim) -> None:
+        self._claim_lost = False
         try:
             self._run_tasks(queue, claim)
         finally:
@@ -213,6 +330,8 @@ class Worker:
         lease = (first - claim.now) / 1e6 if first is not None else 0.0
         renewed = time.monotonic()
         for index, task in enumerate(claim.tasks):
+            if self._lost_claim(queue):
+                return
             if self._done():
                 self.summary.released += queue.release(claim.tasks[index:])
                 return
@@ -221,22 +340,56 @@ class Worker:
                 # a long batch: ack the finished tasks and keep the unstarted ones from being
                 # handed out again before their turn
                 self._flush_acks(force=True)
-                queue.extend_lease(claim.tasks[index:], lease)
+                self._claim_lost = not queue.extend_lease(claim.tasks[index:], lease)
                 renewed = time.monotonic()
+                if self._lost_claim(queue):
+                    return
             self._rest = (claim.tasks[index + 1 :], lease)
             self._execute(queue, task)
 
-    def _take_acks(self, queue: Queue) -> list[str]:
-        ids, self._acks[queue.name] = self._acks[queue.name], []
-        return ids
+    def _lost_claim(self, queue: Queue) -> bool:
+        """True when Redis said this batch's claim is gone: start none of its tasks."""
+        if self._claim_lost or self._keeper.lost:
+            logger.warning(
+                "a lease of queue %r was lost; the rest of the batch is left to other workers",
+                queue.name,
+            )
+            return True
+        return False
+
+    def _begin(self, queue: Queue, task: Task, fn: Runnable) -> bool:
+        """Record the start of a suspect, or of a task with its own settings, before it runs.
+
+        One round trip for these only: a suspect may be the task that killed its last
+        worker, so its neighbours' acks go first and its run is charged now; a task
+        with its own ``max_attempts`` or ``lease`` gets them kept with its claim. False
+        when the claim is no longer current (the task is not run).
+        """
+        if not (task.suspect or fn.lease is not None or fn.max_attempts is not None):
+            return True
+        if task.suspect:
+            self._flush_acks(force=True)
+        lease = fn.lease if fn.lease is not None else self._rest[1] or None
+        if queue.start(task, lease, fn.max_attempts):
+            return True
+        self._claim_lost = True
+        return False
+
+    def _take_acks(self, queue: Queue) -> list[Task]:
+        tasks, self._acks[queue.name] = self._acks[queue.name], []
+        return tasks
 
     def _flush_acks(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._last_ack < ACK_INTERVAL:
             return
         for queue in self.queues:
-            ids = self._take_acks(queue)
-            if ids:
-                queue.ack(ids)
+            tasks = self._take_acks(queue)
+            if tasks:
+                try:
+                    queue.ack(tasks)
+                except BaseException:
+                    self._acks[queue.name][:0] = tasks  # not sent: keep them for the next try
+                    raise
         self._last_ack = time.monotonic()
 
     def _flush_counters(self, force: bool = False) -> None:
@@ -271,9 +424,9 @@ class Worker:
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
+        if not self._begin(queue, task, fn):
+            return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
-        if fn.lease is not None:
-            queue.extend_lease(task, fn.lease)
         self._keep_rest(queue, task, fn)
         verbose = logger.isEnabledFor(logging.INFO)
         began = time.monotonic() if verbose else 0.0
@@ -282,7 +435,7 @@ class Worker:
         except Exception as exc:
             self._failed(queue, task, fn, exc)
         else:
-            self._acks[queue.name].append(task.id)
+            self._acks[queue.name].append(task)
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
             if verbose:
@@ -303,10 +456,11 @@ class Worker:
         if lease > 0:
             self._keeper.watch(
                 queue,
-                task.id,
-                lambda: [t.id for t in rest] + list(self._acks[queue.name]),
+                task,
+                lambda: rest + self._acks[queue.name],
                 lease,
                 fn.lease or lease,
+                max_attempts=fn.max_attempts,
             )
 
     def _bury(self, queue: Queue, task: Task, exc: Exception) -> None:

@@ -20,11 +20,20 @@ holder's release pushes the wake-up list on each master, and the waiter blocks
 on one of them (``BLPOP``) for at most the holder's remaining time. When no one
 holds a quorum (masters down, or a split between contenders) there is no
 release to wait for and the waiter sleeps a random pause below ``RETRY_DELAY``.
+
+The asyncio methods ask the masters concurrently on the running loop (one
+``redis.asyncio`` client per master and loop). An attempt runs as its own task,
+shielded from the caller: a cancelled ``acquire_async`` lets the attempt finish
+(no master's reply is cut off unread, so what it was granted is known) and
+then releases that grant on every master, so a cancellation never leaves a
+grant that nothing owns or that the watchdog renews. A cancelled
+``release_async`` stops the renewal and lets the release complete.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -34,11 +43,22 @@ from ..exceptions import ConnectionFailed, InvalidArgument, LockNotOwned
 from ..locks.keys import to_ms
 from ..locks.mutex import Lock
 from ..locks.owners import Hold, current_user
-from ..locks.wait import wait_for_signal
+from ..locks.wait import wait_for_signal, wait_for_signal_async
 from .masters import Master
 
 #: Longest single block on a master's wake-up list before the masters are asked again.
 MAX_BLOCK = 2.0
+
+logger = logging.getLogger("django_redislock.redlock")
+
+#: Cleanups after cancelled calls that outlived their caller's wait (strong references).
+_CLEANUPS: set[asyncio.Future[None]] = set()
+
+
+def _cleanup_done(task: asyncio.Future[None]) -> None:
+    _CLEANUPS.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("cleanup after a cancelled Redlock call failed", exc_info=task.exception())
 
 
 @dataclass
@@ -84,8 +104,24 @@ class RedlockLock(Lock):
     def _try(self, owner: str, meta: str, mode: int) -> Outcome:
         backend = self.backend
         started = time.monotonic()
-        script, keys, args = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
-        replies = backend.each(lambda master: master.run((script, keys, args)))
+        call = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
+        replies = backend.each(lambda master: master.run(call))
+        outcome, granted, held, ours = self._tally(owner, replies)
+        if self._in_time(granted, started):
+            outcome.fence = max(granted)
+            if self._fence_everywhere(owner, outcome.fence) >= backend.quorum:
+                outcome.valid_until = self._validity(started, self.ttl)
+                if time.monotonic() < outcome.valid_until:
+                    return outcome
+            outcome.fence = 0
+        if ours:
+            self._release_everywhere(owner, ours)
+        return self._waiting(outcome, held)
+
+    def _tally(
+        self, owner: str, replies: list[Any]
+    ) -> tuple[Outcome, list[int], list[tuple[int, Master]], list[Master]]:
+        """Count one attempt's replies: the outcome, granted fences, holds seen, our masters."""
         outcome = Outcome(reachable=sum(not isinstance(r, Exception) for r in replies))
         granted: list[int] = []
         held: list[tuple[int, Master]] = []
@@ -93,7 +129,7 @@ class RedlockLock(Lock):
         # token only) masters whose reply was lost. An explicit owner may legitimately hold
         # the lock from elsewhere, so its cleanup touches only what this attempt was granted.
         ours: list[Master] = []
-        for master, reply in zip(backend.masters, replies, strict=True):
+        for master, reply in zip(self.backend.masters, replies, strict=True):
             if isinstance(reply, Exception):
                 if owner != self.owner:
                     ours.append(master)
@@ -104,24 +140,50 @@ class RedlockLock(Lock):
                     granted.append(int(reply[1]))
             else:
                 held.append((int(reply[1]), master))
-        if len(granted) >= backend.quorum and time.monotonic() < self._validity(started, self.ttl):
-            outcome.fence = max(granted)
-            if self._fence_everywhere(owner, outcome.fence) >= backend.quorum:
-                outcome.valid_until = self._validity(started, self.ttl)
-                if time.monotonic() < outcome.valid_until:
-                    return outcome
-            outcome.fence = 0
-        if ours:
-            self._release_everywhere(owner, ours)
-        if len(held) >= backend.quorum:
+        return outcome, granted, held, ours
+
+    def _in_time(self, granted: list[int], started: float) -> bool:
+        quorum = len(granted) >= self.backend.quorum
+        return quorum and time.monotonic() < self._validity(started, self.ttl)
+
+    def _waiting(self, outcome: Outcome, held: list[tuple[int, Master]]) -> Outcome:
+        """Note whom to wait for when a quorum holds the lock for someone else."""
+        if len(held) >= self.backend.quorum:
             held.sort(key=lambda pair: pair[0])
             outcome.wait_ms = held[-1][0]
             outcome.wait_on = next((m for _, m in held if m.counts()), held[-1][1])
         return outcome
 
+    async def _try_async(self, owner: str, meta: str, mode: int) -> Outcome:
+        """The asyncio twin of :meth:`_try`: the masters are asked in parallel on the loop."""
+        backend = self.backend
+        started = time.monotonic()
+        call = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
+        replies = await backend.each_async(lambda master: master.run_async(call))
+        outcome, granted, held, ours = self._tally(owner, replies)
+        if self._in_time(granted, started):
+            outcome.fence = max(granted)
+            if await self._fence_everywhere_async(owner, outcome.fence) >= backend.quorum:
+                outcome.valid_until = self._validity(started, self.ttl)
+                if time.monotonic() < outcome.valid_until:
+                    return outcome
+            outcome.fence = 0
+        if ours:
+            await self._release_everywhere_async(owner, ours)
+        return self._waiting(outcome, held)
+
     def _fence_everywhere(self, owner: str, fence: int) -> int:
         keys = [self._key, self._index.fence]
-        replies = self.backend.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
+        return self._fenced(
+            self.backend.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
+        )
+
+    async def _fence_everywhere_async(self, owner: str, fence: int) -> int:
+        call = ("redlock_fence", [self._key, self._index.fence], [owner, fence])
+        replies = await self.backend.each_async(lambda m: m.run_async(call))
+        return self._fenced(replies)
+
+    def _fenced(self, replies: list[Any]) -> int:
         return sum(
             1
             for master, reply in zip(self.backend.masters, replies, strict=True)
@@ -131,18 +193,37 @@ class RedlockLock(Lock):
     def _release_everywhere(self, owner: str, only: list[Master] | None = None) -> tuple[int, int]:
         """Release ``owner``'s holds on all masters (or ``only``): (released, unreachable)."""
         call = self._release_args(owner, "*")
-        replies = self.backend.each(lambda master: master.run(call), only)
-        released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) == 1)
+        return self._release_count(self.backend.each(lambda master: master.run(call), only))
+
+    async def _release_everywhere_async(
+        self, owner: str, only: list[Master] | None = None
+    ) -> tuple[int, int]:
+        """The asyncio twin of :meth:`_release_everywhere`."""
+        call = self._release_args(owner, "*")
+        replies = await self.backend.each_async(lambda master: master.run_async(call), only)
+        return self._release_count(replies)
+
+    @staticmethod
+    def _release_count(replies: list[Any]) -> tuple[int, int]:
+        """(released, unreachable) among one release's replies.
+
+        Code 2 is a release that the master had already applied (the client resent
+        it after a lost reply, with a ``retry`` in ``CLIENT_KWARGS``): released.
+        """
+        released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) in (1, 2))
         return released, sum(isinstance(r, Exception) for r in replies)
 
     # -- acquire -------------------------------------------------------------------------------
 
-    def _acquire(self, user: tuple[str, str, str | None], blocking: bool, timeout: float) -> bool:
+    def _start(self, user: tuple[str, str, str | None], timeout: float) -> tuple[str, str, float]:
+        """What both acquire loops share: the usage check, the owner, the meta, the deadline."""
         self._before_acquire(user[0])
         self._wait_started = time.monotonic()  # for lock_acquired's ``waited`` (metrics)
-        deadline = self._wait_started + timeout
         owner = self._owner_for_attempt(user[0])
-        meta = self.meta(*user[1:])
+        return owner, self.meta(*user[1:]), self._wait_started + timeout
+
+    def _acquire(self, user: tuple[str, str, str | None], blocking: bool, timeout: float) -> bool:
+        owner, meta, deadline = self._start(user, timeout)
         waited = False
         while True:
             remaining = deadline - time.monotonic()
@@ -156,6 +237,68 @@ class RedlockLock(Lock):
                 return self._refused(outcome)
             self._pause(outcome, left)
             waited = True
+
+    async def _acquire_async(
+        self, user: tuple[str, str, str | None], blocking: bool, timeout: float
+    ) -> bool:
+        owner, meta, deadline = self._start(user, timeout)
+        waited = False
+        while True:
+            remaining = deadline - time.monotonic()
+            mode = 2 if waited else int(blocking and remaining > 0)
+            # The attempt runs as its own task: a cancellation of this call must not cut a
+            # master's reply off unread (its grant would then be unknown), so the attempt is
+            # finished and its grant, if any, removed (see _abandon_attempt).
+            attempt = asyncio.ensure_future(self._try_async(owner, meta, mode))
+            try:
+                outcome = await asyncio.shield(attempt)
+            except asyncio.CancelledError:
+                await self._bounded(self._abandon_attempt(attempt, owner), "acquire")
+                raise
+            if outcome.fence:
+                self._valid_until = outcome.valid_until
+                return self._granted(owner, user[0], [1, outcome.fence])
+            left = deadline - time.monotonic()
+            if not blocking or left <= 0:
+                return self._refused(outcome)
+            await self._pause_async(outcome, left)
+            waited = True
+
+    async def _abandon_attempt(self, attempt: asyncio.Future[Outcome], owner: str) -> None:
+        """After a cancelled acquire: let the attempt finish, then remove what it was granted.
+
+        An attempt that failed on its own has already released its partial grants;
+        one that raised leaves its outcome unknown, so a fresh token is released
+        everywhere (an explicit owner may hold the lock from elsewhere: left to its TTL).
+        """
+        try:
+            outcome = await attempt
+        except Exception:
+            if owner != self.owner:
+                await self._release_everywhere_async(owner)
+            return
+        if outcome.fence:
+            await self._release_everywhere_async(owner)
+
+    async def _bounded(self, cleanup: Any, action: str) -> None:
+        """Run ``cleanup`` after a cancellation, waiting for it at most ``MASTER_TIMEOUT``.
+
+        Past that, or if the caller is cancelled again, it goes on in the background
+        (bounded itself by the masters' timeouts) and the cancellation proceeds.
+        """
+        task = asyncio.ensure_future(cleanup)
+        _CLEANUPS.add(task)
+        task.add_done_callback(_cleanup_done)
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(task), float(self.backend.options["MASTER_TIMEOUT"])
+            )
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            logger.warning(
+                "lock %r: the cleanup after a cancelled %s goes on in the background",
+                self.name,
+                action,
+            )
 
     def _refused(self, outcome: Outcome) -> bool:
         if outcome.reachable < self.backend.quorum:
@@ -177,6 +320,17 @@ class RedlockLock(Lock):
         except ConnectionFailed:
             time.sleep(min(left, self.backend.options["RETRY_DELAY"]))
 
+    async def _pause_async(self, outcome: Outcome, left: float) -> None:
+        if outcome.wait_on is None:
+            pause = random.uniform(0.2, 1.0) * self.backend.options["RETRY_DELAY"]
+            await asyncio.sleep(min(left, pause))
+            return
+        seconds = min(left, (outcome.wait_ms + 1) / 1000, MAX_BLOCK)
+        try:
+            await wait_for_signal_async(outcome.wait_on, self._signal_key, max(0.001, seconds))
+        except ConnectionFailed:
+            await asyncio.sleep(min(left, self.backend.options["RETRY_DELAY"]))
+
     def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
         """Take the lock on a quorum of masters; wait up to ``timeout`` seconds when ``blocking``.
 
@@ -189,18 +343,35 @@ class RedlockLock(Lock):
     async def acquire_async(
         self, blocking: bool | None = None, timeout: float | None = None
     ) -> bool:
-        """The asyncio twin of :meth:`acquire` (the fan-out runs in a worker thread)."""
+        """The asyncio twin of :meth:`acquire`: the masters are asked in parallel on the loop.
+
+        Cancelled at any await, it leaves no grant behind: the attempt in flight is
+        finished and whatever it was granted is released on every master, waiting
+        at most ``MASTER_TIMEOUT`` for that before the cancellation goes on.
+        """
         blocking, timeout = self._wait_args(blocking, timeout)
-        return await asyncio.to_thread(self._acquire, current_user(), blocking, timeout)
+        return await self._acquire_async(current_user(), blocking, timeout)
 
     # -- release, extend, checks ---------------------------------------------------------------
 
     def _release_result(self, hold: Hold) -> list[int]:
         """The result the single-server release script would give, decided by quorum."""
-        released, unreachable = self._release_everywhere(hold.owner)
+        return self._release_verdict(hold, self._release_everywhere(hold.owner))
+
+    async def _release_result_async(self, hold: Hold) -> list[int]:
+        return self._release_verdict(hold, await self._release_everywhere_async(hold.owner))
+
+    def _release_verdict(self, hold: Hold, counts: tuple[int, int]) -> list[int]:
+        """Released (``[1, 0, fence]``) only while the validity lasts, else lost (``[0, 0]``).
+
+        Past the validity a quorum may still have held the keys, but the grant no
+        longer promised exclusion (another client may already have been granted
+        the lock by masters whose clocks ran ahead), so the release reports the
+        hold as lost: the caller learns that its work may have overlapped another.
+        """
+        released, unreachable = counts
         quorum = self.backend.quorum
-        valid = time.monotonic() < self._valid_until
-        if released >= quorum or (valid and released + unreachable >= quorum):
+        if time.monotonic() < self._valid_until and released + unreachable >= quorum:
             return [1, 0, hold.fence]
         return [0, 0]
 
@@ -208,25 +379,45 @@ class RedlockLock(Lock):
         return self._hold is None and self.owner is not None
 
     def release(self) -> None:
-        """Release on every master; raise :class:`LockLost` if the hold had already ended."""
+        """Release on every master; raise :class:`LockLost` if the hold had already ended.
+
+        The hold counts as ended once its validity ran out, even when a quorum of
+        masters still had it (see ``docs/scale.md``).
+        """
         if self._foreign():
             return self._foreign_done(self._release_everywhere(str(self.owner))[0])
         hold = self._require_hold("release")
         self._released(hold, self._release_result(hold))
 
     async def release_async(self) -> None:
-        """The asyncio twin of :meth:`release`."""
+        """The asyncio twin of :meth:`release`, the masters asked in parallel on the loop.
+
+        Cancelled while the masters answer, the hold is no longer renewed, and the
+        release goes on (waited for at most ``MASTER_TIMEOUT``, then in the
+        background) so that the lock ends now rather than by TTL.
+        """
         if self._foreign():
-            released = await asyncio.to_thread(self._release_everywhere, str(self.owner))
+            released = await self._release_everywhere_async(str(self.owner))
             return self._foreign_done(released[0])
         hold = self._require_hold("release")
-        self._released(hold, await asyncio.to_thread(self._release_result, hold))
+        task = asyncio.ensure_future(self._release_result_async(hold))
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._forget(hold)
+            await self._bounded(_finish(task), "release")
+            raise
+        self._released(hold, result)
 
     def _foreign_done(self, released: int) -> None:
         if released == 0:
             raise LockNotOwned(
                 f"owner {self.owner!r} does not hold lock {self.name!r}", name=self.name
             )
+
+    def _extend_args(self, hold: Hold, ttl: float) -> Any:
+        keys = [self._key, self._index.expiry]
+        return "lock_extend", keys, [hold.owner, hold.fence, to_ms(ttl) if ttl else 0, self.name]
 
     def quorum_extend(self, hold: Hold, ttl: float) -> int | Exception:
         """Extend (``ttl`` > 0) or check (0) on every master.
@@ -236,9 +427,22 @@ class RedlockLock(Lock):
         hold is gone, or a :class:`ConnectionFailed` when neither can be told.
         """
         started = time.monotonic()
-        keys = [self._key, self._index.expiry]
-        args = [hold.owner, hold.fence, to_ms(ttl) if ttl else 0, self.name]
-        replies = self.backend.each(lambda master: master.run(("lock_extend", keys, args)))
+        call = self._extend_args(hold, ttl)
+        return self._extended(started, ttl, self.backend.each(lambda m: m.run(call)))
+
+    async def quorum_extend_async(self, hold: Hold, ttl: float) -> int | Exception:
+        """The asyncio twin of :meth:`quorum_extend`.
+
+        Cancelled, it leaves the hold as it was or extended on some masters; the
+        validity this object trusts is only moved by a completed extension.
+        """
+        started = time.monotonic()
+        call = self._extend_args(hold, ttl)
+        return self._extended(
+            started, ttl, await self.backend.each_async(lambda m: m.run_async(call))
+        )
+
+    def _extended(self, started: float, ttl: float, replies: list[Any]) -> int | Exception:
         quorum, total = self.backend.quorum, len(self.backend.masters)
         held = denied = 0
         for master, reply in zip(self.backend.masters, replies, strict=True):
@@ -276,7 +480,7 @@ class RedlockLock(Lock):
         seconds = self.ttl if ttl is None else self._ttl_ms(ttl) / 1000
         self._check_ttl(seconds, "ttl")
         hold = self._require_hold("extend")
-        self._quorum_checked(hold, await asyncio.to_thread(self.quorum_extend, hold, seconds))
+        self._quorum_checked(hold, await self.quorum_extend_async(hold, seconds))
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLost` unless the hold is still valid and not denied by a quorum."""
@@ -290,7 +494,7 @@ class RedlockLock(Lock):
         hold = self._require_hold("check")
         if hold.lost:
             raise self._lost_error(hold)
-        self._quorum_checked(hold, await asyncio.to_thread(self.quorum_extend, hold, 0))
+        self._quorum_checked(hold, await self.quorum_extend_async(hold, 0))
 
     def owned(self) -> bool:
         """True when this object's hold is still valid (one parallel round trip)."""
@@ -302,7 +506,11 @@ class RedlockLock(Lock):
 
     async def owned_async(self) -> bool:
         """The asyncio twin of :meth:`owned`."""
-        return await asyncio.to_thread(self.owned)
+        hold = self._hold
+        if hold is None or hold.lost:
+            return False
+        result = await self.quorum_extend_async(hold, 0)
+        return not isinstance(result, Exception) and result > 0
 
     def locked(self) -> bool:
         """True when a quorum of masters has the lock held."""
@@ -312,8 +520,39 @@ class RedlockLock(Lock):
 
     async def locked_async(self) -> bool:
         """The asyncio twin of :meth:`locked`."""
-        return await asyncio.to_thread(self.locked)
+
+        async def exists(master: Master) -> Any:
+            with master.errors():
+                return await master.async_client().exists(self._key)
+
+        replies = await self.backend.each_async(exists)
+        held = sum(1 for r in replies if not isinstance(r, Exception) and r)
+        return bool(held >= self.backend.quorum)
+
+    def _pttl_verdict(self, replies: list[Any]) -> int:
+        """Milliseconds until fewer than a quorum of masters hold the lock (0: not held)."""
+        left = sorted((int(r) for r in replies if not isinstance(r, Exception)), reverse=True)
+        quorum = self.backend.quorum
+        return max(0, left[quorum - 1]) if len(left) >= quorum else 0
+
+    def holder_pttl(self) -> int:
+        """How long the current holder (whoever it is) keeps the lock, by quorum, in ms."""
+        return self._pttl_verdict(self.backend.each(lambda m: m.client.pttl(self._key)))
+
+    async def holder_pttl_async(self) -> int:
+        """The asyncio twin of :meth:`holder_pttl`."""
+
+        async def pttl(master: Master) -> Any:
+            with master.errors():
+                return await master.async_client().pttl(self._key)
+
+        return self._pttl_verdict(await self.backend.each_async(pttl))
 
     def renew_result(self, hold: Hold) -> int | Exception:
         """What the watchdog's renewal of ``hold`` found (see :meth:`quorum_extend`)."""
         return self.quorum_extend(hold, self.ttl)
+
+
+async def _finish(task: asyncio.Future[Any]) -> None:
+    """Wait for ``task`` (a call whose caller was cancelled); its result no longer matters."""
+    await task

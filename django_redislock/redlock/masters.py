@@ -18,6 +18,7 @@ a master cannot know whether it restarted a moment ago; with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -27,12 +28,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ..connections import redact
 from ..exceptions import ConnectionFailed
-from ..locks.pipeline import Call, run_scripts
+from ..locks.pipeline import Call, run_scripts, sha_of
+from ..scripts import source
 from ..wire import to_text
 
 logger = logging.getLogger("django_redislock.redlock")
@@ -66,6 +70,9 @@ class Master:
         self._lock = threading.Lock()
         self._client: Any = None
         self._pid = 0
+        #: This process's asyncio clients, one per event loop (a client is bound to its loop).
+        self._async: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._async_pid = 0
 
     def __repr__(self) -> str:
         return f"<Master {redact(self.url)}>"
@@ -79,17 +86,72 @@ class Master:
         if self._client is None or self._pid != os.getpid():
             with self._lock:
                 if self._client is None or self._pid != os.getpid():
-                    timeout = self.backend.options["MASTER_TIMEOUT"]
-                    self._client = redis.Redis.from_url(
-                        self.url,
-                        socket_timeout=timeout,
-                        socket_connect_timeout=timeout,
-                        retry=Retry(NoBackoff(), 0),
-                        redis_connect_func=self._on_connect,
-                        **self.backend.options["CLIENT_KWARGS"],
-                    )
+                    self._client = redis.Redis.from_url(self.url, **self._client_kwargs())
                     self._pid = os.getpid()
         return self._client
+
+    def _client_kwargs(self, asynchronous: bool = False) -> dict[str, Any]:
+        """The client's settings: short timeouts, no retries, then ``CLIENT_KWARGS``.
+
+        ``CLIENT_KWARGS`` may replace any of them, ``retry`` included (a redis-py
+        ``Retry`` is given to the asyncio client as the asyncio ``Retry`` with the
+        same backoff, count and errors).
+        """
+        timeout = self.backend.options["MASTER_TIMEOUT"]
+        kwargs: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": AsyncRetry(NoBackoff(), 0) if asynchronous else Retry(NoBackoff(), 0),
+            "redis_connect_func": self._on_connect_async if asynchronous else self._on_connect,
+            **self.backend.options["CLIENT_KWARGS"],
+        }
+        retry = kwargs["retry"]
+        if asynchronous and isinstance(retry, Retry):
+            errors: Any = retry._supported_errors
+            kwargs["retry"] = AsyncRetry(retry._backoff, retry._retries, errors)
+        return kwargs
+
+    def async_client(self) -> Any:
+        """This process's asyncio client for the master on the running event loop.
+
+        Same timeouts and no retries, like :attr:`client`: a master that does not
+        answer in ``MASTER_TIMEOUT`` counts as down for this attempt.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._async_pid != os.getpid():  # a forked child must not use its parent's sockets
+                self._async, self._async_pid = {}, os.getpid()
+            entry = self._async.get(id(loop))
+            if entry is None or entry[0] is not loop:
+                for key in [k for k, (other, _) in self._async.items() if other.is_closed()]:
+                    del self._async[key]
+                client = redis.asyncio.Redis.from_url(self.url, **self._client_kwargs(True))
+                entry = self._async[id(loop)] = (loop, client)
+        return entry[1]
+
+    async def _on_connect_async(self, connection: Any) -> None:
+        """The asyncio twin of :meth:`_on_connect`."""
+        try:
+            await connection.on_connect()
+            await connection.send_command("INFO", "server")
+            try:
+                raw = await connection.read_response()
+            except redis.ResponseError as exc:
+                logger.warning(
+                    "Redlock master %s refused INFO (%s): its restarts cannot be detected; "
+                    "allow INFO for this user",
+                    redact(self.url),
+                    exc,
+                )
+                return
+            if not isinstance(raw, bytes | str):
+                raise TypeError(f"INFO answered with {type(raw).__name__}")
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise redis.ConnectionError(
+                f"{redact(self.url)} is not a Redis server: its handshake failed ({exc!r})"
+            ) from exc
+        info = parse_info(raw)
+        self.seen(info.get("run_id", ""), int(info.get("uptime_in_seconds", "0")))
 
     def _on_connect(self, connection: Any) -> None:
         """After redis-py's own handshake, read the run id and uptime (one ``INFO``).
@@ -169,7 +231,24 @@ class Master:
             raise result
         return result
 
+    async def run_async(self, call: Call) -> Any:
+        """The asyncio twin of :meth:`run`: one ``EVALSHA`` (loading the script if needed).
+
+        Cancelled while the reply is awaited, redis-py closes the connection, so a
+        late reply is never read by the next command; whether the script ran is
+        then unknown; the Redlock lock avoids that by never cancelling an attempt
+        in flight (see :mod:`django_redislock.redlock.lock`).
+        """
+        name, keys, args = call
+        client = self.async_client()
+        with self.errors():
+            try:
+                return await client.evalsha(sha_of(name), len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                await client.script_load(source(name))
+                return await client.evalsha(sha_of(name), len(keys), *keys, *args)
+
     def reset(self) -> None:
-        """Forget the client (after a settings change); the run id is kept."""
+        """Forget the clients (after a settings change); the run id is kept."""
         with self._lock:
-            self._client, self._pid = None, 0
+            self._client, self._pid, self._async, self._async_pid = None, 0, {}, 0

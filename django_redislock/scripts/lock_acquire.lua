@@ -1,37 +1,69 @@
 -- Grant a mutex or reentrant lock, issue its fence and record the name in the bucket's index.
+-- Safe to resend: a request this script already applied is answered as the first time and
+-- changes nothing, and a request its caller took back (see lock_release ARGV[6]) grants nothing.
 -- KEYS[1] lock hash (o=owner, f=fence, n=count, m=metadata, w=waited)   KEYS[2] bucket fence
 -- KEYS[3] index names zset   KEYS[4] index expiry zset
+-- KEYS[5] request memory zset (request id -> fence; needed with mode "t" or ARGV[6])
 -- ARGV[1] owner   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
--- ARGV[5] mode: "m" (mutex) or "r" (reentrant), then "0" a non-blocking try, "1" a first try
+-- ARGV[5] mode: "t" (a mutex whose owner is a token unique to this acquire call), "m" (a
+--         mutex whose owner may be shared, e.g. an explicit owner) or "r" (reentrant), then
+--         "0" a non-blocking try, "1" a first try
 --         that will wait if refused, "2" a retry after waiting. Waiters mark the hold (w=1) so
 --         that only its release pays for a wake-up push; a waiter that gets the lock marks its
 --         own hold, as others may still be waiting.
+-- ARGV[6] request id, the same for every try of one acquire call and for its resends; absent
+--         for mode "t" (the owner names the call) and for a caller that does not resend
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
 local ttl = tonumber(ARGV[2])
 local wait = string.sub(ARGV[5], 2)
+local rid = ARGV[6] or ''
 
-local function index(name)
+local function index(name, ms)
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  if redis.call('ZADD', KEYS[4], now + ttl, name) == 1 then
+  if redis.call('ZADD', KEYS[4], now + ms, name) == 1 then
     redis.call('ZADD', KEYS[3], 0, name)  -- new to the index (a released name keeps its entry)
   end
   return now
 end
 
-local holder = redis.call('HGET', KEYS[1], 'o')
+local function remember(fence)
+  if rid ~= '' and KEYS[5] then
+    redis.call('ZADD', KEYS[5], fence, rid)
+    if redis.call('ZCARD', KEYS[5]) > 1100 then
+      redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1025)
+    end
+  end
+end
+
+local kind = string.sub(ARGV[5], 1, 1)
+local hold = redis.call('HMGET', KEYS[1], 'o', 'f', 'n')
+local holder = hold[1]
+if holder == ARGV[1] and (kind == 't' or (rid ~= '' and redis.call('ZSCORE', KEYS[5], rid))) then
+  return {1, tonumber(hold[2]), tonumber(hold[3])}  -- this request's grant: a resend
+end
 if holder then
-  if holder ~= ARGV[1] or string.sub(ARGV[5], 1, 1) ~= 'r' then
+  if holder ~= ARGV[1] or kind ~= 'r' then
     if wait ~= '0' then
       redis.call('HSET', KEYS[1], 'w', 1)
     end
     return {0, redis.call('PTTL', KEYS[1])}
   end
+  -- A re-entry: counted, and the remaining TTL is never shortened (an outer hold may need it).
   local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  index(ARGV[3])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'f')), n}
+  local left = redis.call('PTTL', KEYS[1])
+  if ttl > left then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    left = ttl
+  end
+  index(ARGV[3], left)
+  remember(hold[2])
+  return {1, tonumber(hold[2]), n}
+end
+local request = rid ~= '' and rid or (kind == 't' and ARGV[1]) or nil
+if request and redis.call('ZSCORE', KEYS[5], request) then
+  return {0, 0}  -- applied and ended since, or taken back by its caller: grant nothing
 end
 local fence = redis.call('INCR', KEYS[2])
 if wait == '2' then
@@ -40,7 +72,8 @@ else
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'f', fence, 'n', 1, 'm', ARGV[4])
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-local now = index(ARGV[3])
+local now = index(ARGV[3], ttl)
+remember(fence)
 if fence % 16 == 0 then
   -- Every 16th grant of the bucket drops up to 64 names released or expired unreleased.
   local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 64)

@@ -1,11 +1,18 @@
 -- Grant the write hold of a read-write lock when no writer and no live reader holds it.
 -- A writer that must wait leaves an intent that stops new readers (writer preference).
+-- Safe to resend: the writer owner is unique to one acquire call, so a hold by it is this
+-- call's grant; an owner its caller took back (lock_rw_release ARGV[6]) is granted nothing.
 -- KEYS[1] writer hash (o=owner, f=fence, m=metadata)   KEYS[2] readers zset (owner -> deadline)
 -- KEYS[3] waiting writer's intent   KEYS[4] bucket fence counter
 -- KEYS[5] index names   KEYS[6] index expiry   KEYS[7] writer wake-up signal
--- ARGV[1] writer owner   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
+-- KEYS[8] request memory zset (request id -> fence)
+-- ARGV[1] writer owner (unique per acquire call)   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
 -- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)   ARGV[6] signal lifetime ms
 -- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
+local hold = redis.call('HMGET', KEYS[1], 'o', 'f')
+if hold[1] == ARGV[1] then
+  return {1, tonumber(hold[2]), 1}  -- this call's grant: a resend
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
@@ -28,6 +35,9 @@ if wait ~= 0 then
     redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[5])
   end
   return {0, wait}
+end
+if redis.call('ZSCORE', KEYS[8], ARGV[1]) then
+  return {0, 0}  -- taken back by its caller, or granted and ended since: grant nothing
 end
 redis.call('DEL', KEYS[3])
 local fence = redis.call('INCR', KEYS[4])

@@ -1,6 +1,7 @@
--- Seed 000's dequeue: remove a queued task only if its score still matches.
+-- Remove a queued task only if its score still matches.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
 -- ARGV[1] id, ARGV[2] the score the caller saw (from top() or enqueue)
 -- returns 1 removed, 0 not queued or rescheduled since (stale score)
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -10,5 +11,6 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   redis.call('HDEL', KEYS[4], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[6], ARGV[1])
+  redis.call('HDEL', KEYS[8], ARGV[1])
 end
 return 1

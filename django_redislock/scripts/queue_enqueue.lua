@@ -4,13 +4,27 @@
 -- KEYS[3] dead-letter zset (id -> time of death, microseconds)
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash (fields are task ids)
 -- KEYS[7] signal list (a wake-up token that idle workers BLPOP)
+-- KEYS[8] claims hash (id -> claim token of an in-flight task; see the claims fragment)
+-- KEYS[9] (optional, sent with replace) this request's key: a resent call (same key) answers
+--         the first call's reply and changes nothing
 -- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy
 -- ARGV[2..] triples: id, delay in microseconds (>= 0), serialized payload
 -- returns one integer per task: 1 queued (or rescheduled), 0 an earlier copy was kept
 --
+-- A replaced in-flight task leaves the in-flight set and its claim is forgotten: the new copy
+-- is a task of its own, and the run of the old one can no longer ack, retry, release or
+-- extend anything (those calls answer lost).
+--
 -- Every script keeps a payload field exactly while the id is in one of the three zsets, so
 -- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
+if #KEYS >= 9 then
+  local seen = redis.call('LRANGE', KEYS[9], 0, -1)
+  if #seen > 0 then
+    for i = 1, #seen do seen[i] = tonumber(seen[i]) end
+    return seen
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local replace = ARGV[1] == '1'
@@ -32,7 +46,9 @@ for i = 2, #ARGV, 3 do
     else
       -- rescheduled, back from the dead letters, or an orphan field: start afresh
       redis.call('ZADD', KEYS[1], score, id)
+      redis.call('ZREM', KEYS[2], id)
       redis.call('ZREM', KEYS[3], id)
+      redis.call('HDEL', KEYS[8], id)
       redis.call('HSET', KEYS[4], id, ARGV[i + 2])
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
@@ -43,5 +59,11 @@ for i = 2, #ARGV, 3 do
 end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
+end
+if #KEYS >= 9 then
+  for i = 1, #out, 1000 do
+    redis.call('RPUSH', KEYS[9], unpack(out, i, math.min(i + 999, #out)))
+  end
+  redis.call('PEXPIRE', KEYS[9], 60000)
 end
 return out

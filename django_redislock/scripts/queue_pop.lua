@@ -1,52 +1,123 @@
 -- Acknowledge finished tasks, return expired leases, then claim due tasks under a lease.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] (optional) this request's key: a resent call (same key) answers what the first
+--         call claimed, those of its claims that are still current, and claims nothing new
+--         (kept 60 s)
+-- KEYS[10] (optional) the request key of the caller's previous claim, deleted: its answer
+--         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
 -- ARGV[3] at most this many expired leases are handled (bounds the work of one call)
--- ARGV[4] attempts after which a task whose lease expired goes to the dead-letter set
--- ARGV[5..] ids to acknowledge first (saves the worker a round trip per batch)
+-- ARGV[4] the queue's max_attempts, for a lease that expires on a run that recorded none
+-- ARGV[5] "1": record every claimed run as started now (pop()); "0": the worker records
+--         each start itself (extend with a start mark, or retry), so a claimed task that never
+--         ran costs no attempt
+-- ARGV[6] payload bytes per claim: claiming stops before the task that would pass it (the
+--         first task is always claimed), which bounds the reply
+-- ARGV[7..] "<claim token>:<id>" to acknowledge first (saves the worker a round trip)
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
---          then per claimed task: id, due score, attempts, payload, last error}
--- include: ack
+--          claim tokens: the first (the others follow one by one) or, for a resend, a list,
+--          positions (1-based) of the suspects (see the claims fragment),
+--          then per claimed task: id, due score, this run's attempt number, payload,
+--          last error}
+-- include: claims
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local count = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
-local max_attempts = tonumber(ARGV[4])
+local default_max = tonumber(ARGV[4])
+local start_all = ARGV[5] == '1'
 
-local acked = 0
-if #ARGV >= 5 then
-  local ids = {}
-  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
-  acked = ack(ids)
+local acked = ack(ARGV, 7)
+if #KEYS >= 10 then redis.call('DEL', KEYS[10]) end
+
+local function wake_and_hints(out)
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then out[2] = first[2] end
+  if not first[2] or tonumber(first[2]) > now then
+    redis.call('DEL', KEYS[7])
+  elseif redis.call('LLEN', KEYS[7]) == 0 then
+    redis.call('LPUSH', KEYS[7], 1)  -- work is left: wake the next idle worker
+  end
+  local lease_first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if lease_first[2] then out[3] = lease_first[2] end
+  return out
 end
 
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
-for _, id in ipairs(expired) do
-  redis.call('ZREM', KEYS[2], id)
-  if not redis.call('ZSCORE', KEYS[1], id) then
-    local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
-    local why = 'lease expired during attempt ' .. attempts ..
-      ' (the worker died or the task ran past its lease)'
-    redis.call('HSET', KEYS[6], id, why)
-    if attempts >= max_attempts then
-      redis.call('ZADD', KEYS[3], now, id)
-    else
-      redis.call('ZADD', KEYS[1], now, id)
+if #KEYS >= 9 then
+  local rows = redis.call('LRANGE', KEYS[9], 0, -1)
+  if #rows > 0 then
+    local out = {now, -1, -1, acked, 0, {}, {}}
+    -- the record: first token, due scores and suspect flags (comma-separated), then the ids
+    local first = tonumber(rows[1])
+    local scores, flags = {}, {}
+    for v in string.gmatch(rows[2], '[^,]+') do scores[#scores + 1] = v end
+    for v in string.gmatch(rows[3], '[^,]+') do flags[#flags + 1] = tonumber(v) end
+    for k = 4, #rows do
+      local id, token = rows[k], string.format('%d', first + k - 4)
+      if holder(id, token) then
+        local v = redis.call('HGET', KEYS[8], id) or ''
+        local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
+        if not started(v) then attempts = attempts + 1 end
+        out[6][#out[6] + 1] = token
+        if flags[k - 3] == 1 then out[7][#out[7] + 1] = #out[6] end
+        out[#out + 1] = id
+        out[#out + 1] = scores[k - 3]
+        out[#out + 1] = attempts
+        out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
+        out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
+      end
     end
+    return wake_and_hints(out)
   end
 end
 
-local out = {now, -1, -1, acked, #expired}
+-- a lease expired: a run recorded as started was an attempt (dead-lettered once the task's
+-- own max_attempts is used up); an unrecorded one costs nothing. Either way the task comes
+-- back as a suspect, whose next run is recorded before it runs.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[2], id)
+  local v = redis.call('HGET', KEYS[8], id) or ''
+  local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
+  if started(v) then
+    redis.call('HSET', KEYS[6], id, 'lease expired during attempt ' .. attempts ..
+      ' (the worker died or the task ran past its lease)')
+    if attempts >= limit_of(v, default_max) then
+      redis.call('ZADD', KEYS[3], now, id)
+      redis.call('HDEL', KEYS[8], id)
+    else
+      redis.call('ZADD', KEYS[1], now, id)
+      redis.call('HSET', KEYS[8], id, '?')
+    end
+  else
+    redis.call('HSET', KEYS[6], id, 'lease expired before a run was recorded as started '
+      .. '(its worker died or stalled); no attempt counted')
+    redis.call('ZADD', KEYS[1], now, id)
+    redis.call('HSET', KEYS[8], id, '?')
+  end
+end
+
+local out = {now, -1, -1, acked, #expired, 0, {}}
 if count > 0 then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
   local n = #due / 2
   if n > 0 then
     local ids = {}
+    for i = 1, n do ids[i] = due[2 * i - 1] end
+    local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
+    local budget, used, m = tonumber(ARGV[6]), 0, 0
+    for i = 1, n do
+      used = used + #(payloads[i] or '')
+      if m > 0 and used > budget then break end
+      m = i
+    end
+    for i = m + 1, n do ids[i] = nil end
+    n = m
     local claims = {}
     for i = 1, n do
-      ids[i] = due[2 * i - 1]
       claims[2 * i - 1] = now + lease
       claims[2 * i] = ids[i]
     end
@@ -54,35 +125,43 @@ if count > 0 then
     for i = 1, 2 * n, 1000 do
       redis.call('ZADD', KEYS[2], unpack(claims, i, math.min(i + 999, 2 * n)))
     end
-    local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
     local errors = redis.call('HMGET', KEYS[6], unpack(ids))
     local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
-    local counted = {}
+    local held = redis.call('HMGET', KEYS[8], unpack(ids))
+    local last = redis.call('HINCRBY', KEYS[8], '', n)
+    out[6] = last - n + 1
+    local tokens, counted, scores, flags = {}, {}, {}, {}
     for i = 1, n do
+      local token = string.format('%d', last - n + i)
       attempts[i] = tonumber(attempts[i] or '0') + 1
+      tokens[2 * i - 1] = ids[i]
+      tokens[2 * i] = start_all and (token .. '|0') or token
       counted[2 * i - 1] = ids[i]
       counted[2 * i] = attempts[i]
-    end
-    for i = 1, 2 * n, 1000 do
-      redis.call('HSET', KEYS[5], unpack(counted, i, math.min(i + 999, 2 * n)))
-    end
-    for i = 1, n do
       out[#out + 1] = ids[i]
       out[#out + 1] = due[2 * i]
       out[#out + 1] = attempts[i]
       out[#out + 1] = payloads[i] or ''
       out[#out + 1] = errors[i] or ''
+      if held[i] == '?' then out[7][#out[7] + 1] = i end
+      scores[i] = due[2 * i]
+      flags[i] = held[i] == '?' and 1 or 0
+    end
+    if #KEYS >= 9 then
+      local head = string.format('%d', last - n + 1)
+      redis.call('RPUSH', KEYS[9], head, table.concat(scores, ','), table.concat(flags, ','))
+      for i = 1, n, 1000 do
+        redis.call('RPUSH', KEYS[9], unpack(ids, i, math.min(i + 999, n)))
+      end
+      redis.call('PEXPIRE', KEYS[9], 60000)
+    end
+    for i = 1, 2 * n, 1000 do
+      redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))
+      if start_all then
+        redis.call('HSET', KEYS[5], unpack(counted, i, math.min(i + 999, 2 * n)))
+      end
     end
   end
 end
 
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then out[2] = first[2] end
-if not first[2] or tonumber(first[2]) > now then
-  redis.call('DEL', KEYS[7])
-elseif redis.call('LLEN', KEYS[7]) == 0 then
-  redis.call('LPUSH', KEYS[7], 1)  -- work is left: wake the next idle worker
-end
-local lease_first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if lease_first[2] then out[3] = lease_first[2] end
-return out
+return wake_and_hints(out)

@@ -2,9 +2,11 @@
 -- purging a huge queue never blocks Redis for long.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
 -- ARGV[1] chunk size
 -- returns {deleted in this call, tasks left}; when none are left the hashes and the signal
--- list are UNLINKed (freed in the background)
+-- list are UNLINKed (freed in the background); the claims hash keeps its token counter, so
+-- a claim token is never handed out twice
 local budget = tonumber(ARGV[1])
 local deleted = 0
 for k = 1, 3 do
@@ -15,6 +17,7 @@ for k = 1, 3 do
       redis.call('HDEL', KEYS[4], unpack(ids))
       redis.call('HDEL', KEYS[5], unpack(ids))
       redis.call('HDEL', KEYS[6], unpack(ids))
+      redis.call('HDEL', KEYS[8], unpack(ids))
       deleted = deleted + #ids
       budget = budget - #ids
     end

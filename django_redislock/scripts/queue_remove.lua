@@ -1,6 +1,7 @@
 -- Remove tasks whatever their state (ready, delayed, in flight or dead).
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
 -- ARGV[1..] task ids
 -- returns how many of them existed
 local removed = 0
@@ -11,5 +12,6 @@ for _, id in ipairs(ARGV) do
   redis.call('HDEL', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', KEYS[8], id)
 end
 return removed

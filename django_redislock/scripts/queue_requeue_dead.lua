@@ -1,6 +1,7 @@
 -- Move dead-lettered tasks back to the ready set with fresh attempts.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
 -- ARGV[1] at most this many (oldest deaths first) when no ids are given
 -- ARGV[2..] task ids (optional)
 -- returns how many were requeued (their last error is kept for the record)
@@ -17,6 +18,7 @@ for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[3], id) == 1 then
     moved = moved + 1
     redis.call('HDEL', KEYS[5], id)
+    redis.call('HDEL', KEYS[8], id)
     if not redis.call('ZSCORE', KEYS[1], id) then redis.call('ZADD', KEYS[1], now, id) end
   end
 end

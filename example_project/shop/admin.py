@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import redis
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -44,6 +45,8 @@ class SaleAdmin(admin.ModelAdmin):
                 left = restock(sale.pk, 10)
             except LockNotAcquired:
                 self.message_user(request, f"{sale}: someone else is restocking", messages.ERROR)
+            except (RedisLockError, redis.RedisError) as exc:
+                self.message_user(request, f"{sale}: not restocked, Redis: {exc}", messages.ERROR)
             else:
                 self.message_user(request, f"{sale}: {left} units left", messages.SUCCESS)
 
@@ -57,5 +60,12 @@ class OrderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Mark paid (cancels the expiry)")
     def mark_paid(self, request: HttpRequest, queryset: QuerySet[Order]) -> None:
-        statuses = [pay_order(order.number) for order in queryset]
+        statuses = []
+        for order in queryset:
+            try:
+                statuses.append(pay_order(order.number))
+            except (RedisLockError, redis.RedisError) as exc:
+                self.message_user(
+                    request, f"{order.number}: not marked paid, Redis: {exc}", messages.ERROR
+                )
         self.message_user(request, f"{statuses.count(Order.PAID)} paid", messages.SUCCESS)

@@ -7,12 +7,18 @@ when sold out or already bought) and the order is written later by a worker.
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from django_redislock.exceptions import InvalidArgument
+from django_redislock.exceptions import ConnectionFailed, InvalidArgument, LockNotAcquired
 from django_redislock.inventory import TakeResult
 
 from .models import Order, Sale
@@ -30,6 +36,37 @@ STATUS = {
 }
 #: Most units one request may buy.
 MAX_QTY = 5
+#: Seconds a client is asked to wait before retrying while Redis is unavailable.
+RETRY_AFTER = 2
+#: What "Redis is unavailable" looks like from a view (down, timed out, BUSY, OOM, ...).
+UNAVAILABLE: tuple[type[Exception], ...] = (ConnectionFailed, LockNotAcquired, redis.RedisError)
+#: Buyer names of signed-in users; anonymous visitors may not pick one of these.
+USER_PREFIX = "user:"
+
+logger = logging.getLogger("django_redislock.example.shop")
+
+
+def unavailable_as_json(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Answer a JSON 503 with ``Retry-After`` when Redis cannot serve ``view``, not an HTML 500.
+
+    The sale page polls ``stock.json`` every second; a 503 with a body it can
+    read lets it show "try again" and back off instead of counting errors.
+    """
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except UNAVAILABLE as exc:
+            logger.warning("%s: Redis unavailable: %s", request.path, exc)
+            response = JsonResponse(
+                {"error": "unavailable", "detail": "The shop cannot reach its store; retry soon."},
+                status=503,
+            )
+            response["Retry-After"] = str(RETRY_AFTER)
+            return response
+
+    return wrapped
 
 
 def index(request: HttpRequest) -> HttpResponse:
@@ -43,23 +80,41 @@ def index(request: HttpRequest) -> HttpResponse:
 def sale_page(request: HttpRequest, sale_id: int) -> HttpResponse:
     """The flash-sale page: a buy button and the remaining stock, polled live."""
     sale = get_object_or_404(Sale.objects.select_related("product"), pk=sale_id)
-    return render(request, "shop/sale.html", {"sale": sale, "stats": sale.stock.stats()})
+    try:
+        stats = sale.stock.stats()
+    except UNAVAILABLE as exc:
+        logger.warning("sale page %s: Redis unavailable: %s", sale_id, exc)
+        response = render(request, "shop/sale.html", {"sale": sale, "stats": None}, status=503)
+        response["Retry-After"] = str(RETRY_AFTER)
+        return response
+    return render(request, "shop/sale.html", {"sale": sale, "stats": stats})
 
 
 @never_cache
+@unavailable_as_json
 def stock_json(request: HttpRequest, sale_id: int) -> JsonResponse:
     """Units left, sold, buyers and the sale's state, from one Redis script."""
     return JsonResponse(sale_stock(sale_id).stats().as_dict())
 
 
-def buyer_of(request: HttpRequest) -> str | int:
-    """The signed-in user; anonymous visitors name themselves (a demo shop's shortcut)."""
+def buyer_of(request: HttpRequest) -> str:
+    """``user:<pk>`` for a signed-in user; anonymous visitors name themselves (a demo shortcut).
+
+    The two never meet: a user's name carries the ``user:`` prefix, which an
+    anonymous name may not (``buyer=1`` is not the user with pk 1).
+    """
     if request.user.is_authenticated:
-        return int(request.user.pk)
-    return request.POST.get("buyer", "")
+        return f"{USER_PREFIX}{request.user.pk}"
+    name = request.POST.get("buyer", "")
+    if name.startswith(USER_PREFIX):
+        raise InvalidArgument(
+            f"buyer names starting with {USER_PREFIX!r} belong to signed-in users"
+        )
+    return name
 
 
 @require_POST
+@unavailable_as_json
 def buy(request: HttpRequest, sale_id: int) -> JsonResponse:
     """Take units for the buyer: 202 with the reservation, 409 when refused, 400 bad input."""
     try:
@@ -69,7 +124,8 @@ def buy(request: HttpRequest, sale_id: int) -> JsonResponse:
     if not 1 <= qty <= MAX_QTY:
         return JsonResponse({"error": f"qty must be 1-{MAX_QTY}"}, status=400)
     try:
-        take = sale_stock(sale_id).take(qty, buyer=buyer_of(request), data={"sale": sale_id})
+        buyer = buyer_of(request)
+        take = sale_stock(sale_id).take(qty, buyer=buyer, data={"sale": sale_id})
     except InvalidArgument as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     body: dict[str, object] = {"result": take.result.value, "remaining": take.remaining}
@@ -79,6 +135,7 @@ def buy(request: HttpRequest, sale_id: int) -> JsonResponse:
 
 
 @never_cache
+@unavailable_as_json
 def order_json(request: HttpRequest, number: str) -> JsonResponse:
     """An order's status (404 until the worker has written it)."""
     order = get_object_or_404(Order, number=number)
@@ -94,6 +151,7 @@ def order_json(request: HttpRequest, number: str) -> JsonResponse:
 
 
 @require_POST
+@unavailable_as_json
 def pay(request: HttpRequest, number: str) -> JsonResponse:
     """Pay an order: 200 when it is paid, 409 when it had expired."""
     get_object_or_404(Order, number=number)

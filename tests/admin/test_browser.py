@@ -145,3 +145,113 @@ def test_operator_releases_a_lock_and_requeues_a_dead_task(
 def test_chromium_is_the_system_package() -> None:
     """Guard against a stray ``playwright install``: the test must drive Debian's Chromium."""
     assert shutil.which("chromium") == CHROMIUM or os.path.exists(CHROMIUM)
+
+
+def test_long_errors_wrap_and_the_audit_trail_links_back(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    seed(single)
+    orders = single.queue("orders")
+    dead_task(orders, "order-979", error="ValueError: " + "x" * 3000)  # one unbroken word
+    shots = artifacts_dir / "admin"
+    shots.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+        page.goto(
+            f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/%3Fstate%3Ddead"
+        )
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        expect(page.locator("#result_list")).to_contain_text("order-979")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"the dead-task table is {width} px wide"
+        page.click("text=order-979")
+        expect(page.locator("#task-fields")).to_contain_text("ValueError")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        page.click("#requeue-button")
+        expect(page.locator(".messagelist")).to_contain_text("1 task(s) requeued")
+        page.goto(f"{live_server.url}{BASE}?refresh=off")
+        page.click("#audit-link")
+        expect(page.locator("#result_list")).to_contain_text("task order-979 (orders)")
+        page.screenshot(path=str(shots / "audit.png"), full_page=True)
+        page.click("text=task order-979 (orders)")
+        expect(page.locator("#task-fields")).to_contain_text("order-979")
+        browser.close()
+    assert (shots / "audit.png").stat().st_size > 10_000
+
+
+def test_queue_page_refreshes_in_place(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    orders = single.queue("orders")
+    orders.enqueue("order-1", {"n": 1})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+        page.goto(f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        expect(page.locator("#result_list")).to_contain_text("order-1")
+        page.evaluate("window.marker = 'no reload'")
+        orders.enqueue("order-2", {"n": 2})
+        # the next poll (every 5 s) brings it; expect's own default wait is only 5 s
+        expect(page.locator("#result_list")).to_contain_text("order-2", timeout=20_000)
+        expect(page.locator("#state-tabs")).to_contain_text("Ready2")
+        expect(page.locator("#live-status")).to_contain_text("updated")
+        assert page.evaluate("window.marker") == "no reload"  # refreshed in place
+        page.evaluate(
+            "Object.defineProperty(document, 'hidden', {value: true, configurable: true});"
+            "document.dispatchEvent(new Event('visibilitychange'))"
+        )
+        expect(page.locator("#live-status")).to_contain_text("paused while the tab is hidden")
+        page.screenshot(path=str(artifacts_dir / "admin" / "queue-live.png"), full_page=True)
+        browser.close()
+
+
+def test_flash_sale_panel_follows_the_sale(
+    single: Dashboard, live_server: Any, django_user_model: Any, artifacts_dir: Path
+) -> None:
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.test import override_settings
+    from django.utils import timezone
+    from playwright.sync_api import expect, sync_playwright
+    from shop.models import Product
+    from shop.services import open_sale
+
+    django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
+    product = Product.objects.create(name="Phone X", price=Decimal("999.00"))
+    sale = open_sale(product, 100, closes=timezone.now() + timedelta(minutes=30))
+    for i in range(37):
+        assert sale.stock.take(buyer=f"b{i}", data={"sale": sale.pk}).ok
+    with (
+        override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks"),
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(15_000)
+        page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "s3cret-pass")
+        page.click("input[type=submit]")
+        page.click("#sales-link")
+        expect(page.locator("#sale-rows")).to_contain_text("63")  # left
+        for i in range(37, 50):
+            assert sale.stock.take(buyer=f"b{i}", data={"sale": sale.pk}).ok
+        expect(page.locator("#sale-rows")).to_contain_text("50", timeout=20_000)  # refreshed
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        page.screenshot(path=str(artifacts_dir / "admin" / "sales.png"), full_page=True)
+        browser.close()

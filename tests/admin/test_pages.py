@@ -30,7 +30,7 @@ def test_overview_lists_locks_and_queues(dashboard: Dashboard, admin_client: Cli
         response = admin_client.get(BASE)
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<meta http-equiv="refresh" content="10">' in html
+    assert 'id="live-status" data-interval="5"' in html  # tables refresh in place
     assert re.search(r'<th scope="row">default</th>\s*<td class="numeric">2</td>', html)
     orders = html.split(">orders</a>", 1)[1].split("</tr>", 1)[0]
     assert re.findall(r'class="numeric">(?:<strong class="error-text">)?(\d+)', orders)[:4] == [
@@ -39,7 +39,7 @@ def test_overview_lists_locks_and_queues(dashboard: Dashboard, admin_client: Cli
     assert ">mail</a>" in html
     assert "Redis locks &amp; queues" in html  # the app's breadcrumb
     off = admin_client.get(BASE + "?refresh=off").content.decode()
-    assert 'http-equiv="refresh"' not in off and "turn on" in off
+    assert 'id="live-status"' not in off and "turn on" in off
 
 
 def test_admin_index_shows_the_section(dashboard: Dashboard, admin_client: Client) -> None:
@@ -217,6 +217,7 @@ def rows_detail_id(html: str) -> str:
 
 
 def test_gone_objects_say_so(dashboard: Dashboard, admin_client: Client) -> None:
+    dashboard.queue().enqueue("real")  # the queue exists; the task does not
     task = admin_client.get(BASE + "queues/default/orders/tasks/ghost/", follow=True)
     assert task.status_code == 200 and "Task “ghost” is not in queue “orders” any more" in (
         task.content.decode()

@@ -56,3 +56,32 @@ async def remember_async(tag: str) -> str:
     await asyncio.sleep(0)
     record(f"async:{tag}")
     return tag
+
+
+# -- claims: tasks the claim/failure tests run in drain_queue processes ------------------
+
+
+@task(queue="claims")
+def step(tag: str, seconds: float = 0) -> None:
+    record(f"run:{tag}:{os.getpid()}")
+    time.sleep(seconds)
+    record(f"done:{tag}")
+
+
+@task(queue="claims")
+def kills_worker(tag: str) -> None:
+    """Ends its worker at once, as an OOM kill would (no cleanup, no ack)."""
+    record(f"kill:{tag}:{os.getpid()}")
+    os._exit(137)
+
+
+@task(queue="claims", max_attempts=1)
+def kills_worker_once(tag: str) -> None:
+    record(f"kill:{tag}:{os.getpid()}")
+    os._exit(137)
+
+
+@task(queue="claims", max_attempts=3)
+def kills_worker_thrice(tag: str) -> None:
+    record(f"kill:{tag}:{os.getpid()}")
+    os._exit(137)

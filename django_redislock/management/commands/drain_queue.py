@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ...queue.registry import autodiscover, queues_of
-from ...queue.worker import Summary, Worker, logger
+from ...queue.worker import ForcedStop, Summary, Worker, logger
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
 
@@ -53,10 +53,11 @@ def worker_logging(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
 class Command(BaseCommand):
     help = (
         "Claim tasks in batches and run them, acking or retrying each. SIGTERM/SIGINT finish "
-        "the running task and give the unstarted ones back at once. A task whose module fails "
-        "to import is retried with backoff; one whose payload cannot be decoded or names no "
-        "registered task is dead-lettered. Failures are logged with their traceback "
-        "(-v 0: nothing; -v 2: a line per task)."
+        "the running task and give the unstarted ones back at once; a second one stops at "
+        "once. Rides out Redis outages (reconnecting with backoff) for up to --give-up "
+        "seconds. A task whose module fails to import is retried with backoff; one whose "
+        "payload cannot be decoded or names no registered task is dead-lettered. Failures are "
+        "logged with their traceback (-v 0: nothing; -v 2: a line per task)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -77,6 +78,13 @@ class Command(BaseCommand):
             "--lease", type=float, default=None, help="Lease per claim (default: the option)."
         )
         parser.add_argument(
+            "--give-up",
+            type=float,
+            default=None,
+            help="Exit after Redis was unreachable this many seconds "
+            "(default: OPTIONS['WORKER_GIVE_UP'], 300).",
+        )
+        parser.add_argument(
             "--scheduler",
             action="store_true",
             help="Also run the periodic-task scheduler in a thread (see run_scheduler).",
@@ -92,8 +100,10 @@ class Command(BaseCommand):
         for name in ("max_tasks", "batch", "log_every"):
             if options[name] is not None and options[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
-        if options["timeout"] is not None and options["timeout"] <= 0:
-            raise CommandError("--timeout must be > 0")
+        for name in ("timeout", "give_up"):
+            value = options.get(name)
+            if value is not None and not 0 < value < float("inf"):
+                raise CommandError(f"--{name.replace('_', '-')} must be a number of seconds > 0")
         with worker_logging(self.stderr, options["verbosity"]):
             for module, error in autodiscover().items():
                 logger.error(
@@ -118,6 +128,7 @@ class Command(BaseCommand):
             timeout=options["timeout"],
             lease=options["lease"],
             progress=progress,
+            give_up=options.get("give_up"),
         )
 
     def known_queues(self, alias: str) -> list[str]:
@@ -135,6 +146,10 @@ class Command(BaseCommand):
             return worker.run()
         except RedisLockError as exc:
             raise CommandError(str(exc)) from exc
+        except ForcedStop as exc:
+            raise CommandError(
+                f"{exc}: the running task was interrupted; its claim comes back when its lease ends"
+            ) from exc
         finally:
             self.close_progress()
 

@@ -13,8 +13,12 @@ from ...handlers import locks
 
 class Command(BaseCommand):
     help = (
-        "End every hold on the lock NAME, whoever owns it, and bump its fence so a holder "
-        "that is still running can no longer make fenced writes. Asks first unless --yes."
+        "End every hold on the lock NAME, whoever owns it, and bump its fence: every later "
+        "grant gets a larger fence, and a holder that is still running gets LockLost at its "
+        "next check, extension, renewal or release. Its fenced writes are refused once the "
+        "resource has recorded a newer fence (the next holder's first fenced write); a "
+        "force-release alone does not stop a fenced write it makes before that. Stop the "
+        "holder's process first if it may still write. Asks first unless --yes."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

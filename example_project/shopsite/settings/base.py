@@ -38,7 +38,14 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # no page of this site may be framed: a frame on a same-site page could click the
+    # admin's purge and release buttons for a logged-in operator
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+X_FRAME_OPTIONS = "DENY"
+
+# the dashboard's flash-sale panel watches the stocks of current sales
+REDISLOCK_ADMIN_STOCKS = "shop.panel.live_stocks"
 
 TEMPLATES = [
     {

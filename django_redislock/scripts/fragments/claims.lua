@@ -1,0 +1,63 @@
+-- Fragment: who holds a claim, and acknowledging finished tasks (every script that acts on a
+-- claimed task includes it).
+-- KEYS[2] in-flight zset, KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash,
+-- KEYS[8] claims hash (the queue scripts' key order). A claims field is, per id:
+--   "<token>"        claimed under that token, its run not recorded as started
+--   "<token>|<max>"  claimed and its run recorded as started (one attempt counted); <max> is
+--                    the task's own max_attempts (0: the queue's default)
+--   "?"              queued again after a lease expired: a suspect, whose next run is recorded
+--                    as started before it runs
+-- The field "" is the counter the tokens are drawn from (ids are never empty).
+-- owns(v, token): true when claims field v (false when absent) is held under token;
+-- the token "" names whatever claim is current (a bare id)
+local function owns(v, token)
+  if token == '' then return true end
+  if not v then return false end
+  local bar = string.find(v, '|', 1, true)
+  local held = bar and string.sub(v, 1, bar - 1) or v
+  return held == token
+end
+-- holder(id, token): the claims field of id when it is in flight under token, else nil
+local function holder(id, token)
+  if not redis.call('ZSCORE', KEYS[2], id) then return nil end
+  local v = redis.call('HGET', KEYS[8], id)
+  if owns(v, token) then return v or '' end
+  return nil
+end
+local function started(v)
+  return string.find(v, '|', 1, true) ~= nil
+end
+-- limit_of(v, default): the max_attempts recorded when the run started, else default
+local function limit_of(v, default)
+  local bar = string.find(v, '|', 1, true)
+  local n = bar and tonumber(string.sub(v, bar + 1)) or 0
+  if n and n > 0 then return n end
+  return default
+end
+-- ack(args, from): args[from..] are "<token>:<id>" (tokens are digits; "" for any claim),
+-- at most a few thousand (they are passed to single commands); the tasks still held under
+-- those claims leave the in-flight set and never come back; a stale claim changes nothing;
+-- returns how many were acknowledged
+local function ack(args, from)
+  local ids, tokens = {}, {}
+  for i = from, #args do
+    local colon = string.find(args[i], ':', 1, true)
+    tokens[#tokens + 1] = string.sub(args[i], 1, colon - 1)
+    ids[#ids + 1] = string.sub(args[i], colon + 1)
+  end
+  if #ids == 0 then return 0 end
+  local flying = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  local held = redis.call('HMGET', KEYS[8], unpack(ids))
+  local done = {}
+  for i, id in ipairs(ids) do
+    if flying[i] and owns(held[i], tokens[i]) then done[#done + 1] = id end
+  end
+  if #done > 0 then
+    redis.call('ZREM', KEYS[2], unpack(done))
+    redis.call('HDEL', KEYS[4], unpack(done))
+    redis.call('HDEL', KEYS[5], unpack(done))
+    redis.call('HDEL', KEYS[6], unpack(done))
+    redis.call('HDEL', KEYS[8], unpack(done))
+  end
+  return #done
+end

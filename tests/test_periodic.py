@@ -359,6 +359,7 @@ def test_the_leader_loop_queues_ticks_and_releases_its_lock(real: RedisTarget) -
     standby.lock.release()
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes stale database connections
 def test_drain_queue_with_a_scheduler_runs_the_ticks(real: RedisTarget) -> None:
     entry = {"task": REMEMBER, "every": 1, "args": ["drained"]}
     tasks.CALLS.clear()

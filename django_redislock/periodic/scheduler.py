@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..conf import DEFAULT_ALIAS
@@ -37,6 +37,7 @@ from ..exceptions import (
 from ..handlers import locks, queues
 from ..queue.queue import Queue
 from ..queue.registry import TaskFunction, resolve
+from ..queue.validation import check_seconds
 from .registry import all_schedules, needs_croniter
 from .schedules import SECOND, Schedule, tick_label
 
@@ -45,8 +46,6 @@ logger = logging.getLogger("django_redislock.worker.scheduler")
 
 #: Seconds the leader's lock lives without renewal: how long a crashed leader's ticks wait.
 LEADER_TTL = 10.0
-#: Longest single sleep: the leader renews its lock at least this often.
-MAX_WAIT = LEADER_TTL / 3
 #: The script's replies.
 QUEUED, ALREADY, KEPT = 1, 0, 2
 
@@ -86,7 +85,6 @@ class Stats:
     already: int = 0
     skipped: int = 0
     rounds: int = 0
-    lateness: list[float] = field(default_factory=list)
 
 
 def build_entry(item: Schedule, using: str) -> Entry:
@@ -129,7 +127,7 @@ class Scheduler:
         self.using = using
         self.entries = [build_entry(item, using) for item in found]
         self.clock = clock or redis_clock(using)
-        self.leader_ttl = leader_ttl
+        self.leader_ttl = check_seconds(leader_ttl, "leader_ttl", allow_zero=False)
         self.lock = locks[lock_using].lock(
             f"periodic:{using}", ttl=leader_ttl, watchdog=False, blocking=True
         )
@@ -185,8 +183,10 @@ class Scheduler:
             self.stats.already += 1
             return reply
         self.stats.queued += 1
-        self.stats.lateness.append((now - tick) / SECOND)
-        logger.info("periodic %s: queued the tick of %s", name, tick_label(tick))
+        late = (now - tick) / 1000
+        logger.info(
+            "periodic %s: %.1f ms late, queued the tick of %s", name, late, tick_label(tick)
+        )
         return reply
 
     # -- the loop -------------------------------------------------------------------------

@@ -35,6 +35,8 @@ from django_redislock.periodic import registry as periodic_registry
 from django_redislock.periodic.registry import check_periodic_tasks, entry_schedule
 from django_redislock.periodic.scheduler import ALREADY, KEPT, QUEUED, Scheduler
 from django_redislock.periodic.schedules import (
+    MAX_CATCH_UP,
+    MAX_CRON_WALK,
     SECOND,
     Schedule,
     schedule,
@@ -133,6 +135,30 @@ def test_due_after_a_downtime_follows_catch_up() -> None:
     assert due("last", last, later) == ([last + 60 * MINUTE], 11)
     # never run before: starts a grace period ago, whatever the policy
     assert due("all", None, now) == ([last + 60 * MINUTE], 0)
+
+
+def test_cron_catch_up_after_a_year_is_bounded_and_takes_the_latest_ticks() -> None:
+    def due(catch_up: str) -> tuple[list[int], int]:
+        found = schedule("minutely", REMEMBER, cron="* * * * *", catch_up=catch_up, timezone=BERLIN)
+        return found.due(at(2025, 1, 1, 0, 0), at(2026, 1, 1, 0, 0, 30))
+
+    assert due("last") == ([at(2026, 1, 1, 0, 0)], MAX_CRON_WALK - 1)
+    ticks, skipped = due("all")
+    assert len(ticks) == MAX_CATCH_UP and ticks[-1] == at(2026, 1, 1, 0, 0)
+    assert ticks[0] == at(2026, 1, 1, 0, 0) - (MAX_CATCH_UP - 1) * MINUTE
+    assert skipped == MAX_CRON_WALK - MAX_CATCH_UP  # counted up to the walk's bound
+    assert due("none") == ([at(2026, 1, 1, 0, 0)], MAX_CRON_WALK)
+
+
+def test_catch_up_all_over_the_autumn_night_keeps_one_fixed_hour_tick() -> None:
+    found = schedule("at0230", REMEMBER, cron="30 2 * * *", catch_up="all", timezone=BERLIN)
+    ticks, skipped = found.due(at(2026, 10, 23, 12, 0), at(2026, 10, 26, 12, 0))
+    assert [local(tick) for tick in ticks] == [
+        "10-24 02:30+0200",
+        "10-25 02:30+0200",
+        "10-26 02:30+0100",
+    ]
+    assert skipped == 0
 
 
 # -- bad input ---------------------------------------------------------------------------------

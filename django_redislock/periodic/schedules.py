@@ -34,8 +34,9 @@ DEFAULT_GRACE = 60.0
 #: Most missed ticks one schedule enqueues at once with ``catch_up="all"`` (the oldest beyond
 #: it are skipped, with a warning): a long downtime of a one-second schedule must not flood.
 MAX_CATCH_UP = 1000
-#: Most ticks of a cron span walked at once (a year of a once-a-minute expression).
-MAX_CRON_WALK = 366 * 24 * 60
+#: Most cron ticks walked forward at once (to count skipped ticks, or to list a short span):
+#: the work of one round stays bounded after however long a downtime.
+MAX_CRON_WALK = 10 * MAX_CATCH_UP
 #: One second, in the microseconds that ticks are counted in.
 SECOND = 1_000_000
 MISSING_CRONITER = (
@@ -169,31 +170,64 @@ class Schedule:
         """Ticks ``t`` with ``after < t <= until``, oldest first.
 
         For ``every`` this is a ``range`` (no list is built, however long the span); a cron
-        span is walked tick by tick and stops after :data:`MAX_CRON_WALK` ticks.
+        span is walked tick by tick and stops after :data:`MAX_CRON_WALK` ticks (use
+        :meth:`recent` for the latest ticks of a long span).
         """
         if self.every is not None:
             first = (after // self.every + 1) * self.every
             return range(first, until + 1, self.every)
+        assert self.cron is not None
+        walker = croniter_class()(self.cron, to_datetime(after).astimezone(self._zone()))
         found: list[int] = []
-        tick = self.next_tick(after)
-        while tick <= until and len(found) < MAX_CRON_WALK:
-            found.append(tick)
-            tick = self.next_tick(tick)
+        while len(found) < MAX_CRON_WALK:
+            moment: datetime = walker.get_next(datetime)
+            tick = to_micros(moment)
+            if tick > until:
+                break
+            if tick > after and not self._second_pass(moment):
+                found.append(tick)
         return found
+
+    def recent(self, after: int, until: int, limit: int) -> list[int]:
+        """The latest ``limit`` ticks ``t`` with ``after < t <= until``, oldest first.
+
+        A cron schedule is walked backwards from ``until``, so the work is bounded by
+        ``limit`` however long ago ``after`` was.
+        """
+        if self.every is not None:
+            return list(self.ticks(after, until)[-limit:])
+        assert self.cron is not None
+        start = to_datetime(until + 1).astimezone(self._zone())
+        walker = croniter_class()(self.cron, start)
+        found: list[int] = []
+        while len(found) < limit:
+            moment: datetime = walker.get_prev(datetime)
+            tick = to_micros(moment)
+            if tick <= after:
+                break
+            if tick <= until and not self._second_pass(moment):
+                found.append(tick)
+        return found[::-1]
+
+    def count(self, after: int, until: int) -> int:
+        """How many ticks lie in ``(after, until]`` (for cron: at most :data:`MAX_CRON_WALK`)."""
+        return len(self.ticks(after, until))
 
     def next_tick(self, after: int) -> int:
         """The first tick strictly after ``after``."""
         if self.every is not None:
             return (after // self.every + 1) * self.every
         assert self.cron is not None
-        zone_ = self.timezone or zone(None)
-        start = to_datetime(after).astimezone(zone_)
-        found = croniter_class()(self.cron, start)
+        found = croniter_class()(self.cron, to_datetime(after).astimezone(self._zone()))
         while True:
             moment: datetime = found.get_next(datetime)
             tick = to_micros(moment)
             if tick > after and not self._second_pass(moment):
                 return tick
+
+    def _zone(self) -> tzinfo:
+        """The zone a cron expression is read in: the schedule's, else ``TIME_ZONE``."""
+        return self.timezone or zone(None)
 
     def _second_pass(self, moment: datetime) -> bool:
         """True for the second pass of a repeated autumn hour when the hour field is fixed.
@@ -218,14 +252,12 @@ class Schedule:
         """
         grace = round(self.grace * SECOND)
         if last is None:
-            return list(self.ticks(now - grace, now)[-1:]), 0
-        if self.catch_up == "none":  # only the span of the grace period is walked
-            late = len(self.ticks(last, max(last, now - grace - 1)))
-            return list(self.ticks(max(last, now - grace - 1), now)), late
-        ticks = self.ticks(last, now)
-        if self.catch_up == "all":
-            return list(ticks[-MAX_CATCH_UP:]), max(0, len(ticks) - MAX_CATCH_UP)
-        return list(ticks[-1:]), max(0, len(ticks) - 1)
+            return self.recent(now - grace, now, 1), 0
+        if self.catch_up == "none":
+            late_until = max(last, now - grace - 1)  # ticks up to here are more than grace late
+            return self.recent(late_until, now, MAX_CATCH_UP), self.count(last, late_until)
+        ticks = self.recent(last, now, MAX_CATCH_UP if self.catch_up == "all" else 1)
+        return ticks, max(0, self.count(last, now) - len(ticks))
 
 
 def schedule(

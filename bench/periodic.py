@@ -83,6 +83,6 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             "its tick: the leader's wake-up overshoot, one TIME and one HGET, the script. The "
             "first tick of a run (queued when the schedulers start) is left out.",
             f"The leader sleeps until the next tick (at most {LEADER_TTL / 3:.1f} s at a time, "
-            "to renew its lock); the standbys wait on the lock. Nothing polls.",
+            "to renew its lock); the standbys wait on the lock, woken by its release.",
         ],
     }

@@ -39,7 +39,7 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
 COMPAT = (("3.10", "Django>=4.2,<4.3"), ("3.12", "Django>=6.0,<7"))
 
 #: The user extras the test suite exercises; the tools come from pyproject's dependency groups.
-TEST_EXTRAS = "embedded,fakeredis,demo,tasks,celery,prometheus"
+TEST_EXTRAS = "embedded,fakeredis,demo,tasks,celery,prometheus,periodic"
 
 #: ``pip install --group`` (PEP 735 dependency groups) arrived in pip 25.1.
 PIP_WITH_GROUPS = (25, 1)

@@ -2,7 +2,7 @@
 
 Public entry points::
 
-    from django_redislock import locks, queues, task, distributed_lock
+    from django_redislock import locks, queues, task, periodic_task, distributed_lock
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from . import locks as _lock_classes  # noqa: F401
 from .decorators import distributed_lock
 from .handlers import locks, queues
+from .periodic import periodic_task
 from .queue.registry import task
 
-__all__ = ["distributed_lock", "locks", "queues", "task"]
+__all__ = ["distributed_lock", "locks", "periodic_task", "queues", "task"]
 __version__ = "0.1.0"

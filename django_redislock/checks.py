@@ -50,6 +50,8 @@ CHECKS: dict[str, str] = {
     "redislock.E011": "A check could not run (the message names the exception).",
     "redislock.E020": "`REDISLOCK_TASK_MODULES` is not a list of dotted module names, or names a "
     "module that cannot be found.",
+    "redislock.E021": "A `REDISLOCK_PERIODIC_TASKS` entry is malformed (the message names the "
+    "entry and the key), or a `cron` schedule needs the `periodic` extra (croniter).",
     "redislock.W001": "`embedded://` while `DEBUG = False` (silent under the test runner and "
     "for paths under the temporary directory).",
     "redislock.W002": "A queue alias stores payloads with pickle.",

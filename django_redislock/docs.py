@@ -39,6 +39,17 @@ def options_table(schema: Mapping[str, conf.Option]) -> str:
     return "\n".join(rows)
 
 
+def periodic_table() -> str:
+    """The keys of a ``REDISLOCK_PERIODIC_TASKS`` entry."""
+    from .periodic.registry import ENTRY_KEYS
+
+    rows = ["| Key | Default | Meaning |", "|---|---|---|"]
+    rows += [
+        f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in ENTRY_KEYS.items()
+    ]
+    return "\n".join(rows)
+
+
 def checks_table() -> str:
     """The system checks' ids and what each reports."""
     from .checks import CHECKS
@@ -141,6 +152,14 @@ backend:
 
 {task}
 
+## Periodic tasks
+
+`REDISLOCK_PERIODIC_TASKS` maps a schedule name to an entry (see
+[running workers](workers.md#periodic-tasks)); unknown keys and bad values are reported by
+`redislock.E021`, naming the entry:
+
+{periodic}
+
 ## System checks
 
 `manage.py check` validates the settings without connecting to Redis:
@@ -155,6 +174,7 @@ Silence one with Django's `SILENCED_SYSTEM_CHECKS`, e.g.
 | Setting | Default | Meaning |
 |---|---|---|
 | `REDISLOCK_TASK_MODULES` | `[]` | Modules besides the `tasks` module of each installed app that a worker imports to find `@task` functions (it never imports a module a payload names); see [poison payloads and broken task modules](queue.md#poison-payloads-and-broken-task-modules). |
+| `REDISLOCK_PERIODIC_TASKS` | `{{}}` | Periodic tasks by schedule name, besides those declared with `@periodic_task`; see [periodic tasks](#periodic-tasks). |
 | `REDISLOCK_METRICS_TOKEN` | unset | A bearer token (or a list of tokens) that may read the metrics endpoints without a staff login; see [metrics](metrics.md). |
 | `REDISLOCK_METRICS_TIMEOUT` | `1.0` | Seconds the metrics scrape waits for each alias (all are read at once); an alias still reading is reported `redislock_backend_up 0`. In (0, 60]. See [metrics](metrics.md). |
 | `REDISLOCK_ADMIN_TIMEOUT` | `3.0` | Seconds an admin dashboard page waits for Redis before it shows an error instead. In (0, 60]. See [the admin](admin.md). |
@@ -175,6 +195,7 @@ def settings_page() -> str:
         queue=options_table(conf.QUEUE_OPTIONS),
         task=options_table(conf.TASK_OPTIONS),
         checks=checks_table(),
+        periodic=periodic_table(),
     )
 
 

@@ -35,7 +35,16 @@ def pyproject() -> dict:
 def test_extras_are_for_users_and_tools_are_dependency_groups() -> None:
     project = pyproject()
     extras = set(project["project"]["optional-dependencies"])
-    assert extras == {"embedded", "fakeredis", "hiredis", "tasks", "celery", "prometheus", "demo"}
+    assert extras == {
+        "embedded",
+        "fakeredis",
+        "hiredis",
+        "tasks",
+        "celery",
+        "prometheus",
+        "demo",
+        "periodic",
+    }
     tools = {re.split(r"[<>=\[]", req)[0] for req in project["dependency-groups"]["test"]}
     assert {"pytest", "ruff", "mypy", "sphinx", "playwright"} <= tools
     assert "bench" in project["dependency-groups"]

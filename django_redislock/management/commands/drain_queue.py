@@ -14,6 +14,7 @@ from ...exceptions import RedisLockError
 from ...queue.registry import autodiscover, queues_of
 from ...queue.worker import ForcedStop, Summary, Worker, logger
 from ._queue_common import add_using, backend_of, queue_of
+from .run_scheduler import scheduler_thread
 
 #: ``--verbosity`` -> the level of the worker's log lines shown on stderr (0: none).
 LEVELS = {1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
@@ -84,6 +85,11 @@ class Command(BaseCommand):
             "(default: OPTIONS['WORKER_GIVE_UP'], 300).",
         )
         parser.add_argument(
+            "--scheduler",
+            action="store_true",
+            help="Also run the periodic-task scheduler in a thread (see run_scheduler).",
+        )
+        parser.add_argument(
             "--log-every",
             type=int,
             default=1000,
@@ -106,7 +112,8 @@ class Command(BaseCommand):
             worker = self.build_worker(options)
             names = ", ".join(queue.name for queue in worker.queues)
             self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
-            summary = self.run_worker(worker)
+            with scheduler_thread(options):
+                summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
 
     def build_worker(self, options: dict[str, Any]) -> Worker:

@@ -483,17 +483,9 @@ class Worker:
         """
         error = f"{type(exc).__name__}: {exc}"
         outcome = queue.retry(task, error=error, max_attempts=min(task.attempts + 1, MAX_COUNT))
-        self.summary.failed += 1
-        self._counts[queue.name]["failed"] += 1
-        self._counts[queue.name][outcome] += 1
         level = logging.ERROR if outcome == "dead" else logging.WARNING
         logger.log(level, "task %s of %r failed (%s): %s", task.id, queue.name, outcome, error)
-        if outcome == "dead":
-            self.summary.dead += 1
-            signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
-        else:
-            self.summary.retried += outcome == "retried"
-            signals.task_failed.send(sender=Queue, queue=queue, task=task, error=exc)
+        self._record_failure(queue, task, outcome, exc)
         self._count()
 
     def _failed(self, queue: Queue, task: Task, fn: Runnable, exc: Exception) -> None:
@@ -505,9 +497,6 @@ class Worker:
             error=f"{error}\n\n{detail[-3000:]}",
             max_attempts=fn.max_attempts,
         )
-        self.summary.failed += 1
-        self._counts[queue.name]["failed"] += 1
-        self._counts[queue.name][outcome] += 1  # "retried", "dead", "dropped" or "lost"
         logger.log(
             logging.ERROR if outcome == "dead" else logging.WARNING,
             "task %s (%s) of %r failed (%s)",
@@ -517,6 +506,13 @@ class Worker:
             outcome,
             exc_info=exc,
         )
+        self._record_failure(queue, task, outcome, exc)
+
+    def _record_failure(self, queue: Queue, task: Task, outcome: str, exc: Exception) -> None:
+        """Count a failed run by its outcome ("retried", "dead" or "lost") and signal it."""
+        self.summary.failed += 1
+        self._counts[queue.name]["failed"] += 1
+        self._counts[queue.name][outcome] += 1
         if outcome == "dead":
             self.summary.dead += 1
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)

@@ -2,52 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ...queue.registry import autodiscover, queues_of
 from ...queue.worker import ForcedStop, Summary, Worker, logger
+from ._logging import log_to_stderr
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
-
-#: ``--verbosity`` -> the level of the worker's log lines shown on stderr (0: none).
-LEVELS = {1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
-
-
-@contextlib.contextmanager
-def worker_logging(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
-    """Show the ``django_redislock.worker`` log on the command's stderr while it runs.
-
-    Failures are logged there with their traceback (WARNING for a retry, ERROR
-    for a dead letter), successes at INFO, so ``-v 1`` shows failures, ``-v 2``
-    a line per task and ``-v 0`` nothing. When the project's ``LOGGING`` already
-    gives that logger (or a parent) a handler, its configuration decides instead
-    and nothing is added.
-    """
-    if logger.hasHandlers():
-        yield
-        return
-    level = LEVELS.get(min(verbosity, 3), logging.CRITICAL + 1)
-    handler: logging.Handler = logging.NullHandler()  # -v 0: not even logging's last resort
-    if verbosity > 0:
-        handler = logging.StreamHandler(stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    handler.setLevel(level)
-    previous = logger.level
-    if previous == logging.NOTSET or previous > level:
-        logger.setLevel(level)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
 
 
 class Command(BaseCommand):
@@ -104,7 +69,7 @@ class Command(BaseCommand):
             value = options.get(name)
             if value is not None and not 0 < value < float("inf"):
                 raise CommandError(f"--{name.replace('_', '-')} must be a number of seconds > 0")
-        with worker_logging(self.stderr, options["verbosity"]):
+        with log_to_stderr(logger, self.stderr, options["verbosity"]):
             for module, error in autodiscover().items():
                 logger.error(
                     "task module %r failed to import (its tasks are retried): %s", module, error

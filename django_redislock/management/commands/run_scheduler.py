@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -14,12 +13,12 @@ from django.core.management.base import (
     BaseCommand,
     CommandError,
     CommandParser,
-    OutputWrapper,
 )
 
 from ...exceptions import RedisLockError
 from ...periodic.scheduler import Scheduler, logger
 from ...queue.registry import autodiscover
+from ._logging import log_to_stderr
 from ._queue_common import add_using
 
 
@@ -45,30 +44,6 @@ def scheduler_thread(options: dict[str, Any]) -> Iterator[None]:
     finally:
         scheduler.stop()
         thread.join()
-
-
-@contextlib.contextmanager
-def scheduler_logging(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
-    """Show the scheduler's log on stderr (-v 1: problems, -v 2: each tick), unless LOGGING does.
-
-    When the project's ``LOGGING`` gives the logger or a parent a handler, that decides.
-    """
-    if logger.hasHandlers():
-        yield
-        return
-    level = {0: logging.CRITICAL + 1, 1: logging.WARNING}.get(verbosity, logging.INFO)
-    handler: logging.Handler = logging.NullHandler()
-    if verbosity > 0:
-        handler = logging.StreamHandler(stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    previous = logger.level
-    logger.setLevel(level)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
 
 
 @contextlib.contextmanager
@@ -106,7 +81,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["timeout"] is not None and options["timeout"] <= 0:
             raise CommandError("--timeout must be > 0")
-        with scheduler_logging(self.stderr, options["verbosity"]):
+        with log_to_stderr(logger, self.stderr, options["verbosity"]):
             scheduler = build_scheduler(options["using"], options["lock_using"])
             names = ", ".join(entry.schedule.name for entry in scheduler.entries) or "none"
             self.stdout.write(f"Scheduling {names} ({options['using']}); Ctrl+C to stop.")

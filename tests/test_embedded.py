@@ -18,8 +18,14 @@ from django_redislock import embedded, embedded_watchdog
 
 SCRIPT = textwrap.dedent(
     """
+    import signal
     import sys
     from django_redislock.backends.redis import RedisLockBackend
+
+    # A shell without job control starts background jobs with SIGINT ignored, and Python
+    # keeps an inherited SIG_IGN: behave like a program run from a terminal whatever the
+    # test runner was started from.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     path, role = sys.argv[1], sys.argv[2]
     client = RedisLockBackend("e", {"LOCATION": "embedded://" + path}).client

@@ -438,7 +438,9 @@ def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[in
     deleted = 0
     while deleted < seen:
         budget = min(chunk, seen - deleted)
-        (reply,) = _results(queue.backend, [("admin_purge", queue.keys, [seen - deleted, budget])])
+        (reply,) = _results(
+            queue.backend, [("queue_purge", queue.script_keys, [budget, seen - deleted])]
+        )
         step, left = int(reply[0]), int(reply[1])
         if step < 0:
             return deleted, True

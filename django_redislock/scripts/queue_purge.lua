@@ -4,9 +4,17 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- ARGV[1] chunk size
--- returns {deleted in this call, tasks left}; when none are left the hashes and the signal
--- list are UNLINKed (freed in the background); the claims hash keeps its token counter, so
--- a claim token is never handed out twice
+-- ARGV[2] (optional) tasks the caller confirmed may be deleted (the admin's confirmation page);
+--         when the queue holds more than that, nothing is deleted
+-- returns {deleted in this call, tasks left}, or {-1, tasks now} when ARGV[2] is given and the
+--          queue holds more than it; when none are left the hashes and the signal list are
+--          UNLINKed (freed in the background); the claims hash keeps its token counter, so a
+--          claim token is never handed out twice
+if ARGV[2] then
+  local total = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+    + redis.call('ZCARD', KEYS[3])
+  if total > tonumber(ARGV[2]) then return {-1, total} end
+end
 local budget = tonumber(ARGV[1])
 local deleted = 0
 for k = 1, 3 do

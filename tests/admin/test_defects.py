@@ -329,6 +329,18 @@ def test_purge_in_chunks_never_exceeds_the_confirmed_count(dashboard: Dashboard)
     assert q.stats()["ready"] == 0 and q.stats()["dead"] == 0
 
 
+def test_purge_of_a_claimed_task_leaves_no_claim_behind(dashboard: Dashboard) -> None:
+    from django_redislock.admin.data import purge_confirmed
+
+    q = dashboard.queue()
+    q.enqueue("claimed", 1)
+    assert len(q.pop(1)) == 1
+    claims = q.script_keys[-1]
+    assert q.backend.client.hexists(claims, "claimed")
+    assert purge_confirmed(q, 1) == (1, False)
+    assert not q.backend.client.hexists(claims, "claimed")
+
+
 def test_no_task_with_the_id_is_a_warning(dashboard: Dashboard, admin_client: Client) -> None:
     dashboard.queue().enqueue("t", 1)
     page = admin_client.get(Q, {"q": "nope"})

@@ -111,8 +111,8 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
             claim = queue._run(call)
             if resend:  # the same request again (a client retry after a lost reply)
                 again = queue._run(call)
-                assert [(t.id, t.claim, t.attempts) for t in again.tasks] == [
-                    (t.id, t.claim, t.attempts) for t in claim.tasks
+                assert [(t.id, t.claim, t.attempts, t.priority) for t in again.tasks] == [
+                    (t.id, t.claim, t.attempts, t.priority) for t in claim.tasks
                 ]
             due = sorted(i for i, m in self.world.tasks.items() if m.state == READY)
             assert sorted(t.id for t in claim.tasks) == due

@@ -146,6 +146,8 @@ class TaskRow:
     urls: dict[str, str] = field(default_factory=dict)
     #: The payload bytes as read (the download view), else b"".
     raw: bytes = b""
+    #: The priority level (0, the default, to 9; docs/queue.md "Priorities").
+    priority: int = 0
 
     @property
     def when(self) -> datetime:
@@ -267,13 +269,13 @@ def task_page(
         raise InvalidArgument(f"bad page direction {direction!r}")
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
-    (reply,) = _results(queue.backend, [("queue_page", queue.keys, args)])
+    (reply,) = _results(queue.backend, [("queue_page", queue.script_keys, args)])
     now, ready, delayed, flying, dead, start, low, high = (int(v) for v in reply[:8])
     serializer = queue.backend.options["SERIALIZER"]
     rows = []
     flat = reply[8:]
-    for i in range(0, len(flat), 6):
-        raw_id, raw_score, attempts, preview, size_, error = flat[i : i + 6]
+    for i in range(0, len(flat), 7):
+        raw_id, raw_score, attempts, preview, size_, error, level = flat[i : i + 7]
         rows.append(
             TaskRow(
                 id=to_text(raw_id),
@@ -285,6 +287,7 @@ def task_page(
                 last_error=to_text(error),
                 now=now,
                 truncated=int(size_) > PREVIEW_BYTES,
+                priority=int(level),
             )
         )
     counts = {READY: ready, DELAYED: delayed, IN_FLIGHT: flying, DEAD: dead}
@@ -297,10 +300,10 @@ def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | N
 
     ``cap=0`` reads the whole payload (the download view).
     """
-    (reply,) = _results(queue.backend, [("admin_task_get", queue.keys, [id, cap])])
+    (reply,) = _results(queue.backend, [("admin_task_get", queue.script_keys, [id, cap])])
     if not reply:
         return None
-    now, where, score, attempts, payload, size, error = reply
+    now, where, score, attempts, payload, size, error, level = reply
     score = int(float(score))
     state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
     serializer = queue.backend.options["SERIALIZER"]
@@ -308,6 +311,7 @@ def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | N
     row = TaskRow(id, state, score, int(attempts), text, int(size), to_text(error), int(now))
     row.truncated = len(payload) < int(size)
     row.raw = payload if isinstance(payload, bytes) else str(payload).encode()
+    row.priority = int(level)
     return row
 
 
@@ -327,13 +331,13 @@ def find_everywhere(backend: Any, id: str) -> list[tuple[str, TaskRow]]:
         except (RedisLockError, ConfigurationError):
             continue
         queues.append(queue)
-        calls.append(("admin_task_get", queue.keys, [id, PREVIEW_BYTES]))
+        calls.append(("admin_task_get", queue.script_keys, [id, PREVIEW_BYTES]))
     found = []
     serializer = backend.options["SERIALIZER"]
     for queue, reply in zip(queues, run_scripts(backend, calls), strict=True):
         if isinstance(reply, Exception) or not reply:
             continue
-        now, where, score, attempts, payload, size, error = reply
+        now, where, score, attempts, payload, size, error, _level = reply
         score = int(float(score))
         state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
         text = payload_text(payload, serializer)
@@ -398,14 +402,14 @@ def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
     next_cursor = f"{zset}:{scan}" if zset <= 2 else ""
     unique = list(dict.fromkeys(ids))
     calls: list[tuple[str, list[str], list[Any]]] = [
-        ("admin_task_get", queue.keys, [id, PREVIEW_BYTES]) for id in unique
+        ("admin_task_get", queue.script_keys, [id, PREVIEW_BYTES]) for id in unique
     ]
     serializer = queue.backend.options["SERIALIZER"]
     rows = []
     for id, reply in zip(unique, _results(queue.backend, calls), strict=True):
         if not reply:
             continue  # gone since the scan saw it
-        now, where_, score, attempts, payload, size, error = reply
+        now, where_, score, attempts, payload, size, error, _level = reply
         score = int(float(score))
         state = {2: IN_FLIGHT, 3: DEAD}.get(int(where_), READY if score <= int(now) else DELAYED)
         row = TaskRow(
@@ -463,7 +467,7 @@ def act(queue: Any, action: str, seen: list[tuple[str, int, int]]) -> list[int]:
     args: list[Any] = [action]
     for id, where, score in seen:
         args += [id, where, score]
-    (reply,) = _results(queue.backend, [("admin_task_action", queue.keys, args)])
+    (reply,) = _results(queue.backend, [("admin_task_action", queue.script_keys, args)])
     return [int(code) for code in reply]
 
 

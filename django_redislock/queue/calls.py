@@ -19,6 +19,7 @@ import redis
 
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
+from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
 from .records import (
     DEAD,
     DELAYED,
@@ -50,8 +51,9 @@ KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "si
 CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
-#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects).
-CLAIM_HEAD = 7
+#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
+#: levels).
+CLAIM_HEAD = 8
 
 
 def cursor_of(after: Cursor) -> tuple[int, str] | None:
@@ -105,9 +107,11 @@ class Call(Generic[R]):
     extra_keys: tuple[str, ...] = ()
 
 
-def enqueue_args(entries: Iterable[Entry], replace: bool) -> list[Any]:
-    """The enqueue script's ARGV: the replace flag, then id, delay, data per entry."""
-    args: list[Any] = ["1" if replace else "0"]
+def enqueue_args(
+    entries: Iterable[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
+) -> list[Any]:
+    """The enqueue script's ARGV: the replace flag and level, then id, delay, data per entry."""
+    args: list[Any] = [enqueue_flag(replace, check_priority(priority))]
     for entry in entries:
         args += [entry.id, entry.delay, entry.data]
     return args
@@ -156,8 +160,11 @@ class QueueCalls:
         self.name = check_name(name)
         self.serializer = get_serializer(backend.options["SERIALIZER"])
         self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
-        #: the keys every queue script takes: ``keys`` and the claims hash
-        self.script_keys = [*self.keys, backend.key(f"q:{name}", CLAIMS_PART)]
+        #: the keys every queue script takes: ``keys``, the claims hash and the priority keys
+        self.claims_key = backend.key(f"q:{name}", CLAIMS_PART)
+        #: the priority index zset and the levels hash (see queue/priority.py)
+        self.priority_keys = [backend.key(f"q:{name}", part) for part in PRIORITY_PARTS]
+        self.script_keys = [*self.keys, self.claims_key, *self.priority_keys]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
@@ -210,7 +217,9 @@ class QueueCalls:
         then, or again after it was forgotten, rather than checked on every call.
         """
         backend = self.backend
-        if args[0] == "1":  # replacing is not the hot path: a request key makes a resend harmless
+        # replacing (the flag's first character) is not the hot path: a request key makes a
+        # resend harmless
+        if args[0][:1] == "1":
             backend.register_queue(self.name)
             return self._run(Call("queue_enqueue", args, parse_flags, (self.request_key(),)))
         client = backend.client
@@ -286,10 +295,12 @@ class QueueCalls:
 
     # -- one builder per script ----------------------------------------------------------
 
-    def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
+    def _enqueue_call(
+        self, entries: list[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
+    ) -> Call[list[bool]]:
         """The enqueue request (a replacing one carries a request key: safe to resend)."""
         extra = (self.request_key(),) if replace else ()
-        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags, extra)
+        return Call("queue_enqueue", enqueue_args(entries, replace, priority), parse_flags, extra)
 
     def _claim_call(
         self,
@@ -319,6 +330,9 @@ class QueueCalls:
                 task.claim = claim
             for position in reply[6]:
                 tasks[int(position) - 1].suspect = True
+            levels = reply[7]
+            for i in range(0, len(levels), 2):
+                tasks[int(levels[i]) - 1].priority = int(levels[i + 1])
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             acked, recovered = int(reply[3]), int(reply[4])
             return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
@@ -347,11 +361,14 @@ class QueueCalls:
         args = [state, "first" if cursor is None else "after", score, id, count, 0]
 
         def parse(reply: list[Any]) -> list[Task]:
-            # queue_page sends six fields per task; the fifth (the payload size) is not kept
-            flat = [value for i, value in enumerate(reply[8:]) if i % 6 != 4]
+            # queue_page sends seven fields per task; the fifth (the payload size) is not
+            # kept, the seventh is the priority level
+            rows = reply[8:]
+            flat = [value for i, value in enumerate(rows) if i % 7 < 4 or i % 7 == 5]
             tasks = parse_tasks(self.name, flat, self.serializer.loads, lambda _score: state)
-            for task in tasks:
+            for task, level in zip(tasks, rows[6::7], strict=True):
                 task.lease_deadline = task.score if state == IN_FLIGHT else None
+                task.priority = int(level)
             return tasks
 
         return Call("queue_page", args, parse)
@@ -413,7 +430,8 @@ class QueueCalls:
             if not reply:
                 return None
             now, where = int(reply[0]), int(reply[1])
-            [task] = parse_tasks(self.name, [id, *reply[2:]], self.serializer.loads, str)
+            [task] = parse_tasks(self.name, [id, *reply[2:6]], self.serializer.loads, str)
+            task.priority = int(reply[6])
             default = READY if task.score <= now else DELAYED
             task.state = {2: IN_FLIGHT, 3: DEAD}.get(where, default)
             task.lease_deadline = task.score if where == 2 else None

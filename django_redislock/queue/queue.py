@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .records import READY, Task, micros
 from .validation import check_count, check_id, check_seconds
 
@@ -45,56 +46,89 @@ class Queue(QueueCalls):
     # -- seed 000: enqueue / top / pop / dequeue ------------------------------------------
 
     def enqueue(
-        self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
+        self,
+        id: str,
+        payload: Any = None,
+        delay: float = 0,
+        replace: bool = False,
+        priority: int = DEFAULT_PRIORITY,
     ) -> bool:
         """Queue ``id`` to be due in ``delay`` seconds; False if it is already queued.
 
         One entry per id (seed 000): while ``id`` is ready, delayed or in flight a
         second enqueue keeps the first copy and returns False, unless
-        ``replace=True`` reschedules it with the new payload and delay.
+        ``replace=True`` reschedules it with the new payload, delay and priority.
+        ``priority`` is a level from 0 (the default, lowest) to 9: due tasks of a
+        higher level are claimed first (docs/queue.md, "Priorities").
         """
         check_id(id)  # prepare()'s checks, in its order, without building an Entry
         due_in = micros(check_seconds(delay, "delay"))
-        return self.send_entries(["1" if replace else "0", id, due_in, self.encode(payload)])[0]
+        flag = "1" if replace else "0"
+        if type(priority) is not int or priority:
+            flag = enqueue_flag(replace, check_priority(priority))
+        return self.send_entries([flag, id, due_in, self.encode(payload)])[0]
 
     async def enqueue_async(
-        self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
+        self,
+        id: str,
+        payload: Any = None,
+        delay: float = 0,
+        replace: bool = False,
+        priority: int = DEFAULT_PRIORITY,
     ) -> bool:
         """The asyncio twin of :meth:`enqueue`."""
         entry = self.prepare(id, payload, delay)
+        check_priority(priority)
         await self.backend.register_queue_async(self.name)
-        return (await self._arun(self._enqueue_call([entry], replace)))[0]
+        return (await self._arun(self._enqueue_call([entry], replace, priority)))[0]
 
     def enqueue_many(
-        self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
+        self,
+        items: Iterable[Any],
+        delay: float = 0,
+        replace: bool = False,
+        batch_size: int = 1000,
+        priority: int = DEFAULT_PRIORITY,
     ) -> list[bool]:
         """Queue ``(id, payload)`` or ``(id, payload, delay)`` items, one round trip per batch.
 
         Every item is validated and serialized before the first batch is sent, so
         a bad item leaves Redis untouched. Returns one flag per item, as
         :meth:`enqueue` would (a repeated id in the same call keeps the first).
+        Every item gets ``priority``.
         """
+        check_priority(priority)
         batches = self.batches(items, delay, batch_size)
         return [
-            flag for batch in batches for flag in self.send_entries(enqueue_args(batch, replace))
+            flag
+            for batch in batches
+            for flag in self.send_entries(enqueue_args(batch, replace, priority))
         ]
 
     async def enqueue_many_async(
-        self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
+        self,
+        items: Iterable[Any],
+        delay: float = 0,
+        replace: bool = False,
+        batch_size: int = 1000,
+        priority: int = DEFAULT_PRIORITY,
     ) -> list[bool]:
         """The asyncio twin of :meth:`enqueue_many`."""
+        check_priority(priority)
         batches = self.batches(items, delay, batch_size)
         if batches:
             await self.backend.register_queue_async(self.name)
         flags: list[bool] = []
         for batch in batches:
-            sent = await self._arun(self._enqueue_call(batch, replace))
+            sent = await self._arun(self._enqueue_call(batch, replace, priority))
             flags.extend(sent)
         return flags
 
-    def enqueue_prepared(self, entries: list[Entry], replace: bool = False) -> list[bool]:
+    def enqueue_prepared(
+        self, entries: list[Entry], replace: bool = False, priority: int = DEFAULT_PRIORITY
+    ) -> list[bool]:
         """Send entries built by :meth:`prepare` (the ``@task`` registry validates early)."""
-        return self.send_entries(enqueue_args(entries, replace))
+        return self.send_entries(enqueue_args(entries, replace, priority))
 
     def top(self, count: int = 1) -> list[Task]:
         """Due tasks, oldest first, without claiming them (seed 000's ``top``)."""

@@ -42,6 +42,7 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
 from ..handlers import queues
+from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import micros
 from .validation import check_count, check_id, check_name, check_seconds
@@ -94,6 +95,7 @@ class TaskFunction(Generic[P, R]):
         retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
+        priority: int = DEFAULT_PRIORITY,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -113,6 +115,7 @@ class TaskFunction(Generic[P, R]):
             else check_seconds(retry_backoff_max, "retry_backoff_max")
         )
         self.unique = unique
+        self.priority = check_priority(priority)
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -141,7 +144,8 @@ class TaskFunction(Generic[P, R]):
         """
         self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
-        return self._send({"task": self.path, "args": list(args), "kwargs": kwargs}, None, 0, False)
+        payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
+        return self._send(payload, None, 0, False, self.priority)
 
     def enqueue(
         self,
@@ -151,8 +155,11 @@ class TaskFunction(Generic[P, R]):
         id: str | None = None,
         delay: float = 0,
         replace: bool = False,
+        priority: int | None = None,
     ) -> Enqueued:
         """Queue a call; returns its id (see :class:`Enqueued`). Validation happens now.
+
+        ``priority`` (0-9) overrides the task's ``@task(priority=...)`` for this call.
 
         ``id`` gives a stable id for deduplication (with ``unique=True`` the id
         is derived from the arguments): ``.queued`` of the result is False when
@@ -161,10 +168,11 @@ class TaskFunction(Generic[P, R]):
         ``"immediate"``; with ``OPTIONS['EAGER']`` the call runs inline instead.
         Arguments the function could not take raise ``TypeError``.
         """
-        return self._send(self.payload(args, kwargs), id, delay, replace)
+        level = self.priority if priority is None else check_priority(priority)
+        return self._send(self.payload(args, kwargs), id, delay, replace, level)
 
     def _send(
-        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool
+        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool, priority: int
     ) -> Enqueued:
         """Validate and queue one envelope (or run it, or wait for the commit); its id.
 
@@ -180,7 +188,8 @@ class TaskFunction(Generic[P, R]):
         if options["EAGER"]:
             self.run(queue.serializer.loads(data))
             return Enqueued(task_id)
-        args = ["1" if replace else "0", task_id, due_in, data]
+        flag = enqueue_flag(replace, priority) if priority else "1" if replace else "0"
+        args = [flag, task_id, due_in, data]
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             result = Enqueued(task_id)
 
@@ -197,6 +206,7 @@ class TaskFunction(Generic[P, R]):
         *,
         delay: float = 0,
         batch_size: int = 1000,
+        priority: int | None = None,
     ) -> list[Enqueued]:
         """Queue many ``(args, kwargs)`` calls, one round trip per ``batch_size``; their ids.
 
@@ -206,6 +216,7 @@ class TaskFunction(Generic[P, R]):
         """
         queue = self.queue
         check_count(batch_size, "batch_size")
+        level = self.priority if priority is None else check_priority(priority)
         entries = []
         for args, kwargs in calls:
             payload = self.payload(args, kwargs)
@@ -219,7 +230,7 @@ class TaskFunction(Generic[P, R]):
 
         def send() -> None:
             for start in range(0, len(entries), batch_size):
-                flags = queue.enqueue_prepared(entries[start : start + batch_size])
+                flags = queue.enqueue_prepared(entries[start : start + batch_size], False, level)
                 for result, flag in zip(results[start:], flags, strict=False):
                     result.queued = flag
 
@@ -322,6 +333,7 @@ def task(
     retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
+    priority: int = DEFAULT_PRIORITY,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
 
@@ -334,7 +346,9 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
     override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
     the delay before a failed run is retried; ``unique=True`` derives the id from
-    the arguments so the same call is queued once at a time.
+    the arguments so the same call is queued once at a time; ``priority`` (0, the
+    default and lowest, to 9) is the level its calls are queued at (``enqueue(...,
+    priority=)`` overrides it per call).
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

@@ -2,10 +2,11 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
--- KEYS[9] (optional) this request's key: a resent call (same key) answers what the first
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] (optional) this request's key: a resent call (same key) answers what the first
 --         call claimed, those of its claims that are still current, and claims nothing new
 --         (kept 60 s)
--- KEYS[10] (optional) the request key of the caller's previous claim, deleted: its answer
+-- KEYS[12] (optional) the request key of the caller's previous claim, deleted: its answer
 --         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
@@ -20,9 +21,11 @@
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
 --          claim tokens: the first (the others follow one by one) or, for a resend, a list,
 --          positions (1-based) of the suspects (see the claims fragment),
+--          {position, level, ...} of the claimed tasks of levels 1-9 (the priority fragment),
 --          then per claimed task: id, due score, this run's attempt number, payload,
 --          last error}
 -- include: claims
+-- include: priority
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local count = tonumber(ARGV[1])
@@ -31,7 +34,7 @@ local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
 local acked = ack(ARGV, 7)
-if #KEYS >= 10 then redis.call('DEL', KEYS[10]) end
+if #KEYS >= 12 then redis.call('DEL', KEYS[12]) end
 
 local function wake_and_hints(out)
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -46,10 +49,10 @@ local function wake_and_hints(out)
   return out
 end
 
-if #KEYS >= 9 then
-  local rows = redis.call('LRANGE', KEYS[9], 0, -1)
+if #KEYS >= 11 then
+  local rows = redis.call('LRANGE', KEYS[11], 0, -1)
   if #rows > 0 then
-    local out = {now, -1, -1, acked, 0, {}, {}}
+    local out = {now, -1, -1, acked, 0, {}, {}, {}}
     -- the record: first token, due scores and suspect flags (comma-separated), then the ids
     local first = tonumber(rows[1])
     local scores, flags = {}, {}
@@ -63,6 +66,8 @@ if #KEYS >= 9 then
         if not started(v) then attempts = attempts + 1 end
         out[6][#out[6] + 1] = token
         if flags[k - 3] == 1 then out[7][#out[7] + 1] = #out[6] end
+        local level = redis.call('HGET', KEYS[10], id)
+        if level then table.insert(out[8], #out[6]); table.insert(out[8], tonumber(level)) end
         out[#out + 1] = id
         out[#out + 1] = scores[k - 3]
         out[#out + 1] = attempts
@@ -90,19 +95,21 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', KEYS[8], id)
     else
       redis.call('ZADD', KEYS[1], now, id)
+      prio_back(id, now)
       redis.call('HSET', KEYS[8], id, '?')
     end
   else
     redis.call('HSET', KEYS[6], id, 'lease expired before a run was recorded as started '
       .. '(its worker died or stalled); no attempt counted')
     redis.call('ZADD', KEYS[1], now, id)
+    prio_back(id, now)
     redis.call('HSET', KEYS[8], id, '?')
   end
 end
 
-local out = {now, -1, -1, acked, #expired, 0, {}}
+local out = {now, -1, -1, acked, #expired, 0, {}, {}}
 if count > 0 then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
+  local due, levels = prio_claimable(now, count)
   local n = #due / 2
   if n > 0 then
     local ids = {}
@@ -121,7 +128,16 @@ if count > 0 then
       claims[2 * i - 1] = now + lease
       claims[2 * i] = ids[i]
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+    if #levels == 0 then
+      redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+    else  -- prioritized tasks first: not pending's first ranks
+      redis.call('ZREM', KEYS[1], unpack(ids))
+      redis.call('ZREM', KEYS[9], unpack(ids))
+      for i = 1, math.min(#levels, n) do
+        table.insert(out[8], i)
+        table.insert(out[8], levels[i])
+      end
+    end
     for i = 1, 2 * n, 1000 do
       redis.call('ZADD', KEYS[2], unpack(claims, i, math.min(i + 999, 2 * n)))
     end
@@ -147,13 +163,13 @@ if count > 0 then
       scores[i] = due[2 * i]
       flags[i] = held[i] == '?' and 1 or 0
     end
-    if #KEYS >= 9 then
+    if #KEYS >= 11 then
       local head = string.format('%d', last - n + 1)
-      redis.call('RPUSH', KEYS[9], head, table.concat(scores, ','), table.concat(flags, ','))
+      redis.call('RPUSH', KEYS[11], head, table.concat(scores, ','), table.concat(flags, ','))
       for i = 1, n, 1000 do
-        redis.call('RPUSH', KEYS[9], unpack(ids, i, math.min(i + 999, n)))
+        redis.call('RPUSH', KEYS[11], unpack(ids, i, math.min(i + 999, n)))
       end
-      redis.call('PEXPIRE', KEYS[9], 60000)
+      redis.call('PEXPIRE', KEYS[11], 60000)
     end
     for i = 1, 2 * n, 1000 do
       redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))

@@ -2,12 +2,14 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- ARGV[1] id, ARGV[2] claim token ("" for whatever claim is current), ARGV[3] delay in
 -- microseconds, ARGV[4] error text, ARGV[5] attempts after which the task is dead-lettered
 -- returns 1 retried, 2 dead-lettered, 0 lost: the claim is no longer current (its lease
 --         expired, or a newer copy was queued with replace=True) and nothing changed
 -- The failed run counts as an attempt (here, unless its start was recorded already).
 -- include: claims
+-- include: priority
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local id = ARGV[1]
@@ -23,5 +25,6 @@ if attempts >= tonumber(ARGV[5]) then
   return 2
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
+prio_back(id, now + tonumber(ARGV[3]))
 if redis.call('LLEN', KEYS[7]) == 0 then redis.call('LPUSH', KEYS[7], 1) end
 return 1

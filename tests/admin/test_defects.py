@@ -335,7 +335,7 @@ def test_purge_of_a_claimed_task_leaves_no_claim_behind(dashboard: Dashboard) ->
     q = dashboard.queue()
     q.enqueue("claimed", 1)
     assert len(q.pop(1)) == 1
-    claims = q.script_keys[-1]
+    claims = q.claims_key
     assert q.backend.client.hexists(claims, "claimed")
     assert purge_confirmed(q, 1) == (1, False)
     assert not q.backend.client.hexists(claims, "claimed")

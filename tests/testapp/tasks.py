@@ -92,3 +92,10 @@ def kills_worker_once(tag: str) -> None:
 def kills_worker_thrice(tag: str) -> None:
     record(f"kill:{tag}:{os.getpid()}")
     os._exit(137)
+
+
+@task(queue="tests", priority=7)
+def urgent(tag: str) -> str:
+    """Queued at priority level 7 unless a call says otherwise (tests/test_priority_*.py)."""
+    record(f"urgent:{tag}")
+    return tag

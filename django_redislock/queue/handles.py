@@ -1,0 +1,142 @@
+"""The handle ``delay()`` returns: ``status``, ``result(timeout)`` and ``result_async(timeout)``.
+
+Waiting never polls: a waiter reads the result (one script), and while it is not
+final blocks on the result's done list with ``BLMOVE done done RIGHT LEFT``.
+The store script pushes one token there; ``BLMOVE`` onto the same list rotates
+it instead of taking it, so every waiter of the result wakes, and a waiter that
+is cut off (a timeout, a cancelled ``await``, a killed process) takes nothing
+away from the others. Each block lasts at most :data:`MAX_BLOCK` seconds and
+stays below the alias's ``SOCKET_TIMEOUT``; between two blocks the waiter reads
+the result again, which is how it learns of an outcome no worker stored (a task
+dead-lettered because its workers kept dying, or one removed by an operator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import ResultTimeout, ResultUnknown, TaskFailed
+from .results import Outcome, ResultStatus, read_call, record_keys, run, run_async
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+#: Longest single BLMOVE of a waiter, in seconds (then the result is read again).
+MAX_BLOCK = 5.0
+#: Pause after a wake-up that found no final result (a token that is not ours to trust).
+SPURIOUS_PAUSE = 0.05
+
+
+class ResultHandle:
+    """What a queued ``@task`` call can tell about its run (mixed into ``Enqueued``).
+
+    ``_queue`` is the queue the call went to (None for a handle that knows no queue);
+    ``_known`` is the outcome when it is known without Redis (eager mode).
+    """
+
+    _queue: Queue | None = None
+    _known: Outcome | None = None
+
+    @property
+    def task_id(self) -> str:
+        """The id of the call (the handle itself is that string)."""
+        return str.__str__(self)
+
+    def _read(self) -> Outcome:
+        if self._known is not None:
+            return self._known
+        return run(self._need_queue(), read_call(self._need_queue(), self.task_id))
+
+    async def _read_async(self) -> Outcome:
+        if self._known is not None:
+            return self._known
+        return await run_async(self._need_queue(), read_call(self._need_queue(), self.task_id))
+
+    def _need_queue(self) -> Queue:
+        if self._queue is None:
+            raise ResultUnknown(f"no queue is known for {self.task_id!r}: use fn.result_of(id)")
+        return self._queue
+
+    @property
+    def status(self) -> ResultStatus:
+        """Where the call is now (one round trip): see :class:`ResultStatus`."""
+        return self._read().status
+
+    async def status_async(self) -> ResultStatus:
+        """The asyncio twin of :attr:`status`."""
+        return (await self._read_async()).status
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The return value, waiting up to ``timeout`` seconds (None: as long as it takes).
+
+        Raises :class:`TaskFailed` (with the stored error) when the call was
+        dead-lettered, :class:`ResultUnknown` when nothing is known of it (its
+        result expired, or it was removed, or never stored), and
+        :class:`ResultTimeout` when ``timeout`` passed first.
+        """
+        deadline = start_wait(timeout)
+        while True:
+            outcome = self._read()
+            if outcome.status.final:
+                return settle(self.task_id, outcome)
+            seconds = block_seconds(self._need_queue(), deadline, self.task_id, outcome)
+            done = record_keys(self._need_queue(), self.task_id)[1]
+            backend = self._need_queue().backend
+            with backend.errors():
+                woke = backend.client.blmove(done, done, seconds, "RIGHT", "LEFT")
+            if woke is not None and not self._read().status.final:
+                time.sleep(SPURIOUS_PAUSE)
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        """The asyncio twin of :meth:`result`; cancelling it leaves nothing behind."""
+        deadline = start_wait(timeout)
+        while True:
+            outcome = await self._read_async()
+            if outcome.status.final:
+                return settle(self.task_id, outcome)
+            seconds = block_seconds(self._need_queue(), deadline, self.task_id, outcome)
+            done = record_keys(self._need_queue(), self.task_id)[1]
+            backend = self._need_queue().backend
+            with backend.errors():
+                client = backend.async_client()
+                woke = await client.blmove(done, done, seconds, "RIGHT", "LEFT")
+            if woke is not None and not (await self._read_async()).status.final:
+                await asyncio.sleep(SPURIOUS_PAUSE)
+
+
+def start_wait(timeout: float | None) -> float | None:
+    """The monotonic deadline of a wait (None: no deadline); checks ``timeout``."""
+    from .validation import check_seconds
+
+    if timeout is None:
+        return None
+    return time.monotonic() + check_seconds(timeout, "timeout")
+
+
+def block_seconds(queue: Queue, deadline: float | None, task_id: str, outcome: Outcome) -> float:
+    """How long the next BLMOVE may block; raises :class:`ResultTimeout` when time is up."""
+    socket_timeout = float(queue.backend.options["SOCKET_TIMEOUT"])
+    cap = min(MAX_BLOCK, socket_timeout - min(0.5, socket_timeout / 2))
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            last = f"; last error: {outcome.error.splitlines()[0]}" if outcome.error else ""
+            raise ResultTimeout(f"task {task_id!r} is still {outcome.status}{last}")
+        cap = min(cap, left)
+    return max(cap, 0.01)
+
+
+def settle(task_id: str, outcome: Outcome) -> Any:
+    """The value of a final outcome, or the exception it stands for."""
+    if outcome.status is ResultStatus.SUCCESSFUL:
+        return outcome.value
+    if outcome.status is ResultStatus.FAILED:
+        raise TaskFailed(
+            f"task {task_id!r} failed: {outcome.error}", task_id=task_id, error=outcome.error
+        )
+    raise ResultUnknown(
+        f"no result of task {task_id!r}: it expired (result_ttl), was removed, or was never "
+        f"stored (does the task have store_result=True?)"
+    )

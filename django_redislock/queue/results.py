@@ -1,0 +1,255 @@
+"""Results of ``@task(store_result=True)`` calls: one record per task id, next to its queue.
+
+Keys (under the queue's hash tag ``{q:<name>}``, so the enqueue and the record's
+reset are one atomic step, and a waiter's ``BLMOVE`` touches one cluster slot)::
+
+    <prefix>:{q:<name>}:result:<id>  hash  gen, status, value, error (TTL: result_ttl)
+    <prefix>:{q:<name>}:done:<id>    list  one wake-up token while the result is final
+
+A call that stores its result carries ``{"result": {"gen": <hex>, "ttl": <s>}}``
+in its payload. Its enqueue and ``result_mark.lua`` go in one ``MULTI``: when the
+call was queued (not deduplicated), the record restarts as READY under the new
+generation, so a reused id (``replace=True``, a dedup id, a periodic id) never
+shows a waiter the previous run's result. The worker stores the outcome with
+``result_store.lua`` (one round trip, only for these calls), which refuses to
+overwrite a newer generation. ``result_read.lua`` reads the record, or, before
+there is an outcome, the call's state in the queue.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis
+
+from ..conf import MAX_SECONDS
+from ..exceptions import ConnectionFailed
+from ..wire import to_text
+from .calls import Call
+from .records import Task
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+logger = logging.getLogger("django_redislock.results")
+R = TypeVar("R")
+
+#: The payload key that asks the worker to store the outcome.
+MARKER = "result"
+#: Longest stored error text (the head and the last lines of the traceback).
+MAX_ERROR = 4000
+
+
+class ResultStatus(str, enum.Enum):
+    """Where a call is; the first four are the values of Django's ``TaskResultStatus``."""
+
+    READY = "READY"  #: queued, delayed, or waiting for a retry
+    RUNNING = "RUNNING"  #: claimed by a worker
+    SUCCESSFUL = "SUCCESSFUL"  #: returned; the value is stored
+    FAILED = "FAILED"  #: dead-lettered (no attempts left, or it can never run)
+    UNKNOWN = "UNKNOWN"  #: no record and not in the queue: expired, removed, or never stored
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def final(self) -> bool:
+        """True when waiting longer cannot change the answer."""
+        return self in FINAL
+
+
+FINAL = frozenset({ResultStatus.SUCCESSFUL, ResultStatus.FAILED, ResultStatus.UNKNOWN})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One read of a result: its status, the decoded value, the error text."""
+
+    status: ResultStatus
+    value: Any = None
+    error: str = ""
+
+
+def record_keys(queue: Queue, task_id: str) -> list[str]:
+    """The result hash and the done list of ``task_id`` (the queue's hash tag)."""
+    tag = f"q:{queue.name}"
+    return [queue.backend.key(tag, "result", task_id), queue.backend.key(tag, "done", task_id)]
+
+
+def marker(ttl: float) -> dict[str, Any]:
+    """The payload entry of a call that stores its result: a fresh generation and the TTL."""
+    return {"gen": os.urandom(8).hex(), "ttl": ttl}
+
+
+def marker_of(task: Task) -> tuple[str, int] | None:
+    """``(generation, ttl in ms)`` if ``task`` asks for its result to be stored, else None.
+
+    A malformed entry (a payload written by hand, or by another version) is logged
+    and ignored: the task still runs, nothing is stored.
+    """
+    payload = task.payload
+    found = payload.get(MARKER) if isinstance(payload, dict) else None
+    if found is None:
+        return None
+    gen = found.get("gen") if isinstance(found, dict) else None
+    ttl = found.get("ttl") if isinstance(found, dict) else None
+    if (
+        isinstance(gen, str)
+        and 0 < len(gen) <= 64
+        and isinstance(ttl, (int, float))
+        and not isinstance(ttl, bool)
+        and 0 < ttl <= MAX_SECONDS
+    ):
+        return gen, max(1, int(ttl * 1000))
+    logger.warning("task %s has a malformed %r entry %r: no result stored", task.id, MARKER, found)
+    return None
+
+
+def encode_value(queue: Queue, value: Any) -> tuple[bytes, str]:
+    """``(serialized value, "")``, or ``(b"", error)`` when the value cannot be stored."""
+    try:
+        data = queue.serializer.dumps(value)
+    except Exception as exc:
+        return b"", f"the return value cannot be stored: {type(exc).__name__}: {exc}"
+    limit = queue.backend.options["MAX_PAYLOAD_BYTES"]
+    if len(data) > limit:
+        return b"", (
+            f"the return value is {len(data)} bytes serialized, over OPTIONS"
+            f"['MAX_PAYLOAD_BYTES'] = {limit}: it was not stored"
+        )
+    return data, ""
+
+
+def eager_outcome(queue: Queue, value: Any, ttl: float | None) -> Outcome:
+    """What a worker would have stored for ``value`` (eager mode: nothing goes to Redis)."""
+    if ttl is None:
+        return Outcome(ResultStatus.UNKNOWN)
+    data, problem = encode_value(queue, value)
+    if problem:
+        return Outcome(ResultStatus.FAILED, error=problem)
+    return Outcome(ResultStatus.SUCCESSFUL, queue.serializer.loads(data))
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` and the end of the traceback, at most :data:`MAX_ERROR` characters."""
+    head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return f"{head}\n\n{detail[-(MAX_ERROR - len(head) - 2) :]}"[:MAX_ERROR]
+
+
+def store(queue: Queue, task: Task, status: ResultStatus, value: bytes, error: str) -> bool:
+    """Store a final outcome (one round trip); False when a newer run of the id owns it."""
+    found = marker_of(task)
+    if found is None:
+        return False
+    gen, ttl_ms = found
+    args = [gen, str(status), value, error, ttl_ms]
+    return bool(run(queue, Call("result_store", args, int, tuple(record_keys(queue, task.id)))))
+
+
+def store_success(queue: Queue, task: Task, value: Any) -> None:
+    """The worker's hook after a run returned: store the value (or why it cannot be stored).
+
+    Costs nothing for a task that does not store its result (a dict lookup). Called
+    before the task is acked: if Redis fails here, the task is not acked and runs again.
+    """
+    payload = task.payload
+    if not (isinstance(payload, dict) and MARKER in payload):
+        return
+    data, problem = encode_value(queue, value)
+    if problem:
+        logger.error("task %s of %r: %s", task.id, queue.name, problem)
+        store(queue, task, ResultStatus.FAILED, b"", problem)
+    else:
+        store(queue, task, ResultStatus.SUCCESSFUL, data, "")
+
+
+def store_failure(queue: Queue, task: Task, exc: BaseException) -> None:
+    """The worker's hook when a failure ends a task (dead-lettered): store the error."""
+    try:
+        payload = task.payload
+    except Exception:  # undecodable: its generation is unknown (result_read.lua says FAILED)
+        return
+    if isinstance(payload, dict) and MARKER in payload:
+        store(queue, task, ResultStatus.FAILED, b"", error_text(exc))
+
+
+def read_call(queue: Queue, task_id: str) -> Call[Outcome]:
+    """The ``result_read`` request of ``task_id`` and the parser of its reply."""
+    record = record_keys(queue, task_id)[0]
+
+    def parse(reply: list[Any]) -> Outcome:
+        status = ResultStatus(to_text(reply[0]))
+        value = queue.serializer.loads(reply[1]) if status is ResultStatus.SUCCESSFUL else None
+        return Outcome(status, value, to_text(reply[2]))
+
+    payload, in_flight, dead, errors = (queue.script_keys[i] for i in (3, 1, 2, 5))
+    return Call("result_read", [task_id], parse, (payload, in_flight, dead, errors, record))
+
+
+def run(queue: Queue, call: Call[R]) -> R:
+    """Run one of these scripts on the blocking client (``Call.extra_keys`` are all its keys)."""
+    script = queue.backend.script(call.script)
+    with queue.backend.errors():
+        return call.parse(script(keys=list(call.extra_keys), args=call.args))
+
+
+async def run_async(queue: Queue, call: Call[R]) -> R:
+    """The asyncio twin of :func:`run`."""
+    script = queue.backend.script(call.script, queue.backend.async_client())
+    with queue.backend.errors():
+        return call.parse(await script(keys=list(call.extra_keys), args=call.args))
+
+
+def evalsha(sha: str, keys: list[str], args: list[Any]) -> list[Any]:
+    """The arguments of ``EVALSHA`` after the command name."""
+    return [sha, len(keys), *keys, *args]
+
+
+def send_marked(
+    queue: Queue, enqueue_args: list[Any], marks: list[tuple[str, bytes, str]], ttl: float
+) -> list[bool]:
+    """Enqueue calls and (re)start their result records in one ``MULTI``; the enqueue's flags.
+
+    ``enqueue_args`` is the enqueue script's ARGV; ``marks`` holds ``(id, payload
+    bytes, generation)`` per call. One round trip, like a plain enqueue.
+    """
+    backend = queue.backend
+    backend.register_queue(queue.name)
+    replace = enqueue_args[0] == "1"
+    enqueue_keys = [*queue.script_keys, *([queue.request_key()] if replace else [])]
+    mark_keys = [queue.script_keys[3]]
+    mark_args: list[Any] = [max(1, int(ttl * 1000))]
+    for task_id, data, gen in marks:
+        mark_keys += record_keys(queue, task_id)
+        mark_args += [task_id, data, gen]
+    client = backend.client
+    enqueue, mark = (backend.script(name, client) for name in ("queue_enqueue", "result_mark"))
+    with backend.errors():
+        for _ in range(2):
+            pipe = client.pipeline(transaction=True)
+            # execute_command: a cluster pipeline refuses pipe.evalsha, not EVALSHA itself
+            pipe.execute_command("EVALSHA", *evalsha(enqueue.sha, enqueue_keys, enqueue_args))
+            pipe.execute_command("EVALSHA", *evalsha(mark.sha, mark_keys, mark_args))
+            flags, marked = pipe.execute(raise_on_error=False)
+            if isinstance(flags, redis.exceptions.NoScriptError):
+                # a new server or a SCRIPT FLUSH: nothing ran that matters (the mark found no
+                # payload of this call); load both and send the MULTI again
+                client.script_load(enqueue.script)
+                client.script_load(mark.script)
+                continue
+            if isinstance(flags, Exception):
+                raise flags
+            if isinstance(marked, Exception):
+                if not isinstance(marked, redis.exceptions.NoScriptError):
+                    raise marked
+                # the enqueue ran, the mark was not loaded yet: run it alone (it checks the
+                # payload again, so a call deduplicated or already finished is left alone)
+                mark(keys=mark_keys, args=mark_args)
+            return [bool(flag) for flag in flags]
+    raise ConnectionFailed("the enqueue scripts could not be loaded on the server")

@@ -177,6 +177,29 @@ def test_inside_a_transaction_the_call_is_sent_at_the_commit(alias: RedisTarget)
     assert handle.result(timeout=1) == 8
 
 
+def test_a_server_without_the_scripts_still_restarts_the_record(real: RedisTarget) -> None:
+    """After a SCRIPT FLUSH (or a new master): neither script, or only the enqueue's, loaded."""
+    raw: Any = real.raw
+    servers = (
+        [raw.get_redis_connection(n) for n in raw.get_primaries()]
+        if real.kind == "cluster"
+        else [raw]
+    )
+    enqueue = queues["default"].script("queue_enqueue")  # type: ignore[attr-defined]
+    for reloaded in ([], [enqueue]):
+        rt.add.enqueue(args=[1, 1], id="flushed")
+        drain()
+        assert rt.add.result_of("flushed").result(timeout=1) == 2
+        for server in servers:
+            server.script_flush()
+        for script in reloaded:  # the enqueue runs, the mark is NOSCRIPT: it is sent alone
+            enqueue.registered_client.script_load(script.script)
+        again = rt.add.enqueue(args=[2, 2], id="flushed")
+        assert again.queued is True and again.status is ResultStatus.READY
+        drain()
+        assert again.result(timeout=1) == 4
+
+
 # -- reused ids ------------------------------------------------------------------------------
 
 

@@ -51,3 +51,9 @@ def nap_once(tag: str, seconds: float) -> str:
     queues["default"].client.rpush(STARTS_KEY, f"{tag}:{os.getpid()}")  # type: ignore[attr-defined]
     time.sleep(seconds)
     return f"{tag}:{os.getpid()}"
+
+
+@task(queue="results", store_result=True)
+def keep(value: str) -> str:
+    """forgetful's twin that stores its result."""
+    return value

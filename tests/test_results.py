@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from django_redislock.exceptions import (
     ResultUnknown,
     TaskFailed,
 )
+from django_redislock.periodic.scheduler import Scheduler
+from django_redislock.periodic.schedules import SECOND, schedule, tick_label
 from django_redislock.queue import Queue
 from django_redislock.queue.registry import Enqueued
 from django_redislock.queue.results import ResultStatus, record_keys, store_success
@@ -31,6 +34,8 @@ from django_redislock.queue.worker import Worker
 
 from . import result_tasks as rt
 from .conftest import RedisTarget
+
+FIVE_MINUTES = 300 * SECOND
 
 # the worker closes stale database connections between tasks, as around a request
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -244,6 +249,22 @@ def test_a_requeued_dead_task_stores_its_new_outcome(alias: RedisTarget) -> None
     assert handle.status is ResultStatus.FAILED
 
 
+def test_a_periodic_tick_of_a_task_that_stores_results_stores_it(
+    redis_target: RedisTarget,
+) -> None:
+    params = {**redis_target.params(), "KEY_PREFIX": "test"}
+    every = schedule("keeper", rt.keep.path, every=timedelta(minutes=5), args=["tick"])
+    with override_settings(
+        REDISLOCK_QUEUES={"default": params}, REDISLOCK_LOCKS={"default": params}
+    ):
+        scheduler = Scheduler([every], clock=lambda: FIVE_MINUTES * 1000 + 1)
+        scheduler.tick()
+        tick = rt.keep.result_of(f"periodic:keeper:{tick_label(FIVE_MINUTES * 1000)}")
+        assert tick.status is ResultStatus.READY
+        drain()
+        assert tick.result(timeout=1) == "tick"
+
+
 # -- eager mode ------------------------------------------------------------------------------
 
 
@@ -378,3 +399,27 @@ def test_cancelling_an_async_wait_leaves_nothing_behind(real: RedisTarget) -> No
     assert real.raw.llen(done_key) == 1  # one token, rotated by waiters, never taken
     assert handle.result(timeout=1) == 10
     assert real.raw.llen(done_key) == 1
+
+
+# -- cost --------------------------------------------------------------------------------------
+
+
+def test_a_worker_sends_one_more_script_call_per_stored_task_only(
+    single_target: RedisTarget,
+) -> None:
+    raw = single_target.raw
+
+    def script_calls_to_drain(fn: Any, count: int) -> int:
+        for i in range(count):
+            fn.delay(str(i))
+        raw.config_resetstat()
+        drain()
+        return int(raw.info("commandstats")["cmdstat_evalsha"]["calls"])
+
+    for _ in use(single_target):
+        for fn in (rt.forgetful, rt.keep):  # load every script first
+            script_calls_to_drain(fn, 1)
+        plain = script_calls_to_drain(rt.forgetful, 50)
+        stored = script_calls_to_drain(rt.keep, 50)
+    assert plain == 2  # the claim of all 50, then the claim that acks them and finds none
+    assert stored == plain + 50  # plus the store of each

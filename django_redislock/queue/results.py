@@ -86,6 +86,16 @@ def marker(ttl: float) -> dict[str, Any]:
     return {"gen": os.urandom(8).hex(), "ttl": ttl}
 
 
+def with_result_marker(fn: Any, queue: Queue, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with a :func:`marker` when ``fn`` (a ``TaskFunction``) stores results.
+
+    For payloads encoded once and sent many times (a periodic schedule's): every tick
+    has an id of its own, so one generation for all of them is enough.
+    """
+    ttl = fn.ttl_of_results(queue)
+    return payload if ttl is None else {**payload, MARKER: marker(ttl)}
+
+
 def marker_of(task: Task) -> tuple[str, int] | None:
     """``(generation, ttl in ms)`` if ``task`` asks for its result to be stored, else None.
 

@@ -8,6 +8,7 @@ real ones.
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -316,6 +317,13 @@ def test_a_malformed_marker_is_ignored_by_the_worker(alias: RedisTarget) -> None
     drain()
     assert queue.stats()["in_flight"] == 0 and queue.stats()["dead"] == 0
     assert rt.add.result_of("hand-made").status is ResultStatus.UNKNOWN
+
+
+def test_a_handle_pickles_and_still_finds_its_result(alias: RedisTarget) -> None:
+    handle = pickle.loads(pickle.dumps(rt.add.delay(6, 7)))
+    assert isinstance(handle, Enqueued) and handle.queued is True
+    drain()
+    assert handle.result(timeout=1) == 13
 
 
 def test_a_handle_without_a_queue_says_so() -> None:

@@ -18,7 +18,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ResultTimeout, ResultUnknown, TaskFailed
+from ..handlers import queues
 from .results import Outcome, ResultStatus, read_call, record_keys, run, run_async
+from .validation import check_seconds
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -32,11 +34,13 @@ SPURIOUS_PAUSE = 0.05
 class ResultHandle:
     """What a queued ``@task`` call can tell about its run (mixed into ``Enqueued``).
 
-    ``_queue`` is the queue the call went to (None for a handle that knows no queue);
-    ``_known`` is the outcome when it is known without Redis (eager mode).
+    ``_where`` is the ``(alias, queue name)`` the call went to (None for a handle that
+    knows no queue): names, not the queue object, so a handle pickles (into a session,
+    a cache) and follows a settings reset. ``_known`` is the outcome when it is known
+    without Redis (eager mode).
     """
 
-    _queue: Queue | None = None
+    _where: tuple[str, str] | None = None
     _known: Outcome | None = None
 
     @property
@@ -47,17 +51,21 @@ class ResultHandle:
     def _read(self) -> Outcome:
         if self._known is not None:
             return self._known
-        return run(self._need_queue(), read_call(self._need_queue(), self.task_id))
+        queue = self._need_queue()
+        return run(queue, read_call(queue, self.task_id))
 
     async def _read_async(self) -> Outcome:
         if self._known is not None:
             return self._known
-        return await run_async(self._need_queue(), read_call(self._need_queue(), self.task_id))
+        queue = self._need_queue()
+        return await run_async(queue, read_call(queue, self.task_id))
 
     def _need_queue(self) -> Queue:
-        if self._queue is None:
+        if self._where is None:
             raise ResultUnknown(f"no queue is known for {self.task_id!r}: use fn.result_of(id)")
-        return self._queue
+        alias, name = self._where
+        found: Queue = queues[alias].queue(name)
+        return found
 
     @property
     def status(self) -> ResultStatus:
@@ -77,39 +85,37 @@ class ResultHandle:
         :class:`ResultTimeout` when ``timeout`` passed first.
         """
         deadline = start_wait(timeout)
-        while True:
+        outcome = self._read()
+        while not outcome.status.final:
+            queue = self._need_queue()
+            seconds = block_seconds(queue, deadline, self.task_id, outcome)
+            done = record_keys(queue, self.task_id)[1]
+            with queue.backend.errors():
+                woke = queue.backend.client.blmove(done, done, seconds, "RIGHT", "LEFT")
             outcome = self._read()
-            if outcome.status.final:
-                return settle(self.task_id, outcome)
-            seconds = block_seconds(self._need_queue(), deadline, self.task_id, outcome)
-            done = record_keys(self._need_queue(), self.task_id)[1]
-            backend = self._need_queue().backend
-            with backend.errors():
-                woke = backend.client.blmove(done, done, seconds, "RIGHT", "LEFT")
-            if woke is not None and not self._read().status.final:
+            if woke is not None and not outcome.status.final:
                 time.sleep(SPURIOUS_PAUSE)
+        return settle(self.task_id, outcome)
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """The asyncio twin of :meth:`result`; cancelling it leaves nothing behind."""
         deadline = start_wait(timeout)
-        while True:
-            outcome = await self._read_async()
-            if outcome.status.final:
-                return settle(self.task_id, outcome)
-            seconds = block_seconds(self._need_queue(), deadline, self.task_id, outcome)
-            done = record_keys(self._need_queue(), self.task_id)[1]
-            backend = self._need_queue().backend
-            with backend.errors():
-                client = backend.async_client()
+        outcome = await self._read_async()
+        while not outcome.status.final:
+            queue = self._need_queue()
+            seconds = block_seconds(queue, deadline, self.task_id, outcome)
+            done = record_keys(queue, self.task_id)[1]
+            with queue.backend.errors():
+                client = queue.backend.async_client()
                 woke = await client.blmove(done, done, seconds, "RIGHT", "LEFT")
-            if woke is not None and not (await self._read_async()).status.final:
+            outcome = await self._read_async()
+            if woke is not None and not outcome.status.final:
                 await asyncio.sleep(SPURIOUS_PAUSE)
+        return settle(self.task_id, outcome)
 
 
 def start_wait(timeout: float | None) -> float | None:
     """The monotonic deadline of a wait (None: no deadline); checks ``timeout``."""
-    from .validation import check_seconds
-
     if timeout is None:
         return None
     return time.monotonic() + check_seconds(timeout, "timeout")

@@ -78,7 +78,8 @@ class Enqueued(str, ResultHandle):
     ) -> Enqueued:
         made = super().__new__(cls, id)
         made.queued = queued
-        made._queue, made._known = queue, known
+        made._where = None if queue is None else (queue.backend.alias, queue.name)
+        made._known = known
         return made
 
     def __repr__(self) -> str:

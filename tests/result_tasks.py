@@ -24,7 +24,7 @@ def unencodable() -> Any:
     return object()
 
 
-@task(queue="results", store_result=True, result_ttl=0.5)
+@task(queue="results", store_result=True, result_ttl=2.0)
 def short_lived(value: str) -> str:
     return value
 

@@ -140,7 +140,7 @@ def test_an_expired_result_is_unknown(alias: RedisTarget) -> None:
     handle = rt.short_lived.delay("soon gone")
     drain()
     assert handle.result(timeout=1) == "soon gone"
-    eventually(lambda: handle.status is ResultStatus.UNKNOWN, 10, "the result to expire")
+    eventually(lambda: handle.status is ResultStatus.UNKNOWN, 15, "the result to expire")
     with pytest.raises(ResultUnknown, match="expired"):
         handle.result(timeout=5)
     assert record_keys(results_queue(), handle)[0].encode() not in keys_of(alias)
@@ -349,7 +349,7 @@ def test_every_waiter_wakes_when_the_result_is_stored(real: RedisTarget) -> None
         waiter.join(timeout=10)
     assert got == [42, 42, 42]
     # woken by the store, not by their next read (each blocks for up to 4.5 s)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 3.0
 
 
 def test_a_wait_longer_than_the_socket_timeout_times_out_cleanly(real: RedisTarget) -> None:
@@ -392,8 +392,10 @@ def test_cancelling_an_async_wait_leaves_nothing_behind(real: RedisTarget) -> No
 
     async def cancel_a_wait() -> None:
         waiting = asyncio.ensure_future(handle.result_async(timeout=60))
-        await asyncio.sleep(0.3)
-        assert blocked_clients(real) == 1
+        deadline = time.monotonic() + 10
+        while blocked_clients(real) != 1:  # bounded: the waiter reads, then blocks
+            assert time.monotonic() < deadline, "the waiter never blocked"
+            await asyncio.sleep(0.02)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting

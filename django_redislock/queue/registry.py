@@ -46,7 +46,7 @@ from .calls import Entry, enqueue_args
 from .handles import ResultHandle
 from .queue import Queue
 from .records import micros
-from .results import MARKER, Outcome, eager_outcome, marker, send_marked
+from .results import MARKER, Outcome, eager_outcome, marked_sender, marker, send_marked
 from .validation import check_count, check_id, check_name, check_seconds
 
 P = ParamSpec("P")
@@ -206,22 +206,16 @@ class TaskFunction(Generic[P, R]):
             value = self.run(queue.serializer.loads(data))
             return Enqueued(task_id, queue=queue, known=eager_outcome(queue, value, ttl))
         args = ["1" if replace else "0", task_id, due_in, data]
-
-        def send_now() -> bool:
-            if ttl is None:
-                return queue.send_entries(args)[0]
-            marks = [(task_id, data, payload[MARKER]["gen"])]
-            return send_marked(queue, args, marks, ttl + due_in / 1e6)[0]
-
+        sender = queue.send_entries if ttl is None else marked_sender(queue, payload, ttl, due_in)
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             result = Enqueued(task_id, queue=queue)
 
             def send() -> None:
-                result.queued = send_now()
+                result.queued = sender(args)[0]
 
             transaction.on_commit(send)
             return result
-        return Enqueued(task_id, send_now(), queue)
+        return Enqueued(task_id, sender(args)[0], queue)
 
     def ttl_of_results(self, queue: Queue) -> float | None:
         """Seconds a result of this task is kept, or None when results are not stored.

@@ -22,6 +22,7 @@ import enum
 import logging
 import os
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -214,6 +215,22 @@ async def run_async(queue: Queue, call: Call[R]) -> R:
     script = queue.backend.script(call.script, queue.backend.async_client())
     with queue.backend.errors():
         return call.parse(await script(keys=list(call.extra_keys), args=call.args))
+
+
+def marked_sender(
+    queue: Queue, payload: dict[str, Any], ttl: float, due_in: int
+) -> Callable[[list[Any]], list[bool]]:
+    """What sends one call's enqueue ARGV with its mark (``payload`` carries the marker).
+
+    The record outlives the call's delay (``due_in``, µs) by ``ttl`` seconds.
+    """
+
+    def send(args: list[Any]) -> list[bool]:
+        call_id, data = args[1], args[3]
+        marks = [(call_id, data, payload[MARKER]["gen"])]
+        return send_marked(queue, args, marks, ttl + due_in / 1e6)
+
+    return send
 
 
 def evalsha(sha: str, keys: list[str], args: list[Any]) -> list[Any]:

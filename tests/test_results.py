@@ -25,6 +25,7 @@ from django_redislock.exceptions import (
     ResultTimeout,
     ResultUnknown,
     TaskFailed,
+    UndecodablePayload,
 )
 from django_redislock.periodic.scheduler import Scheduler
 from django_redislock.periodic.schedules import SECOND, schedule, tick_label
@@ -317,6 +318,15 @@ def test_a_malformed_marker_is_ignored_by_the_worker(alias: RedisTarget) -> None
     drain()
     assert queue.stats()["in_flight"] == 0 and queue.stats()["dead"] == 0
     assert rt.add.result_of("hand-made").status is ResultStatus.UNKNOWN
+
+
+def test_a_stored_value_that_cannot_be_decoded_fails_only_result(alias: RedisTarget) -> None:
+    handle = rt.add.delay(1, 1)
+    drain()
+    alias.raw.hset(record_keys(results_queue(), handle)[0], "value", b"\x80 not json")
+    assert handle.status is ResultStatus.SUCCESSFUL
+    with pytest.raises(UndecodablePayload, match=f"stored result of task '{handle}'"):
+        handle.result(timeout=1)
 
 
 def test_a_handle_pickles_and_still_finds_its_result(alias: RedisTarget) -> None:

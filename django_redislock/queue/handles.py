@@ -60,6 +60,9 @@ class ResultHandle:
         queue = self._need_queue()
         return await run_async(queue, read_call(queue, self.task_id))
 
+    def _queue_or_none(self) -> Queue | None:
+        return None if self._where is None else self._need_queue()
+
     def _need_queue(self) -> Queue:
         if self._where is None:
             raise ResultUnknown(f"no queue is known for {self.task_id!r}: use fn.result_of(id)")
@@ -95,7 +98,7 @@ class ResultHandle:
             outcome = self._read()
             if woke is not None and not outcome.status.final:
                 time.sleep(SPURIOUS_PAUSE)
-        return settle(self.task_id, outcome)
+        return settle(self.task_id, outcome, self._queue_or_none())
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """The asyncio twin of :meth:`result`; cancelling it leaves nothing behind."""
@@ -111,7 +114,7 @@ class ResultHandle:
             outcome = await self._read_async()
             if woke is not None and not outcome.status.final:
                 await asyncio.sleep(SPURIOUS_PAUSE)
-        return settle(self.task_id, outcome)
+        return settle(self.task_id, outcome, self._queue_or_none())
 
 
 def start_wait(timeout: float | None) -> float | None:
@@ -134,10 +137,10 @@ def block_seconds(queue: Queue, deadline: float | None, task_id: str, outcome: O
     return max(cap, 0.01)
 
 
-def settle(task_id: str, outcome: Outcome) -> Any:
+def settle(task_id: str, outcome: Outcome, queue: Queue | None) -> Any:
     """The value of a final outcome, or the exception it stands for."""
     if outcome.status is ResultStatus.SUCCESSFUL:
-        return outcome.value
+        return outcome.decoded(task_id, None if queue is None else queue.serializer.loads)
     if outcome.status is ResultStatus.FAILED:
         raise TaskFailed(
             f"task {task_id!r} failed: {outcome.error}", task_id=task_id, error=outcome.error

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from ..conf import MAX_SECONDS
-from ..exceptions import ConnectionFailed
+from ..exceptions import ConnectionFailed, UndecodablePayload
 from ..wire import to_text
 from .calls import Call
 from .records import Task
@@ -69,11 +69,29 @@ FINAL = frozenset({ResultStatus.SUCCESSFUL, ResultStatus.FAILED, ResultStatus.UN
 
 @dataclass(frozen=True)
 class Outcome:
-    """One read of a result: its status, the decoded value, the error text."""
+    """One read of a result: its status, its value, the error text.
+
+    A read from Redis keeps the stored bytes (``raw``) and decodes them only when
+    the value is asked for (:meth:`decoded`), so ``status`` never fails on a value it
+    does not need; an eager call's outcome holds the ``value`` itself.
+    """
 
     status: ResultStatus
     value: Any = None
     error: str = ""
+    raw: bytes | None = None
+
+    def decoded(self, task_id: str, loads: Callable[[bytes], Any] | None) -> Any:
+        """The value; raises ``UndecodablePayload`` when the stored bytes cannot be read."""
+        if self.raw is None or loads is None:
+            return self.value
+        try:
+            return loads(self.raw)
+        except Exception as exc:
+            raise UndecodablePayload(
+                f"the stored result of task {task_id!r} cannot be decoded "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
 
 
 def record_keys(queue: Queue, task_id: str) -> list[str]:
@@ -196,8 +214,8 @@ def read_call(queue: Queue, task_id: str) -> Call[Outcome]:
 
     def parse(reply: list[Any]) -> Outcome:
         status = ResultStatus(to_text(reply[0]))
-        value = queue.serializer.loads(reply[1]) if status is ResultStatus.SUCCESSFUL else None
-        return Outcome(status, value, to_text(reply[2]))
+        raw = reply[1] if status is ResultStatus.SUCCESSFUL else None
+        return Outcome(status, error=to_text(reply[2]), raw=raw)
 
     payload, in_flight, dead, errors = (queue.script_keys[i] for i in (3, 1, 2, 5))
     return Call("result_read", [task_id], parse, (payload, in_flight, dead, errors, record))

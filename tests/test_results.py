@@ -127,6 +127,48 @@ def test_a_dead_task_raises_task_failed_with_its_error(alias: RedisTarget) -> No
     assert "Traceback" in failed.value.error
 
 
+@pytest.fixture
+def short_blocks(redis_target: RedisTarget) -> Iterator[RedisTarget]:
+    """The contract targets with SOCKET_TIMEOUT 1 s: a waiter's blocks last 0.5 s."""
+    yield from use(redis_target, SOCKET_TIMEOUT=1.0)
+
+
+def test_a_task_dead_lettered_without_a_store_is_failed_at_the_next_read(
+    short_blocks: RedisTarget,
+) -> None:
+    """What workers that keep dying leave: a dead letter and its error, no stored outcome."""
+    handle = rt.add.delay(1, 2)
+    queue = results_queue()
+    [claimed] = queue.pop()
+    caught: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            handle.result(timeout=20)
+        except BaseException as exc:
+            caught.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    assert queue.retry(claimed, error="lease expired during attempt 5", max_attempts=1) == "dead"
+    waiter.join(timeout=15)
+    assert time.monotonic() - started < 5.0
+    assert isinstance(caught[0], TaskFailed)
+    assert caught[0].error == "lease expired during attempt 5"
+
+
+def test_a_payload_naming_no_task_stores_its_failure(alias: RedisTarget) -> None:
+    queue = results_queue()
+    marker = {"gen": "f00d", "ttl": 60}
+    queue.enqueue("orphan", {"task": "tests.result_tasks.gone", "args": [], "result": marker})
+    drain()
+    with pytest.raises(TaskFailed, match="TaskNotRegistered: no @task is registered"):
+        rt.add.result_of("orphan").result(timeout=1)
+    assert alias.raw.hget(record_keys(queue, "orphan")[0], "gen") == b"f00d"
+
+
 def test_a_value_that_cannot_be_stored_is_an_error_result(alias: RedisTarget) -> None:
     handle = rt.unencodable.delay()
     after = rt.add.delay(1, 2)

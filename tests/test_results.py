@@ -351,6 +351,9 @@ def test_a_bad_timeout_is_refused_before_any_wait(alias: RedisTarget) -> None:
     for bad in (-1, float("nan"), "5"):
         with pytest.raises(InvalidArgument, match="timeout must be"):
             handle.result(timeout=bad)  # type: ignore[arg-type]
+    for bad_id in ("", 7, "x" * 513):
+        with pytest.raises(InvalidArgument, match="id must be"):
+            rt.add.result_of(bad_id)  # type: ignore[arg-type]
 
 
 def test_a_malformed_marker_is_ignored_by_the_worker(alias: RedisTarget) -> None:

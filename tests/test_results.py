@@ -31,7 +31,13 @@ from django_redislock.periodic.scheduler import Scheduler
 from django_redislock.periodic.schedules import SECOND, schedule, tick_label
 from django_redislock.queue import Queue
 from django_redislock.queue.registry import Enqueued
-from django_redislock.queue.results import ResultStatus, record_keys, store_success
+from django_redislock.queue.results import (
+    ResultStatus,
+    record_keys,
+    store_failure_async,
+    store_success,
+    store_success_async,
+)
 from django_redislock.queue.worker import Worker
 
 from . import result_tasks as rt
@@ -271,6 +277,21 @@ def test_a_deduplicated_call_follows_the_kept_copy(alias: RedisTarget) -> None:
     assert (kept.queued, again.queued) == (True, False)
     drain()
     assert kept.result(timeout=1) == again.result(timeout=1) == 3
+
+
+def test_the_async_store_hooks_for_a_worker_on_an_event_loop(alias: RedisTarget) -> None:
+    good, bad = rt.add.delay(1, 1), rt.explode.delay("async")
+    queue = results_queue()
+    claimed = {task.id: task for task in queue.pop(2)}
+
+    async def finish() -> None:
+        await store_success_async(queue, claimed[good], 2)
+        await store_failure_async(queue, claimed[bad], ValueError("exploded: async"))
+
+    asyncio.run(finish())
+    assert good.result(timeout=0) == 2
+    with pytest.raises(TaskFailed, match="ValueError: exploded: async"):
+        bad.result(timeout=0)
 
 
 def test_a_replaced_run_cannot_store_over_its_replacement(alias: RedisTarget) -> None:

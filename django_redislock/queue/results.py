@@ -171,41 +171,74 @@ def error_text(exc: BaseException) -> str:
     return f"{head}\n\n{detail[-(MAX_ERROR - len(head) - 2) :]}"[:MAX_ERROR]
 
 
-def store(queue: Queue, task: Task, status: ResultStatus, value: bytes, error: str) -> bool:
-    """Store a final outcome (one round trip); False when a newer run of the id owns it."""
+def store_call(
+    queue: Queue, task: Task, status: ResultStatus, value: bytes, error: str
+) -> Call[int] | None:
+    """The ``result_store`` request of a final outcome, or None when ``task`` stores none."""
     found = marker_of(task)
     if found is None:
-        return False
+        return None
     gen, ttl_ms = found
     args = [gen, str(status), value, error, ttl_ms]
-    return bool(run(queue, Call("result_store", args, int, tuple(record_keys(queue, task.id)))))
+    return Call("result_store", args, int, tuple(record_keys(queue, task.id)))
 
 
-def store_success(queue: Queue, task: Task, value: Any) -> None:
-    """The worker's hook after a run returned: store the value (or why it cannot be stored).
+def success_call(queue: Queue, task: Task, value: Any) -> Call[int] | None:
+    """The store of a run that returned ``value`` (or why it cannot be stored); None if none.
 
-    Costs nothing for a task that does not store its result (a dict lookup). Called
-    before the task is acked: if Redis fails here, the task is not acked and runs again.
+    Costs nothing for a task that does not store its result (a dict lookup).
     """
     payload = task.payload
     if not (isinstance(payload, dict) and MARKER in payload):
-        return
+        return None
     data, problem = encode_value(queue, value)
     if problem:
         logger.error("task %s of %r: %s", task.id, queue.name, problem)
-        store(queue, task, ResultStatus.FAILED, b"", problem)
-    else:
-        store(queue, task, ResultStatus.SUCCESSFUL, data, "")
+        return store_call(queue, task, ResultStatus.FAILED, b"", problem)
+    return store_call(queue, task, ResultStatus.SUCCESSFUL, data, "")
+
+
+def failure_call(queue: Queue, task: Task, exc: BaseException) -> Call[int] | None:
+    """The store of the error that dead-lettered ``task``; None if it stores none."""
+    try:
+        payload = task.payload
+    except Exception:  # undecodable: its generation is unknown (result_read.lua says FAILED)
+        return None
+    if isinstance(payload, dict) and MARKER in payload:
+        return store_call(queue, task, ResultStatus.FAILED, b"", error_text(exc))
+    return None
+
+
+def store_success(queue: Queue, task: Task, value: Any) -> None:
+    """The worker's hook after a run returned: store its value (one round trip, if any).
+
+    Called before the task is acked: if Redis fails here, the task is not acked and
+    runs again.
+    """
+    call = success_call(queue, task, value)
+    if call is not None:
+        run(queue, call)
 
 
 def store_failure(queue: Queue, task: Task, exc: BaseException) -> None:
     """The worker's hook when a failure ends a task (dead-lettered): store the error."""
-    try:
-        payload = task.payload
-    except Exception:  # undecodable: its generation is unknown (result_read.lua says FAILED)
-        return
-    if isinstance(payload, dict) and MARKER in payload:
-        store(queue, task, ResultStatus.FAILED, b"", error_text(exc))
+    call = failure_call(queue, task, exc)
+    if call is not None:
+        run(queue, call)
+
+
+async def store_success_async(queue: Queue, task: Task, value: Any) -> None:
+    """The asyncio twin of :func:`store_success` (for a worker running on an event loop)."""
+    call = success_call(queue, task, value)
+    if call is not None:
+        await run_async(queue, call)
+
+
+async def store_failure_async(queue: Queue, task: Task, exc: BaseException) -> None:
+    """The asyncio twin of :func:`store_failure`."""
+    call = failure_call(queue, task, exc)
+    if call is not None:
+        await run_async(queue, call)
 
 
 def read_call(queue: Queue, task_id: str) -> Call[Outcome]:

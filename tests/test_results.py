@@ -22,6 +22,7 @@ from django.test import override_settings
 from django_redislock import queues, task
 from django_redislock.exceptions import (
     InvalidArgument,
+    MissingDependency,
     ResultTimeout,
     ResultUnknown,
     TaskFailed,
@@ -30,6 +31,7 @@ from django_redislock.exceptions import (
 from django_redislock.periodic.scheduler import Scheduler
 from django_redislock.periodic.schedules import SECOND, schedule, tick_label
 from django_redislock.queue import Queue
+from django_redislock.queue import results as results_module
 from django_redislock.queue.registry import Enqueued
 from django_redislock.queue.results import (
     ResultStatus,
@@ -400,6 +402,19 @@ def test_a_handle_pickles_and_still_finds_its_result(alias: RedisTarget) -> None
     assert isinstance(handle, Enqueued) and handle.queued is True
     drain()
     assert handle.result(timeout=1) == 13
+
+
+def test_an_old_redis_py_on_a_cluster_is_named(
+    cluster_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results_module, "redis_py_version", lambda: (5, 3))
+    for _ in use(cluster_target):
+        with pytest.raises(MissingDependency, match=r"redis-py 6.1 .*pip install 'redis>=6.1'"):
+            rt.add.delay(1, 2)
+        with transaction.atomic(), pytest.raises(MissingDependency):  # at the call, not the commit
+            rt.add.delay(1, 2)
+        assert results_queue().stats()["ready"] == 0
+        assert rt.forgetful.delay("plain").queued is True  # tasks without results are unaffected
 
 
 def test_a_handle_without_a_queue_says_so() -> None:

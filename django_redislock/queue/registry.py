@@ -199,7 +199,7 @@ class TaskFunction(Generic[P, R]):
         due_in = micros(check_seconds(delay, "delay"))
         ttl = self.ttl_of_results(queue)
         if ttl is not None:  # after task_id: a unique id does not depend on the generation
-            payload = {**payload, MARKER: marker(ttl)}
+            payload = {**payload, MARKER: marker(queue, ttl)}
         data = queue.encode(payload)
         options = queue.backend.options
         if options["EAGER"]:
@@ -254,7 +254,7 @@ class TaskFunction(Generic[P, R]):
             payload = self.payload(args, kwargs)
             task_id = self.task_id(payload, None)
             if ttl is not None:
-                payload[MARKER] = marker(ttl)
+                payload[MARKER] = marker(queue, ttl)
                 gens.append(payload[MARKER]["gen"])
             entries.append(queue.prepare(task_id, payload, delay))
         options = queue.backend.options

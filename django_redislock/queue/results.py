@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from ..conf import MAX_SECONDS
-from ..exceptions import ConnectionFailed, UndecodablePayload
-from ..wire import to_text
+from ..exceptions import ConnectionFailed, MissingDependency, UndecodablePayload
+from ..wire import redis_py_version, to_text
 from .calls import Call
 from .records import Task
 
@@ -42,6 +42,8 @@ R = TypeVar("R")
 
 #: The payload key that asks the worker to store the outcome.
 MARKER = "result"
+#: The redis-py release whose RedisCluster runs a MULTI (a transaction on one slot).
+CLUSTER_MULTI = (6, 1)
 #: Longest stored error text (the head and the last lines of the traceback).
 MAX_ERROR = 4000
 
@@ -100,9 +102,23 @@ def record_keys(queue: Queue, task_id: str) -> list[str]:
     return [queue.backend.key(tag, "result", task_id), queue.backend.key(tag, "done", task_id)]
 
 
-def marker(ttl: float) -> dict[str, Any]:
-    """The payload entry of a call that stores its result: a fresh generation and the TTL."""
+def marker(queue: Queue, ttl: float) -> dict[str, Any]:
+    """The payload entry of a call that stores its result: a fresh generation and the TTL.
+
+    Built before anything is sent, so it is also where a client that cannot send the
+    enqueue's ``MULTI`` is refused (:func:`check_can_mark`), at the call.
+    """
+    check_can_mark(queue)
     return {"gen": os.urandom(8).hex(), "ttl": ttl}
+
+
+def check_can_mark(queue: Queue) -> None:
+    """Raise ``MissingDependency`` when the client cannot run the enqueue's ``MULTI``."""
+    if queue.backend.is_cluster and redis_py_version() < CLUSTER_MULTI:
+        raise MissingDependency(
+            "store_result on a Redis Cluster sends a MULTI, which RedisCluster supports from "
+            f"redis-py 6.1 (this is {redis.__version__}): pip install 'redis>=6.1'"
+        )
 
 
 def with_result_marker(fn: Any, queue: Queue, payload: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +128,7 @@ def with_result_marker(fn: Any, queue: Queue, payload: dict[str, Any]) -> dict[s
     has an id of its own, so one generation for all of them is enough.
     """
     ttl = fn.ttl_of_results(queue)
-    return payload if ttl is None else {**payload, MARKER: marker(ttl)}
+    return payload if ttl is None else {**payload, MARKER: marker(queue, ttl)}
 
 
 def marker_of(task: Task) -> tuple[str, int] | None:
@@ -310,6 +326,7 @@ def send_marked(
     bytes, generation)`` per call. One round trip, like a plain enqueue.
     """
     backend = queue.backend
+    check_can_mark(queue)
     backend.register_queue(queue.name)
     replace = enqueue_args[0] == "1"
     enqueue_keys = [*queue.script_keys, *([queue.request_key()] if replace else [])]

@@ -9,6 +9,7 @@ wake-up token, and the waiter gets the value.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -20,7 +21,7 @@ from django_redislock.queue.worker import Worker
 
 from . import result_tasks as rt
 from .faults import Args, command_name
-from .proxied import ProxiedTarget, resend_options
+from .proxied import ProxiedTarget, no_resend_options, resend_options
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 
@@ -89,3 +90,32 @@ def test_a_resent_store_stores_one_outcome(resending: ProxiedTarget) -> None:
     queue = queues["default"].queue("results")
     assert resending.raw().llen(record_keys(queue, handle)[1]) == 1
     assert queue.stats()["in_flight"] == 0  # stored, then acked
+
+
+@pytest.fixture(params=["single", "cluster"])
+def not_resending(request: pytest.FixtureRequest) -> Iterator[ProxiedTarget]:
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{request.param}")
+    params = target.params(**no_resend_options(target.kind))
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        yield target
+
+
+def test_a_store_that_never_reached_redis_leaves_the_task_to_run_again(
+    not_resending: ProxiedTarget,
+) -> None:
+    """The store goes before the ack: a worker that cannot store does not ack."""
+    warm_up()
+    handle = rt.add.delay(4, 4)
+    store = runs_script("result_store")
+    faults = [proxy.drop_request(store) for proxy in not_resending.proxies]
+    queue = queues["default"].queue("results")
+    Worker([queue], burst=True, lease=1.0).run()  # rides out the lost store, then finds nothing
+    not_resending.clear()
+    assert sum(len(fault.hits) for fault in faults) == 1, "the fault never met the store"
+    assert handle.status is ResultStatus.RUNNING  # not stored, not acked
+    deadline = time.monotonic() + 20
+    while queue.stats()["in_flight"] and time.monotonic() < deadline:
+        Worker([queue], burst=True, lease=5.0).run()  # hands it out again after its lease
+        time.sleep(0.2)
+    assert handle.result(timeout=5) == 8
+    assert queue.stats()["in_flight"] == 0

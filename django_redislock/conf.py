@@ -268,6 +268,17 @@ QUEUE_OPTIONS: dict[str, Option] = {
         positive_int,
         "Expired leases that one pop returns to the ready set (bounds the work per pop).",
     ),
+    "STORE_RESULTS": Option(
+        False,
+        boolean,
+        "Default of @task(store_result=...): keep return values for the handle delay() "
+        "returns (one more round trip per such task in the worker).",
+    ),
+    "RESULT_TTL": Option(
+        24 * 3600.0,
+        positive_seconds,
+        "Default of @task(result_ttl=...): seconds a stored result is kept.",
+    ),
     "WORKER_GIVE_UP": Option(
         300.0,
         positive_seconds,

@@ -37,6 +37,7 @@ from ..exceptions import (
 from ..handlers import locks, queues
 from ..queue.queue import Queue
 from ..queue.registry import TaskFunction, resolve
+from ..queue.results import with_result_marker
 from ..queue.validation import check_seconds
 from .registry import all_schedules, needs_croniter
 from .schedules import SECOND, Schedule, tick_label
@@ -97,7 +98,7 @@ def build_entry(item: Schedule, using: str) -> Entry:
     try:
         fn = resolve(item.task)
         queue = queues[using].queue(item.queue or fn.queue_name)
-        data = queue.encode(fn.payload(item.args, item.kwargs))
+        data = queue.encode(with_result_marker(fn, queue, fn.payload(item.args, item.kwargs)))
     except (QueueError, InvalidArgument, TypeError) as exc:
         message = str(exc).replace("; nothing was queued", "")
         raise ConfigurationError(f"periodic task {item.name!r}: {message}") from exc

@@ -55,6 +55,7 @@ from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .records import Task
+from .results import store_failure, store_success
 from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
@@ -435,6 +436,7 @@ class Worker:
         except Exception as exc:
             self._failed(queue, task, fn, exc)
         else:
+            store_success(queue, task, result)  # store_result tasks only: before the ack
             self._acks[queue.name].append(task)
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
@@ -467,6 +469,7 @@ class Worker:
         """Dead-letter a task that can never run here (see :mod:`.payloads`), and keep going."""
         error = f"{type(exc).__name__}: {exc}"
         queue.retry(task, delay=0, error=error, max_attempts=1)
+        store_failure(queue, task, exc)
         self.summary.dead += 1
         self._counts[queue.name]["dead"] += 1
         logger.error("task %s of %r failed (dead): %s", task.id, queue.name, error)
@@ -514,6 +517,7 @@ class Worker:
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1
         if outcome == "dead":
+            store_failure(queue, task, exc)
             self.summary.dead += 1
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         else:

@@ -56,18 +56,18 @@ def beat(backend: Any, worker_id: str, ttl: float, record: Mapping[str, Any]) ->
     second run stores the same record with a slightly later expiry.
     """
     args = [worker_id, int(ttl * 1e6), json.dumps(record, separators=(",", ":")), PRUNE_BATCH]
-    (reply,) = run_scripts(backend, [("workers_beat", registry_keys(backend), args)])
-    if isinstance(reply, Exception):
-        raise reply
-    return int(reply)
+    return int(run_one(backend, "workers_beat", args))
 
 
 def leave(backend: Any, worker_id: str) -> bool:
     """Remove ``worker_id`` from the registry at once; True when it was registered."""
-    (reply,) = run_scripts(backend, [("workers_leave", registry_keys(backend), [worker_id])])
-    if isinstance(reply, Exception):
-        raise reply
-    return bool(reply)
+    return bool(run_one(backend, "workers_leave", [worker_id]))
+
+
+def run_one(backend: Any, script: str, args: list[Any]) -> Any:
+    """Run one registry script through the client itself (a Cluster client's retries apply)."""
+    with backend.errors():
+        return backend.script(script)(keys=registry_keys(backend), args=args)
 
 
 @dataclass(frozen=True)

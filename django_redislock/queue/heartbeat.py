@@ -68,7 +68,7 @@ class Registration:
         self.started = time.monotonic()
         self.loop_thread = threading.get_ident()
         self.running: dict[tuple[str, str], Running] = {}
-        self._lock = threading.Lock()  # guards running, and orders a beat before leave()
+        self._lock = threading.Lock()  # orders a beat before leave()
         self._stop = threading.Event()
         self._failing = False
         self._left = False
@@ -81,8 +81,7 @@ class Registration:
     def record(self) -> dict[str, Any]:
         """What the next heartbeat stores (ages in seconds, measured on the monotonic clock)."""
         now = time.monotonic()
-        with self._lock:
-            running = sorted(self.running.values(), key=lambda r: r.since)
+        running = sorted(list(self.running.values()), key=lambda r: r.since)
         summary = self.worker.summary
         return {
             "alias": self.backend.alias,
@@ -101,13 +100,14 @@ class Registration:
             "more_tasks": max(0, len(running) - workers.MAX_CURRENT),
         }
 
+    # On the hot path of every task: no lock. A dict's item assignment and pop, and the
+    # heartbeat thread's ``list(running.values())``, are each one step under the GIL.
+
     def task_started(self, queue: Queue, task: Task) -> None:
-        with self._lock:
-            self.running[queue.name, task.id] = Running(queue.name, task.id, time.monotonic())
+        self.running[queue.name, task.id] = Running(queue.name, task.id, time.monotonic())
 
     def task_ended(self, queue: Queue, task: Task) -> None:
-        with self._lock:
-            self.running.pop((queue.name, task.id), None)
+        self.running.pop((queue.name, task.id), None)
 
     # -- the thread ------------------------------------------------------------------------
 
@@ -177,21 +177,25 @@ class Active:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._all: list[Registration] = []
+        #: replaced, never changed in place, so the hot path reads it without the lock
+        self._all: tuple[Registration, ...] = ()
 
     def add(self, registration: Registration) -> None:
         with self._lock:
-            self._all.append(registration)
+            if not self._all:
+                listen(True)
+            self._all = (*self._all, registration)
 
     def discard(self, registration: Registration) -> None:
         with self._lock:
             if registration in self._all:
-                self._all.remove(registration)
+                self._all = tuple(r for r in self._all if r is not registration)
+                if not self._all:
+                    listen(False)
 
     def for_signal(self, queue: Any) -> list[Registration]:
         """The registrations a task signal of ``queue`` from this thread belongs to."""
-        with self._lock:
-            found = [r for r in self._all if id(queue) in r.queues]
+        found = [r for r in self._all if id(queue) in r.queues]
         if len(found) <= 1:
             return found
         here = threading.get_ident()
@@ -215,6 +219,20 @@ def on_ended(sender: Any, queue: Any = None, task: Any = None, **kwargs: Any) ->
         registration.task_ended(queue, task)
 
 
-signals.task_started.connect(on_started, dispatch_uid="redislock-registry-started")
-for _signal in (signals.task_succeeded, signals.task_failed, signals.task_dead):
-    _signal.connect(on_ended, dispatch_uid=f"redislock-registry-ended-{id(_signal)}")
+def listen(on: bool) -> None:
+    """Receive the task signals only while a worker of this process is registered.
+
+    A process with no worker (a web server that sends no task signal anyway, or a
+    test) then pays nothing, and a worker pays about a microsecond per task and
+    signal (the signals cache their receivers).
+    """
+    pairs = [(signals.task_started, on_started)] + [
+        (signal, on_ended)
+        for signal in (signals.task_succeeded, signals.task_failed, signals.task_dead)
+    ]
+    for signal, receiver in pairs:
+        uid = f"redislock-registry-{id(signal)}"
+        if on:
+            signal.connect(receiver, dispatch_uid=uid)
+        else:
+            signal.disconnect(dispatch_uid=uid)

@@ -68,7 +68,7 @@ class Registration:
         self.started = time.monotonic()
         self.loop_thread = threading.get_ident()
         self.running: dict[tuple[str, str], Running] = {}
-        self._lock = threading.Lock()  # orders a beat before leave()
+        self._lock = threading.Lock()  # a beat in flight finishes before leave() is sent
         self._stop = threading.Event()
         self._failing = False
         self._left = False
@@ -123,21 +123,21 @@ class Registration:
 
     def beat(self) -> bool:
         """Send one heartbeat; False (logged once per outage) when Redis did not take it."""
-        with self._lock:
+        with self._lock:  # held while sending: leave() waits for a beat on its way
             if self._left:
                 return False
-        try:
-            workers.beat(self.backend, self.id, self.ttl, self.record())
-        except Exception as exc:  # an outage, a bad key: the worker goes on regardless
-            if not self._failing:
-                logger.warning(
-                    "worker %s: heartbeat failed, retrying every %gs (%s)",
-                    self.id,
-                    self.interval,
-                    exc,
-                )
-            self._failing = True
-            return False
+            try:
+                workers.beat(self.backend, self.id, self.ttl, self.record())
+            except Exception as exc:  # an outage, a bad key: the worker goes on regardless
+                if not self._failing:
+                    logger.warning(
+                        "worker %s: heartbeat failed, retrying every %gs (%s)",
+                        self.id,
+                        self.interval,
+                        exc,
+                    )
+                self._failing = True
+                return False
         if self._failing:
             logger.warning("worker %s: heartbeat sent again", self.id)
         self._failing = False

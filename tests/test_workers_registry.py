@@ -20,7 +20,13 @@ from django_redislock.exceptions import ConfigurationError
 from django_redislock.queue import Queue
 from django_redislock.queue.heartbeat import Registration
 from django_redislock.queue.worker import Worker
-from django_redislock.queue.workers import beat, leave, list_workers, registry_keys
+from django_redislock.queue.workers import (
+    beat,
+    leave,
+    list_workers,
+    list_workers_async,
+    registry_keys,
+)
 
 from .conftest import RedisTarget
 from .testapp import tasks
@@ -86,6 +92,15 @@ def test_a_worker_that_stops_beating_vanishes_after_its_ttl_and_is_pruned(alias:
     index, records = registry_keys(alias)
     assert alias.client.zrange(index, 0, -1) == [b"lives"]
     assert alias.client.hkeys(records) == [b"lives"]
+
+
+def test_the_async_twin_lists_the_same(alias: Any) -> None:
+    import asyncio
+
+    beat(alias, "w1", 60, record())
+    listing = asyncio.run(list_workers_async(alias))
+    assert [(w.id, w.host, w.processed) for w in listing.workers] == [("w1", "web-1", 7)]
+    assert listing.total == 1
 
 
 def test_leaving_removes_at_once_and_a_resend_changes_nothing(alias: Any) -> None:

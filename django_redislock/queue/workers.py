@@ -155,6 +155,19 @@ def list_workers(backend: Any, limit: int = MAX_LISTED) -> WorkerList:
     (reply,) = run_scripts(backend, [("workers_list", keys, [limit])])
     if isinstance(reply, Exception):
         raise reply
+    return parse_listing(reply)
+
+
+async def list_workers_async(backend: Any, limit: int = MAX_LISTED) -> WorkerList:
+    """The asyncio twin of :func:`list_workers`."""
+    script = backend.script("workers_list", backend.async_client())
+    with backend.errors():
+        reply = await script(keys=registry_keys(backend), args=[limit])
+    return parse_listing(reply)
+
+
+def parse_listing(reply: list[Any]) -> WorkerList:
+    """A ``workers_list`` reply as a :class:`WorkerList`, sorted by host and pid."""
     now, total, flat = int(reply[0]), int(reply[1]), reply[2:]
     workers, unreadable = [], []
     for i in range(0, len(flat) - 1, 2):

@@ -185,6 +185,35 @@ def test_a_signal_of_another_workers_loop_is_not_counted(alias: Any) -> None:
         other.stop()
 
 
+def test_a_forked_child_forgets_the_parents_registrations(alias: Any) -> None:
+    import os
+
+    from django_redislock import signals
+    from django_redislock.queue import heartbeat
+
+    registration = Registration(Worker([alias.queue("jobs")]))
+    registration.start()
+    try:
+        assert heartbeat._active.for_signal(alias.queue("jobs")) == [registration]
+        pid = os.fork()
+        if pid == 0:  # the child: no registration, no receiver left
+            ok = heartbeat._active.for_signal(alias.queue("jobs")) == []
+            ok = ok and not listening(signals.task_started)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert heartbeat._active.for_signal(alias.queue("jobs")) == [registration]
+    finally:
+        registration.stop()
+    assert not listening(signals.task_started)
+
+
+def listening(signal: Any) -> bool:
+    """True while the registry's receiver is connected to ``signal`` (by its dispatch uid)."""
+    uid = f"redislock-registry-{id(signal)}"
+    return any(entry[0][0] == uid for entry in signal.receivers)
+
+
 def test_heartbeat_failures_are_logged_once_and_never_raise(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

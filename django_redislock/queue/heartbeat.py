@@ -193,6 +193,17 @@ class Active:
                 if not self._all:
                     listen(False)
 
+    def forget(self) -> None:
+        """In a forked child: the parent's registrations are not this process's workers.
+
+        Their heartbeat threads did not survive the fork; a child that runs a worker
+        (a process pool's) registers that worker itself.
+        """
+        self._lock = threading.Lock()
+        if self._all:
+            self._all = ()
+            listen(False)
+
     def for_signal(self, queue: Any) -> list[Registration]:
         """The registrations a task signal of ``queue`` from this thread belongs to."""
         found = [r for r in self._all if id(queue) in r.queues]
@@ -207,6 +218,7 @@ class Active:
 
 
 _active = Active()
+os.register_at_fork(after_in_child=_active.forget)
 
 
 def on_started(sender: Any, queue: Any = None, task: Any = None, **kwargs: Any) -> None:

@@ -51,6 +51,7 @@ from django.db import close_old_connections
 from .. import signals
 from ..exceptions import ConnectionFailed
 from .calls import Claim
+from .heartbeat import register
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
@@ -231,6 +232,7 @@ class Worker:
 
     def run(self) -> Summary:
         """Drain until stopped, bounded, or (with ``burst``) out of due tasks."""
+        registration = register(self)  # the workers registry (see .heartbeat)
         try:
             while not self._done():
                 try:
@@ -244,6 +246,7 @@ class Worker:
                     continue
                 self._reconnected()
         finally:
+            registration.stop()
             self._keeper.stop()
             self._last_words()
             self.summary.elapsed = self._elapsed()

@@ -175,7 +175,7 @@ class Scheduler:
         """Queue one tick through the script; the reply (QUEUED, ALREADY or KEPT)."""
         queue, name = entry.queue, entry.schedule.name
         queue.backend.register_queue(queue.name)
-        keys = [queue.keys[0], queue.keys[3], queue.signal_key, entry.state_key]
+        keys = [queue.keys[0], queue.keys[3], queue.signal_key, entry.state_key, queue.rates_key]
         args = [name, tick, entry.schedule.task_id(tick), entry.data]
         with queue.backend.errors():
             reply = int(queue.backend.script("periodic_enqueue")(keys=keys, args=args))

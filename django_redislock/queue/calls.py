@@ -159,6 +159,8 @@ class QueueCalls:
         #: the keys every queue script takes: ``keys`` and the claims hash
         self.script_keys = [*self.keys, backend.key(f"q:{name}", CLAIMS_PART)]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
+        #: the rate buckets (:mod:`.rates`): the enqueue scripts' key after ``script_keys``
+        self.rates_key = backend.key(f"q:{name}", "rates")
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
@@ -212,13 +214,15 @@ class QueueCalls:
         backend = self.backend
         if args[0] == "1":  # replacing is not the hot path: a request key makes a resend harmless
             backend.register_queue(self.name)
-            return self._run(Call("queue_enqueue", args, parse_flags, (self.request_key(),)))
+            extra = (self.rates_key, self.request_key())
+            return self._run(Call("queue_enqueue", args, parse_flags, extra))
         client = backend.client
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
             backend.register_queue(self.name)
             script = backend.script("queue_enqueue", client)
-            head = ("EVALSHA", script.sha, len(self.script_keys), *self.script_keys)
+            keys = [*self.script_keys, self.rates_key]
+            head = ("EVALSHA", script.sha, len(keys), *keys)
             hot = self._enqueue_head = (client, head, direct_sender(client, head))
         try:  # a plain try, not backend.errors(), as in _run
             try:
@@ -228,7 +232,8 @@ class QueueCalls:
                 else:
                     reply = client.execute_command(*hot[1], *args)
             except redis.exceptions.NoScriptError:
-                reply = backend.script("queue_enqueue", client)(keys=self.script_keys, args=args)
+                keys = [*self.script_keys, self.rates_key]
+                reply = backend.script("queue_enqueue", client)(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError):
             with backend.errors():
                 raise
@@ -288,7 +293,7 @@ class QueueCalls:
 
     def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
         """The enqueue request (a replacing one carries a request key: safe to resend)."""
-        extra = (self.request_key(),) if replace else ()
+        extra = (self.rates_key, self.request_key()) if replace else (self.rates_key,)
         return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags, extra)
 
     def _claim_call(

@@ -54,6 +54,7 @@ from .calls import Claim
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
+from .rates import add_to_pipeline, type_name
 from .records import Task
 from .validation import MAX_COUNT
 
@@ -184,6 +185,7 @@ class Worker:
         self._keeper = LeaseKeeper()
         self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage: float | None = None
@@ -406,9 +408,11 @@ class Worker:
                 key = counters_key(queue)
                 for outcome, value in counts.items():
                     pipe.hincrby(key, outcome, value)
+                add_to_pipeline(pipe, queue, counts, self._types[queue.name])
             pipe.execute()
-        for _, counts in pending:
+        for queue, counts in pending:
             counts.clear()
+            self._types[queue.name].clear()
 
     # -- one task -------------------------------------------------------------------------
 
@@ -513,6 +517,7 @@ class Worker:
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1
+        self._types[queue.name][type_name(exc)] += 1
         if outcome == "dead":
             self.summary.dead += 1
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)

@@ -3,6 +3,7 @@
 -- KEYS[2] the queue's payload hash (id -> serialized payload)
 -- KEYS[3] the queue's signal list (a wake-up token that idle workers BLPOP)
 -- KEYS[4] the queue's schedule hash (schedule name -> last enqueued tick, microseconds)
+-- KEYS[5] (optional) the queue's rates hash (a queued tick counts as enqueued)
 -- ARGV[1] schedule name, ARGV[2] tick (microseconds since the epoch, UTC)
 -- ARGV[3] the tick's task id, ARGV[4] serialized payload
 -- returns 1 queued; 0 this tick (or a later one) was already enqueued: nothing changed;
@@ -12,6 +13,7 @@
 -- tag), so no crash, timeout or resend can leave a tick marked but not queued, or queued
 -- twice: a resent call finds the mark and changes nothing, and a tick that ran and was acked
 -- is never queued again (the queue's own per-id dedup would forget it after the ack).
+-- include: rates
 local tick = tonumber(ARGV[2])
 local last = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '-1')
 if tick <= last then
@@ -28,4 +30,5 @@ redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[3])
 if redis.call('LLEN', KEYS[3]) == 0 then
   redis.call('LPUSH', KEYS[3], 1)
 end
+if #KEYS >= 5 then rate_add(KEYS[5], tonumber(t[1]), {enqueued = 1}) end
 return 1

@@ -5,7 +5,8 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash (fields are task ids)
 -- KEYS[7] signal list (a wake-up token that idle workers BLPOP)
 -- KEYS[8] claims hash (id -> claim token of an in-flight task; see the claims fragment)
--- KEYS[9] (optional, sent with replace) this request's key: a resent call (same key) answers
+-- KEYS[9] rates hash (the enqueued count goes to its time buckets; see the rates fragment)
+-- KEYS[10] (optional, sent with replace) this request's key: a resent call (same key) answers
 --         the first call's reply and changes nothing
 -- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy
 -- ARGV[2..] triples: id, delay in microseconds (>= 0), serialized payload
@@ -18,8 +19,9 @@
 -- Every script keeps a payload field exactly while the id is in one of the three zsets, so
 -- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
-if #KEYS >= 9 then
-  local seen = redis.call('LRANGE', KEYS[9], 0, -1)
+-- include: rates
+if #KEYS >= 10 then
+  local seen = redis.call('LRANGE', KEYS[10], 0, -1)
   if #seen > 0 then
     for i = 1, #seen do seen[i] = tonumber(seen[i]) end
     return seen
@@ -60,10 +62,11 @@ end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
-if #KEYS >= 9 then
+if added > 0 then rate_add(KEYS[9], tonumber(t[1]), {enqueued = added}) end
+if #KEYS >= 10 then
   for i = 1, #out, 1000 do
-    redis.call('RPUSH', KEYS[9], unpack(out, i, math.min(i + 999, #out)))
+    redis.call('RPUSH', KEYS[10], unpack(out, i, math.min(i + 999, #out)))
   end
-  redis.call('PEXPIRE', KEYS[9], 60000)
+  redis.call('PEXPIRE', KEYS[10], 60000)
 end
 return out

@@ -1,0 +1,65 @@
+-- Fragment: a queue's rates in fixed-size time buckets, all in ONE hash (the queue's "rates"
+-- key; see django_redislock/queue/rates.py, which reads it).
+-- Two rings of slots: "m" 60 slots of one minute, "s" 180 slots of one second. Slot k of
+-- ring r has the field "<r><k>" = the bucket it holds (minutes or seconds since the epoch,
+-- server TIME) and "<r><k>:<outcome>" = that bucket's counts. Writing to a slot that holds an
+-- older bucket clears the slot first, so the hash never holds more than its 240 slots (and
+-- a reader skips a slot whose bucket is not one of the last 60 minutes / 180 seconds).
+-- Minute slots also count failures per exception type: "m<k>:t" = the type names seen in
+-- that minute (newline-separated, at most RATE_TYPES), "m<k>:t:<name>" = how many; further
+-- names of that minute are counted as "(other)".
+-- The hash expires RATE_TTL ms after its last write: an idle queue leaves nothing behind.
+local RATE_RINGS = {{'m', 60, 60}, {'s', 1, 180}}
+local RATE_TYPES = 20
+local RATE_TTL = 7200000
+local RATE_OUTCOMES = {'enqueued', 'succeeded', 'failed', 'retried', 'dead'}
+-- rate_slot(key, ring, now_s): the field prefix of the slot of now_s, cleared if stale
+local function rate_slot(key, ring, now_s)
+  local bucket = string.format('%d', math.floor(now_s / ring[2]))
+  local slot = ring[1] .. string.format('%d', math.floor(now_s / ring[2]) % ring[3])
+  if redis.call('HGET', key, slot) ~= bucket then
+    local stale = {}
+    for _, outcome in ipairs(RATE_OUTCOMES) do stale[#stale + 1] = slot .. ':' .. outcome end
+    local seen = redis.call('HGET', key, slot .. ':t')
+    if seen then
+      stale[#stale + 1] = slot .. ':t'
+      for name in string.gmatch(seen, '[^\n]+') do stale[#stale + 1] = slot .. ':t:' .. name end
+    end
+    redis.call('HDEL', key, unpack(stale))
+    redis.call('HSET', key, slot, bucket)
+  end
+  return slot
+end
+-- rate_add(key, now_s, counts, types): add counts (outcome -> n) to the buckets of now_s in
+-- both rings, and types (exception type name -> n, failures) to the minute's type counts
+local function rate_add(key, now_s, counts, types)
+  local minute
+  for i, ring in ipairs(RATE_RINGS) do
+    local slot = rate_slot(key, ring, now_s)
+    if i == 1 then minute = slot end
+    for outcome, n in pairs(counts) do
+      if n ~= 0 then redis.call('HINCRBY', key, slot .. ':' .. outcome, n) end
+    end
+  end
+  if types then
+    local seen = redis.call('HGET', key, minute .. ':t') or ''
+    local names = {}
+    for name in string.gmatch(seen, '[^\n]+') do names[name] = true end
+    local known = 0
+    for _ in pairs(names) do known = known + 1 end
+    for name, n in pairs(types) do
+      name = string.gsub(name, '\n', ' ')
+      if not names[name] then
+        if known >= RATE_TYPES then name = '(other)' end
+        if not names[name] then
+          names[name] = true
+          known = known + 1
+          seen = seen .. name .. '\n'
+        end
+      end
+      redis.call('HINCRBY', key, minute .. ':t:' .. name, n)
+    end
+    redis.call('HSET', key, minute .. ':t', seen)
+  end
+  redis.call('PEXPIRE', key, RATE_TTL)
+end

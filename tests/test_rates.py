@@ -140,6 +140,8 @@ def test_enqueues_are_counted_once(queue: Queue) -> None:
     assert trend.total("enqueued") == 9
     assert sum(trend.seconds["enqueued"]) == 9
     assert queue.backend.client.ttl(queue.rates_key) > 0
+    # the read script picks the current slots' fields: the same as parsing the whole hash
+    assert trend == trend_at(queue.backend.client, queue.rates_key, trend.now)
 
 
 def test_async_enqueues_are_counted(queue: Queue) -> None:
@@ -228,8 +230,9 @@ def test_a_drain_of_10000_tasks_gives_exact_counts(target: RedisTarget) -> None:
     counters = backend.client.hgetall(counters_key(drained))
     assert int(counters[b"succeeded"]) == 10_000
 
-    # the same drain with the rates left out of the counters pipeline: the same round trips
-    # (give or take one counters flush, which comes once a second)
+    # the same drain with the rates left out of the counters pipeline: the same round trips,
+    # but for those that come with time, not tasks (acks and counters at least once a second:
+    # a loaded machine makes one drain slower than the other)
     bare = backend.queue("drain-bare")
     fill(bare)
     with pytest.MonkeyPatch.context() as patch:
@@ -237,5 +240,6 @@ def test_a_drain_of_10000_tasks_gives_exact_counts(target: RedisTarget) -> None:
         bare_summary, bare_trips = drain(bare)
     assert bare_summary.processed == summary.processed
     assert read(bare).total("succeeded") == 0  # the patch did leave the rates out
-    assert trips <= bare_trips + 1, (trips, bare_trips)
+    timed = 2 * (int(max(summary.elapsed, bare_summary.elapsed)) + 1)
+    assert trips <= bare_trips + timed, (trips, bare_trips, summary.elapsed)
     print(f"round trips of a 10,020-task drain: {trips} with rates, {bare_trips} without")

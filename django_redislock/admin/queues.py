@@ -40,6 +40,8 @@ from .data import (
     supports_scripts,
     task_page,
 )
+from .history import function_name
+from .trends import outcome_rows
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -184,6 +186,7 @@ def queue_page(
             "state-tabs": "_queue_tabs.html",
             "task-rows": "_queue_rows.html",
             "keyset": "_queue_pager.html",
+            "queue-trends": "_queue_trends.html",
         },
         queue=queue,
         alias=queue.backend.alias,
@@ -205,6 +208,7 @@ def queue_page(
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),
         actions=[a for a, states in ACTIONS.items() if state in states],
+        **trend_context(page.trend if page else None),
     )
 
 
@@ -217,7 +221,7 @@ def task_detail(
     task_id = unquote(task_id)
     back = url("queue", queue.backend.alias, queue.name)
     try:
-        task = read(lambda: find_task(queue, task_id))
+        task = read(lambda: find_task(queue, task_id, history=True))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
@@ -233,13 +237,15 @@ def task_detail(
         "task.html",
         f"Task “{task.id}”",
         crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task.id, "")],
-        live={"task-fields": "_task_fields.html"},
+        live={"task-fields": "_task_fields.html", "task-history": "_task_history.html"},
         task=task,
         queue=queue,
         state_label=STATE_LABELS[task.state],
         when_label=WHEN_LABELS[task.state],
         may_manage=can(request, MANAGE_TASKS),
         download_url=url("payload", queue.backend.alias, queue.name, task.id),
+        function=function_name(task.payload),
+        last_run=task.runs[-1] if task.runs else None,
     )
 
 
@@ -266,3 +272,12 @@ def task_payload(
         as_attachment=True, filename=f"task-{task.id}.{suffix}"
     )
     return response
+
+
+def trend_context(trend: Any) -> dict[str, Any]:
+    """The queue page's charts (or why they are missing)."""
+    if trend is None:
+        return {"trend": None, "trend_rows": [], "trend_error": ""}
+    if isinstance(trend, Exception):
+        return {"trend": None, "trend_rows": [], "trend_error": str(trend)}
+    return {"trend": trend, "trend_rows": outcome_rows(trend), "trend_error": ""}

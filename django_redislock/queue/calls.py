@@ -19,6 +19,7 @@ import redis
 
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
+from .history import worker_id
 from .records import (
     DEAD,
     DELAYED,
@@ -161,6 +162,9 @@ class QueueCalls:
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
         #: the rate buckets (:mod:`.rates`): the enqueue scripts' key after ``script_keys``
         self.rates_key = backend.key(f"q:{name}", "rates")
+        #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
+        self.history_key = backend.key(f"q:{name}", "history")
+        self.history_index_key = backend.key(f"q:{name}", "history-index")
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
@@ -362,7 +366,12 @@ class QueueCalls:
         return Call("queue_page", args, parse)
 
     def _retry_call(
-        self, task: Task, delay: float | None, error: str, max_attempts: int | None
+        self,
+        task: Task,
+        delay: float | None,
+        error: str,
+        max_attempts: int | None,
+        runtime: float | None = None,
     ) -> Call[str]:
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by pop(), got {task!r}")
@@ -371,8 +380,10 @@ class QueueCalls:
         check_count(limit, "max_attempts")
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-        args = [task.id, task.claim, micros(seconds), error[:4000], limit]
-        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
+        took = "" if runtime is None else micros(check_seconds(runtime, "runtime"))
+        args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
+        extra = (self.history_key, self.history_index_key)
+        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
         return Call("queue_ack", ack_refs(tasks), int, (self.request_key(),))

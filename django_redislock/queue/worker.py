@@ -433,11 +433,11 @@ class Worker:
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         self._keep_rest(queue, task, fn)
         verbose = logger.isEnabledFor(logging.INFO)
-        began = time.monotonic() if verbose else 0.0
+        began = time.monotonic()
         try:
             result = fn.run(task.payload)
         except Exception as exc:
-            self._failed(queue, task, fn, exc)
+            self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
             self._acks[queue.name].append(task)
             self.summary.succeeded += 1
@@ -492,7 +492,9 @@ class Worker:
         self._record_failure(queue, task, outcome, exc)
         self._count()
 
-    def _failed(self, queue: Queue, task: Task, fn: Runnable, exc: Exception) -> None:
+    def _failed(
+        self, queue: Queue, task: Task, fn: Runnable, exc: Exception, runtime: float
+    ) -> None:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         outcome = queue.retry(
@@ -500,6 +502,7 @@ class Worker:
             delay=queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max),
             error=f"{error}\n\n{detail[-3000:]}",
             max_attempts=fn.max_attempts,
+            runtime=runtime,
         )
         logger.log(
             logging.ERROR if outcome == "dead" else logging.WARNING,

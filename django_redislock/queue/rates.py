@@ -91,8 +91,9 @@ class Trend:
         return sum(self.minutes.get(outcome, ()))
 
     def per_minute(self, outcome: str, window: int = 5) -> float:
-        """The outcome's mean rate per minute over the last ``window`` whole minutes."""
-        counts = self.minutes.get(outcome, [])[-window - 1 : -1]
+        """The outcome's count over the last ``window`` minutes (the current one included,
+        as far as it has gone) divided by ``window``: a burst shows at once."""
+        counts = self.minutes.get(outcome, [])[-window:]
         return sum(counts) / window if counts else 0.0
 
     @property

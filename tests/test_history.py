@@ -81,3 +81,13 @@ def test_history_is_bounded_per_task_and_per_queue(queue: Queue) -> None:
     assert read(queue, "busy") == [] and read(queue, "t0") == []
     assert len(read(queue, f"t{TASKS + 49}")) == 1
     assert 0 < client.pttl(queue.history_key) <= 7 * 86400 * 1000
+
+
+def test_foreign_keys_at_the_history_names_fail_no_retry(queue: Queue) -> None:
+    client = queue.backend.client
+    client.set(queue.history_key, "another program's string")
+    client.sadd(queue.history_index_key, "x")
+    queue.enqueue("a", None)
+    assert fail_once(queue, "a", "boom") == "retried"  # retried, nothing recorded
+    assert client.get(queue.history_key) == b"another program's string"
+    assert queue.stats()["ready"] == 1

@@ -243,3 +243,32 @@ def test_a_drain_of_10000_tasks_gives_exact_counts(target: RedisTarget) -> None:
     timed = 2 * (int(max(summary.elapsed, bare_summary.elapsed)) + 1)
     assert trips <= bare_trips + timed, (trips, bare_trips, summary.elapsed)
     print(f"round trips of a 10,020-task drain: {trips} with rates, {bare_trips} without")
+
+
+def test_a_foreign_key_at_the_rates_name_fails_nothing(queue: Queue) -> None:
+    client = queue.backend.client
+    client.set(queue.rates_key, "another program's string")
+    assert queue.enqueue("a", None) is True  # queued, nothing counted, no error
+    (task,) = queue.pop(1)
+    assert queue.retry(task, delay=0, error="boom") == "retried"
+    pipe = client.pipeline(transaction=False)
+    rates_module.add_to_pipeline(pipe, queue, Counter(failed=1), Counter(KeyError=1))
+    pipe.execute()  # no error: the script leaves the foreign key alone
+    assert client.get(queue.rates_key) == b"another program's string"
+    assert queue.stats()["ready"] == 1
+
+
+@task(queue="sale-orders", name="tests.rates.order")
+def order(reservation: Any = None) -> None:
+    """The order task of the sale below."""
+
+
+def test_sale_orders_count_as_enqueued(target: RedisTarget) -> None:
+    from django_redislock.inventory import Stock
+
+    backend = target.queue_backend()
+    stock = Stock("sku-1", order_task=order, using=backend)
+    stock.set(5)
+    assert stock.take(buyer="b1").ok and stock.take(buyer="b2").ok
+    assert not stock.take(buyer="b1").ok  # refused: queues nothing, counts nothing
+    assert read(backend.queue("sale-orders")).total("enqueued") == 2

@@ -9,6 +9,11 @@ local HISTORY_ERROR = 1500
 local HISTORY_TTL = 604800000
 -- history_add(hash, index, id, attempt, now µs, runtime µs or '', worker, outcome, error)
 local function history_add(hkey, zkey, id, attempt, now, runtime, worker, outcome, err)
+  -- keys of another type (another program's): record nothing rather than fail the retry
+  for _, key in ipairs({hkey, zkey}) do
+    local kind = redis.call('TYPE', key).ok
+    if kind ~= 'none' and kind ~= (key == hkey and 'hash' or 'zset') then return end
+  end
   if #err > HISTORY_ERROR then
     -- the message and the end of the traceback (where it was raised) are what matter
     err = string.sub(err, 1, 500) .. '\n[...]\n' .. string.sub(err, -(HISTORY_ERROR - 500))

@@ -9,6 +9,7 @@
 -- that minute (newline-separated, at most RATE_TYPES), "m<k>:t:<name>" = how many; further
 -- names of that minute are counted as "(other)".
 -- The hash expires RATE_TTL ms after its last write: an idle queue leaves nothing behind.
+-- A key of another type is left alone (nothing is counted), so it never fails an enqueue.
 local RATE_RINGS = {{'m', 60, 60}, {'s', 1, 180}}
 local RATE_TYPES = 20
 local RATE_TTL = 7200000
@@ -33,6 +34,10 @@ end
 -- rate_add(key, now_s, counts, types): add counts (outcome -> n) to the buckets of now_s in
 -- both rings, and types (exception type name -> n, failures) to the minute's type counts
 local function rate_add(key, now_s, counts, types)
+  -- another program's key of another type there: count nothing rather than fail the caller
+  -- (a script that errors half-way keeps what it wrote: the tasks would be queued anyway)
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'hash' and kind ~= 'none' then return end
   local minute
   for i, ring in ipairs(RATE_RINGS) do
     local slot = rate_slot(key, ring, now_s)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import pytest
 
+from django_redislock import task
 from django_redislock.queue import Queue
 from django_redislock.queue.history import RUNS, TASKS, read
+from django_redislock.queue.worker import Worker
 
 from .conftest import RedisTarget, make_queue
 
@@ -91,3 +94,35 @@ def test_foreign_keys_at_the_history_names_fail_no_retry(queue: Queue) -> None:
     assert fail_once(queue, "a", "boom") == "retried"  # retried, nothing recorded
     assert client.get(queue.history_key) == b"another program's string"
     assert queue.stats()["ready"] == 1
+
+
+SEEN: dict[str, int] = {}
+
+
+@task(queue="hist", name="tests.history.second_time_lucky")
+def second_time_lucky(key: str) -> str:
+    SEEN[key] = SEEN.get(key, 0) + 1
+    if SEEN[key] == 1:
+        raise ConnectionResetError("the gateway hung up")
+    return key
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_records_the_run_that_ends_a_failed_task(queue: Queue) -> None:
+    SEEN.clear()
+    queue.enqueue_many(
+        [
+            ("lucky", second_time_lucky.payload(["lucky"], None)),
+            ("first", second_time_lucky.payload(["first"], None)),
+        ]
+    )
+    SEEN["first"] = 1  # succeeds at once: nothing to record
+    deadline = time.monotonic() + 30
+    while queue.stats()["ready"] + queue.stats()["delayed"] and time.monotonic() < deadline:
+        Worker([queue], burst=True).run()
+    runs = read(queue, "lucky")
+    assert [(r.attempt, r.outcome) for r in runs] == [(1, "retried"), (2, "succeeded")]
+    assert "ConnectionResetError: the gateway hung up" in runs[0].error and runs[1].error == ""
+    assert runs[0].runtime is not None and runs[1].runtime is not None
+    assert runs[1].worker == f"{socket.gethostname()}:{os.getpid()}"
+    assert read(queue, "first") == []

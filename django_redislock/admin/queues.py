@@ -18,6 +18,7 @@ from django.utils.http import content_disposition_header, urlencode
 from ..exceptions import ConfigurationError, InvalidArgument
 from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
+from ..queue.history import read as read_history
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
 from .common import (
     REDIS_ERRORS,
@@ -228,6 +229,9 @@ def task_detail(
     if task is None:
         if wants_live(request):  # the live script stops and offers a reload
             return JsonResponse({"gone": f"Task “{task_id}” is not in the queue any more."})
+        gone = gone_task(model_admin, request, queue, task_id, back)
+        if gone is not None:
+            return gone
         messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
         return HttpResponseRedirect(back)
     decorate(queue, task)
@@ -281,3 +285,26 @@ def trend_context(trend: Any) -> dict[str, Any]:
     if isinstance(trend, Exception):
         return {"trend": None, "trend_rows": [], "trend_error": str(trend)}
     return {"trend": trend, "trend_rows": outcome_rows(trend), "trend_error": ""}
+
+
+def gone_task(
+    model_admin: ModelAdmin[Any], request: HttpRequest, queue: Any, task_id: str, back: str
+) -> HttpResponse | None:
+    """The recorded runs of a task that left the queue (finished, removed), or None if none."""
+    try:
+        runs = read(lambda: read_history(queue, task_id))
+    except REDIS_ERRORS:
+        return None
+    if not runs:
+        return None
+    return render(
+        model_admin,
+        request,
+        "task_gone.html",
+        f"Task “{task_id}”",
+        crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task_id, "")],
+        task_id=task_id,
+        queue=queue,
+        task={"runs": runs},
+        back=back,
+    )

@@ -10,9 +10,12 @@ of the traceback). Both keys expire a week after their last write.
 
 Written by the retry script (``queue_retry.lua``, via the ``history`` fragment)
 in the same call that retries or dead-letters the task: no round trip of its
-own. A run that succeeds ends the task, whose page is then gone, so successes
-are not recorded; a lease that expired (its worker died) is not a run here
-either: the attempt numbers show the gap, and the task's last error says so.
+own. The success of a task that had failed before (it carries a last error) is
+recorded by the worker in its counters pipeline, once a second
+(:func:`add_to_pipeline`), so the history of a finished task ends with it
+(first successes are not recorded: they have no history to end). A lease that
+expired (its worker died) is not a run here: the attempt numbers show the gap,
+and the task's last error says so.
 History is not deleted with the task (the ack, remove and purge scripts are
 untouched): it ages out as above, and a task queued again under an old id
 starts a new history at its first failed run (an attempt number that does not
@@ -29,6 +32,8 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from functools import cache
 from typing import Any
+
+from ..scripts import source
 
 #: Runs kept per task, tasks kept per queue (as in ``fragments/history.lua``).
 RUNS = 10
@@ -91,6 +96,21 @@ def parse(raw: Any) -> list[Run]:
         except (KeyError, ValueError, TypeError, AttributeError, OverflowError, OSError):
             continue
     return runs
+
+
+def add_to_pipeline(pipe: Any, queue: Any, runs: list[tuple[str, int, float]]) -> None:
+    """Queue the script that records ``runs`` (id, attempt, seconds) as succeeded on ``pipe``.
+
+    ``EVAL`` with the script's text, like the rates (see :mod:`.rates`): a pipeline
+    that met ``NOSCRIPT`` could not be sent again without counting twice.
+    """
+    if not runs:
+        return
+    args: list[Any] = [worker_id()]
+    for id, attempt, seconds in runs:
+        args += [id, attempt, round(seconds * 1e6)]
+    keys = [queue.history_key, queue.history_index_key]
+    pipe.execute_command("EVAL", source("history_add"), 2, *keys, *args)
 
 
 def read(queue: Any, id: str) -> list[Run]:

@@ -51,6 +51,7 @@ from django.db import close_old_connections
 from .. import signals
 from ..exceptions import ConnectionFailed
 from .calls import Claim
+from .history import add_to_pipeline as add_runs
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
@@ -186,6 +187,7 @@ class Worker:
         self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage: float | None = None
@@ -409,10 +411,12 @@ class Worker:
                 for outcome, value in counts.items():
                     pipe.hincrby(key, outcome, value)
                 add_to_pipeline(pipe, queue, counts, self._types[queue.name])
+                add_runs(pipe, queue, self._runs[queue.name])
             pipe.execute()
         for queue, counts in pending:
             counts.clear()
             self._types[queue.name].clear()
+            self._runs[queue.name].clear()
 
     # -- one task -------------------------------------------------------------------------
 
@@ -440,6 +444,8 @@ class Worker:
             self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
             self._acks[queue.name].append(task)
+            if task.last_error:  # it failed before: its history ends with this run
+                self._runs[queue.name].append((task.id, task.attempts, time.monotonic() - began))
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
             if verbose:

@@ -38,5 +38,18 @@ def test_a_task_without_runs(dashboard: Dashboard, admin_client: Client) -> None
     q = dashboard.queue()
     q.enqueue("plain", "not a task envelope")
     html = admin_client.get(f"{BASE}queues/default/orders/tasks/plain/").content.decode()
-    assert "No failed run recorded" in html
+    assert "No run recorded" in html
     assert '<td class="name" id="task-function">—</td>' in html
+
+
+def test_a_gone_task_shows_its_runs(dashboard: Dashboard, admin_client: Client) -> None:
+    q = dashboard.queue()
+    q.enqueue("done-1", None)
+    (task,) = q.pop(1)
+    q.retry(task, delay=0, error="TimeoutError: slow", runtime=0.5)
+    (task,) = q.pop(1)
+    assert q.ack(task) == 1  # finished: the page is gone, the runs are kept
+    html = admin_client.get(f"{BASE}queues/default/orders/tasks/done-1/").content.decode()
+    assert 'id="task-gone"' in html and "TimeoutError: slow" in html
+    never = admin_client.get(f"{BASE}queues/default/orders/tasks/never/")
+    assert never.status_code == 302  # no task, no runs: back to the queue, as before

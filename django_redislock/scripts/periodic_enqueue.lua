@@ -30,5 +30,5 @@ redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[3])
 if redis.call('LLEN', KEYS[3]) == 0 then
   redis.call('LPUSH', KEYS[3], 1)
 end
-if #KEYS >= 5 then rate_add(KEYS[5], tonumber(t[1]), {enqueued = 1}) end
+if #KEYS >= 5 then rate_count(KEYS[5], tonumber(t[1]), 'enqueued', 1) end
 return 1

@@ -62,7 +62,7 @@ end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
-if added > 0 then rate_add(KEYS[9], tonumber(t[1]), {enqueued = added}) end
+if added > 0 then rate_count(KEYS[9], tonumber(t[1]), 'enqueued', added) end
 if #KEYS >= 10 then
   for i = 1, #out, 1000 do
     redis.call('RPUSH', KEYS[10], unpack(out, i, math.min(i + 999, #out)))

@@ -46,6 +46,6 @@ if #KEYS >= 13 then
   redis.call('ZADD', KEYS[6], now, ARGV[3])
   redis.call('HSET', KEYS[9], ARGV[3], ARGV[4])
   if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end
-  if #KEYS >= 14 then rate_add(KEYS[14], tonumber(t[1]), {enqueued = 1}) end
+  if #KEYS >= 14 then rate_count(KEYS[14], tonumber(t[1]), 'enqueued', 1) end
 end
 return {0, left, now}

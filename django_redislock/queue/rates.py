@@ -25,14 +25,11 @@ Who writes what, at no round trip of its own:
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..scripts import source
-
-logger = logging.getLogger("django_redislock.queue.rates")
 
 #: The outcomes counted, in the order the charts show them.
 OUTCOMES = ("enqueued", "succeeded", "failed", "retried", "dead")

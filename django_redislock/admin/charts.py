@@ -59,6 +59,7 @@ def spark(trend: Trend, outcomes: tuple[str, ...], width: int = 180, height: int
         )
         lines.append(
             f'<polyline fill="none" stroke="{COLOURS[outcome]}" stroke-width="1.5" '
+            f'vector-effect="non-scaling-stroke" '
             f'points="{points}"/>'
         )
     summary = "; ".join(
@@ -69,7 +70,8 @@ def spark(trend: Trend, outcomes: tuple[str, ...], width: int = 180, height: int
     text = escape(f"Per minute since {clock(trend.minute_start)} UTC. {summary}")
     return (
         f'<svg class="rate-spark" role="img" aria-label="{text}" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        f'height="{height}" viewBox="0 0 {width} {height}" preserveAspectRatio="none" '
+        f'xmlns="http://www.w3.org/2000/svg">'
         f"<title>{text}</title>{''.join(lines)}</svg>"
     )
 

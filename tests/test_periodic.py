@@ -571,3 +571,14 @@ def test_a_leader_that_lost_its_lock_stands_by_and_a_standby_leads(real: RedisTa
         first.stop()
         thread.join(10)
     assert not thread.is_alive() and not first.lock.locked()
+
+
+def test_a_queued_tick_counts_as_enqueued_in_the_rates(real: RedisTarget) -> None:
+    from django_redislock.queue.rates import read
+
+    clock = Clock(BASE + SECOND)
+    scheduler = Scheduler([make()], clock=clock)
+    entry = scheduler.entries[0]
+    assert scheduler.send(entry, BASE, clock.now) == QUEUED
+    assert scheduler.send(entry, BASE, clock.now) == ALREADY  # a resend counts nothing
+    assert read(entry.queue).total("enqueued") == 1

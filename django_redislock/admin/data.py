@@ -31,6 +31,8 @@ from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
 from ..wire import to_text
 from .common import duration, encode_id, parse_int
+from .history import history_call, parse_history
+from .trends import trend_call, trend_of, trend_or_none
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
@@ -75,6 +77,8 @@ class QueueSummary:
     next_lease_in: float | None
     #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
     error: str = ""
+    #: Its rates (:mod:`.trends`), when the page reads them.
+    trend: Any = None
 
     @property
     def total(self) -> int:
@@ -92,8 +96,12 @@ def broken_summary(name: str, error: str) -> QueueSummary:
     return QueueSummary(name, 0, 0, 0, 0, 0, None, None, error=error)
 
 
-def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueSummary]:
+def queue_summaries(
+    backend: Any, names: list[str] | None = None, trends: bool = False
+) -> list[QueueSummary]:
     """A summary of every queue of the alias: two round trips (names, then one pipeline).
+
+    With ``trends``, each summary also carries the queue's rates (read in the same pipeline).
 
     A queue that cannot be read (its keys hold the wrong type, its name is not
     a valid queue name) gets a summary with ``error`` set; the others are read
@@ -109,7 +117,11 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
             readable.append(name)
         except (RedisLockError, ConfigurationError) as exc:
             rows.append(broken_summary(name, str(exc)))
-    for name, reply in zip(readable, run_scripts(backend, calls), strict=True):
+    if trends:
+        calls += [trend_call(backend.queue(name)) for name in readable]
+    replies = run_scripts(backend, calls)
+    rates = dict(zip(readable, replies[len(readable) :], strict=False))
+    for name, reply in zip(readable, replies, strict=False):
         if isinstance(reply, Exception):
             rows.append(broken_summary(name, str(reply)))
             continue
@@ -124,6 +136,7 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
                 expired_leases=expired,
                 oldest_due_age=(now - oldest) / 1e6 if 0 <= oldest <= now else None,
                 next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
+                trend=trend_or_none(rates[name]) if name in rates else None,
             )
         )
     order = {name: i for i, name in enumerate(names)}
@@ -148,6 +161,8 @@ class TaskRow:
     raw: bytes = b""
     #: The priority level (0, the default, to 9; docs/queue.md "Priorities").
     priority: int = 0
+    #: Its recorded runs, oldest first (:mod:`~django_redislock.queue.history`; the task page).
+    runs: list[Any] = field(default_factory=list)
 
     @property
     def when(self) -> datetime:
@@ -237,6 +252,8 @@ class TaskPage:
     has_next: bool
     #: Rank of the first row within its state (0 for the first page).
     start: int
+    #: The queue's rates (:mod:`.trends`), or why they could not be read.
+    trend: Any = None
 
     @property
     def first_row(self) -> int:
@@ -269,7 +286,11 @@ def task_page(
         raise InvalidArgument(f"bad page direction {direction!r}")
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
-    (reply,) = _results(queue.backend, [("queue_page", queue.script_keys, args)])
+    reply, trend = run_scripts(
+        queue.backend, [("queue_page", queue.script_keys, args), trend_call(queue)]
+    )
+    if isinstance(reply, Exception):
+        raise reply
     now, ready, delayed, flying, dead, start, low, high = (int(v) for v in reply[:8])
     serializer = queue.backend.options["SERIALIZER"]
     rows = []
@@ -292,15 +313,23 @@ def task_page(
         )
     counts = {READY: ready, DELAYED: delayed, IN_FLIGHT: flying, DEAD: dead}
     # ranks count from the start of the zset; delayed tasks follow the ready ones in it
-    return TaskPage(state, rows, counts, start > low, start + len(rows) < high, start - low)
+    return TaskPage(
+        state, rows, counts, start > low, start + len(rows) < high, start - low, trend_of(trend)
+    )
 
 
-def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | None:
+def find_task(
+    queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES, history: bool = False
+) -> TaskRow | None:
     """The task ``id`` in whatever state with up to ``cap`` bytes of its payload; one round trip.
 
-    ``cap=0`` reads the whole payload (the download view).
+    ``cap=0`` reads the whole payload (the download view); ``history`` also reads the
+    task's recorded runs (in the same pipeline).
     """
-    (reply,) = _results(queue.backend, [("admin_task_get", queue.script_keys, [id, cap])])
+    calls = [("admin_task_get", queue.script_keys, [id, cap])]
+    if history:
+        calls.append(history_call(queue, id))
+    reply, *runs = _results(queue.backend, calls)
     if not reply:
         return None
     now, where, score, attempts, payload, size, error, level = reply
@@ -312,6 +341,7 @@ def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | N
     row.truncated = len(payload) < int(size)
     row.raw = payload if isinstance(payload, bytes) else str(payload).encode()
     row.priority = int(level)
+    row.runs = parse_history(runs[0]) if runs else []
     return row
 
 

@@ -2,8 +2,9 @@
 
 With one lock alias and one queue alias (the usual setup) the page costs
 four round trips: the lock index pipeline, the queue list, the summary
-pipeline, and the live workers count of the workers registry. Every alias
-is read in its own thread under the page deadline (``REDISLOCK_ADMIN_TIMEOUT``),
+pipeline (which also reads each queue's rates), and the live workers count of
+the workers registry. Every alias is read in its own thread under the page
+deadline (``REDISLOCK_ADMIN_TIMEOUT``),
 so a hung Redis costs the page that deadline once. An alias whose Redis is
 down shows its error in its own section, a queue that cannot be read shows
 its error in its own row; the rest renders. Queues are listed most troubled
@@ -65,7 +66,7 @@ def summarize_queues(alias: str) -> list[QueueSummary] | str:
     backend = queues[alias]
     if not supports_scripts(backend):
         return f"{type(backend).__name__} is not a Redis queue backend."
-    return queue_summaries(backend)
+    return queue_summaries(backend, trends=True)
 
 
 def read_aliases(find: str = "") -> dict[str, Any]:

@@ -176,7 +176,7 @@ class Scheduler:
         """Queue one tick through the script; the reply (QUEUED, ALREADY or KEPT)."""
         queue, name = entry.queue, entry.schedule.name
         queue.backend.register_queue(queue.name)
-        keys = [*queue.script_keys, entry.state_key]
+        keys = [*queue.script_keys, entry.state_key, queue.rates_key]
         args = [name, tick, entry.schedule.task_id(tick), entry.data, entry.task.priority]
         with queue.backend.errors():
             reply = int(queue.backend.script("periodic_enqueue")(keys=keys, args=args))

@@ -20,6 +20,7 @@ import redis
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
+from .history import worker_id
 from .records import (
     DEAD,
     DELAYED,
@@ -166,6 +167,11 @@ class QueueCalls:
         self.priority_keys = [backend.key(f"q:{name}", part) for part in PRIORITY_PARTS]
         self.script_keys = [*self.keys, self.claims_key, *self.priority_keys]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
+        #: the rate buckets (:mod:`.rates`): the enqueue scripts' key after ``script_keys``
+        self.rates_key = backend.key(f"q:{name}", "rates")
+        #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
+        self.history_key = backend.key(f"q:{name}", "history")
+        self.history_index_key = backend.key(f"q:{name}", "history-index")
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
@@ -221,13 +227,15 @@ class QueueCalls:
         # resend harmless
         if args[0][:1] == "1":
             backend.register_queue(self.name)
-            return self._run(Call("queue_enqueue", args, parse_flags, (self.request_key(),)))
+            extra = (self.rates_key, self.request_key())
+            return self._run(Call("queue_enqueue", args, parse_flags, extra))
         client = backend.client
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
             backend.register_queue(self.name)
             script = backend.script("queue_enqueue", client)
-            head = ("EVALSHA", script.sha, len(self.script_keys), *self.script_keys)
+            keys = [*self.script_keys, self.rates_key]
+            head = ("EVALSHA", script.sha, len(keys), *keys)
             hot = self._enqueue_head = (client, head, direct_sender(client, head))
         try:  # a plain try, not backend.errors(), as in _run
             try:
@@ -237,7 +245,8 @@ class QueueCalls:
                 else:
                     reply = client.execute_command(*hot[1], *args)
             except redis.exceptions.NoScriptError:
-                reply = backend.script("queue_enqueue", client)(keys=self.script_keys, args=args)
+                keys = [*self.script_keys, self.rates_key]
+                reply = backend.script("queue_enqueue", client)(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError):
             with backend.errors():
                 raise
@@ -299,7 +308,7 @@ class QueueCalls:
         self, entries: list[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
     ) -> Call[list[bool]]:
         """The enqueue request (a replacing one carries a request key: safe to resend)."""
-        extra = (self.request_key(),) if replace else ()
+        extra = (self.rates_key, self.request_key()) if replace else (self.rates_key,)
         return Call("queue_enqueue", enqueue_args(entries, replace, priority), parse_flags, extra)
 
     def _claim_call(
@@ -374,7 +383,12 @@ class QueueCalls:
         return Call("queue_page", args, parse)
 
     def _retry_call(
-        self, task: Task, delay: float | None, error: str, max_attempts: int | None
+        self,
+        task: Task,
+        delay: float | None,
+        error: str,
+        max_attempts: int | None,
+        runtime: float | None = None,
     ) -> Call[str]:
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by pop(), got {task!r}")
@@ -383,8 +397,10 @@ class QueueCalls:
         check_count(limit, "max_attempts")
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-        args = [task.id, task.claim, micros(seconds), error[:4000], limit]
-        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
+        took = "" if runtime is None else micros(check_seconds(runtime, "runtime"))
+        args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
+        extra = (self.history_key, self.history_index_key)
+        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
         return Call("queue_ack", ack_refs(tasks), int, (self.request_key(),))

@@ -235,6 +235,7 @@ class Queue(QueueCalls):
         delay: float | None = None,
         error: str = "",
         max_attempts: int | None = None,
+        runtime: float | None = None,
     ) -> str:
         """Run a failed claimed task again later, or dead-letter it after ``max_attempts``.
 
@@ -242,8 +243,10 @@ class Queue(QueueCalls):
         ``max_attempts`` to ``OPTIONS['MAX_ATTEMPTS']``. Returns ``"retried"``,
         ``"dead"`` or ``"lost"``: the claim is no longer current (its lease expired,
         or a newer copy was queued with ``replace=True``) and nothing changed.
+        The failed run joins the task's history (:mod:`.history`), with ``runtime``
+        (seconds the run took) when given.
         """
-        return self._run(self._retry_call(task, delay, error, max_attempts))
+        return self._run(self._retry_call(task, delay, error, max_attempts, runtime))
 
     async def retry_async(
         self,
@@ -251,9 +254,10 @@ class Queue(QueueCalls):
         delay: float | None = None,
         error: str = "",
         max_attempts: int | None = None,
+        runtime: float | None = None,
     ) -> str:
         """The asyncio twin of :meth:`retry`."""
-        return await self._arun(self._retry_call(task, delay, error, max_attempts))
+        return await self._arun(self._retry_call(task, delay, error, max_attempts, runtime))
 
     def release(self, tasks: Iterable[Task]) -> int:
         """Give claimed, unstarted tasks back in their old place; the claim is not an attempt.

@@ -52,9 +52,11 @@ from .. import signals
 from ..exceptions import ConnectionFailed
 from .calls import Claim
 from .heartbeat import register
+from .history import add_to_pipeline as add_runs
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
+from .rates import add_to_pipeline, type_name
 from .records import Task
 from .results import store_failure, store_success
 from .validation import MAX_COUNT
@@ -186,6 +188,8 @@ class Worker:
         self._keeper = LeaseKeeper()
         self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage: float | None = None
@@ -410,9 +414,13 @@ class Worker:
                 key = counters_key(queue)
                 for outcome, value in counts.items():
                     pipe.hincrby(key, outcome, value)
+                add_to_pipeline(pipe, queue, counts, self._types[queue.name])
+                add_runs(pipe, queue, self._runs[queue.name])
             pipe.execute()
-        for _, counts in pending:
+        for queue, counts in pending:
             counts.clear()
+            self._types[queue.name].clear()
+            self._runs[queue.name].clear()
 
     # -- one task -------------------------------------------------------------------------
 
@@ -433,14 +441,16 @@ class Worker:
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         self._keep_rest(queue, task, fn)
         verbose = logger.isEnabledFor(logging.INFO)
-        began = time.monotonic() if verbose else 0.0
+        began = time.monotonic()
         try:
             result = fn.run(task.payload)
         except Exception as exc:
-            self._failed(queue, task, fn, exc)
+            self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
             store_success(queue, task, result)  # store_result tasks only: before the ack
             self._acks[queue.name].append(task)
+            if task.last_error:  # it failed before: its history ends with this run
+                self._runs[queue.name].append((task.id, task.attempts, time.monotonic() - began))
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
             if verbose:
@@ -494,7 +504,9 @@ class Worker:
         self._record_failure(queue, task, outcome, exc)
         self._count()
 
-    def _failed(self, queue: Queue, task: Task, fn: Runnable, exc: Exception) -> None:
+    def _failed(
+        self, queue: Queue, task: Task, fn: Runnable, exc: Exception, runtime: float
+    ) -> None:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         outcome = queue.retry(
@@ -502,6 +514,7 @@ class Worker:
             delay=queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max),
             error=f"{error}\n\n{detail[-3000:]}",
             max_attempts=fn.max_attempts,
+            runtime=runtime,
         )
         logger.log(
             logging.ERROR if outcome == "dead" else logging.WARNING,
@@ -519,6 +532,7 @@ class Worker:
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1
+        self._types[queue.name][type_name(exc)] += 1
         if outcome == "dead":
             store_failure(queue, task, exc)
             self.summary.dead += 1

@@ -4,6 +4,7 @@
 --   KEYS[7] the signal list (a wake-up token that idle workers BLPOP), KEYS[9] and KEYS[10]
 --   the priority index and levels (see the priority fragment)
 -- KEYS[11] the queue's schedule hash (schedule name -> last enqueued tick, microseconds)
+-- KEYS[12] (optional) the queue's rates hash (a queued tick counts as enqueued)
 -- ARGV[1] schedule name, ARGV[2] tick (microseconds since the epoch, UTC)
 -- ARGV[3] the tick's task id, ARGV[4] serialized payload, ARGV[5] the task's priority level
 -- returns 1 queued; 0 this tick (or a later one) was already enqueued: nothing changed;
@@ -14,6 +15,7 @@
 -- twice: a resent call finds the mark and changes nothing, and a tick that ran and was acked
 -- is never queued again (the queue's own per-id dedup would forget it after the ack).
 -- include: priority
+-- include: rates
 local tick = tonumber(ARGV[2])
 local last = tonumber(redis.call('HGET', KEYS[11], ARGV[1]) or '-1')
 if tick <= last then
@@ -33,4 +35,5 @@ if level > 0 then prio_set(ARGV[3], now, level) end
 if redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
+if #KEYS >= 12 then rate_count(KEYS[12], tonumber(t[1]), 'enqueued', 1) end
 return 1

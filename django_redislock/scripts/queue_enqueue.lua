@@ -6,7 +6,8 @@
 -- KEYS[7] signal list (a wake-up token that idle workers BLPOP)
 -- KEYS[8] claims hash (id -> claim token of an in-flight task; see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
--- KEYS[11] (optional, sent with replace) this request's key: a resent call (same key) answers
+-- KEYS[11] rates hash (the enqueued count goes to its time buckets; see the rates fragment)
+-- KEYS[12] (optional, sent with replace) this request's key: a resent call (same key) answers
 --         the first call's reply and changes nothing
 -- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy;
 --         followed by the tasks' priority level when it is not 0 ("05": level 5)
@@ -21,8 +22,9 @@
 -- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
 -- include: priority
-if #KEYS >= 11 then
-  local seen = redis.call('LRANGE', KEYS[11], 0, -1)
+-- include: rates
+if #KEYS >= 12 then
+  local seen = redis.call('LRANGE', KEYS[12], 0, -1)
   if #seen > 0 then
     for i = 1, #seen do seen[i] = tonumber(seen[i]) end
     return seen
@@ -66,10 +68,11 @@ end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
-if #KEYS >= 11 then
+if added > 0 then rate_count(KEYS[11], tonumber(t[1]), 'enqueued', added) end
+if #KEYS >= 12 then
   for i = 1, #out, 1000 do
-    redis.call('RPUSH', KEYS[11], unpack(out, i, math.min(i + 999, #out)))
+    redis.call('RPUSH', KEYS[12], unpack(out, i, math.min(i + 999, #out)))
   end
-  redis.call('PEXPIRE', KEYS[11], 60000)
+  redis.call('PEXPIRE', KEYS[12], 60000)
 end
 return out

@@ -19,8 +19,8 @@ import redis
 
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
-from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
 from .history import worker_id
+from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
 from .records import (
     DEAD,
     DELAYED,

@@ -329,7 +329,11 @@ def send_marked(
     check_can_mark(queue)
     backend.register_queue(queue.name)
     replace = enqueue_args[0][:1] == "1"
-    enqueue_keys = [*queue.script_keys, queue.rates_key, *([queue.request_key()] if replace else [])]
+    enqueue_keys = [
+        *queue.script_keys,
+        queue.rates_key,
+        *([queue.request_key()] if replace else []),
+    ]
     mark_keys = [queue.script_keys[3]]
     mark_args: list[Any] = [max(1, int(ttl * 1000))]
     for task_id, data, gen in marks:

@@ -75,6 +75,9 @@ class QueueSummary:
     next_lease_in: float | None
     #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
     error: str = ""
+    #: Paused (see :mod:`django_redislock.queue.flow`), and its rate limit as written or "".
+    paused: bool = False
+    rate_limit: str = ""
 
     @property
     def total(self) -> int:
@@ -105,7 +108,8 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
     readable: list[str] = []
     for name in names:
         try:
-            calls.append(("admin_queue_summary", backend.queue(name).keys, []))
+            queue = backend.queue(name)
+            calls.append(("admin_queue_summary", [*queue.keys, queue.flow_key], []))
             readable.append(name)
         except (RedisLockError, ConfigurationError) as exc:
             rows.append(broken_summary(name, str(exc)))
@@ -113,7 +117,7 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
         if isinstance(reply, Exception):
             rows.append(broken_summary(name, str(reply)))
             continue
-        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply)
+        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
         rows.append(
             QueueSummary(
                 name=name,
@@ -124,6 +128,8 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
                 expired_leases=expired,
                 oldest_due_age=(now - oldest) / 1e6 if 0 <= oldest <= now else None,
                 next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
+                paused=bool(int(reply[8])),
+                rate_limit=to_text(reply[9]),
             )
         )
     order = {name: i for i, name in enumerate(names)}

@@ -19,6 +19,7 @@ import redis
 
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
+from .flow import FLOW_PART, parse_flow
 from .records import (
     DEAD,
     DELAYED,
@@ -50,8 +51,9 @@ KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "si
 CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
-#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects).
-CLAIM_HEAD = 7
+#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
+#: paused, next allowed).
+CLAIM_HEAD = 9
 
 
 def cursor_of(after: Cursor) -> tuple[int, str] | None:
@@ -92,6 +94,21 @@ class Claim:
     recovered: int
     #: this claim's request key (pass it as ``done_request`` to the next claim to free it)
     request: str = ""
+    #: the queue is paused: nothing was claimed, and nothing will be until it is resumed
+    paused: bool = False
+    #: the queue's rate limit held tasks back: the server time (µs) it admits the next one
+    next_allowed: int | None = None
+
+    @property
+    def next_work(self) -> int | None:
+        """When a claim may next get a task (µs of server time); None: wait for a wake-up.
+
+        The next due task, but not before the rate limit admits one, and never while
+        the queue is paused (a resume wakes idle workers through the signal list).
+        """
+        if self.paused or self.next_due is None:
+            return None
+        return self.next_due if self.next_allowed is None else max(self.next_due, self.next_allowed)
 
 
 @dataclass(frozen=True)
@@ -159,6 +176,8 @@ class QueueCalls:
         #: the keys every queue script takes: ``keys`` and the claims hash
         self.script_keys = [*self.keys, backend.key(f"q:{name}", CLAIMS_PART)]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
+        #: pause and rate limit (see :mod:`.flow`), read by every claim
+        self.flow_key = backend.key(f"q:{name}", FLOW_PART)
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
@@ -321,10 +340,15 @@ class QueueCalls:
                 tasks[int(position) - 1].suspect = True
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             acked, recovered = int(reply[3]), int(reply[4])
-            return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
+            paused, allowed = bool(int(reply[7])), optional_score(reply[8])
+            return Claim(
+                tasks, now, next_due, next_deadline, acked, recovered, request, paused, allowed
+            )
 
         request = self.request_key()
-        extra = (request,) if done_request is None else (request, self._own_key(done_request))
+        extra: tuple[str, ...] = (self.flow_key, request)
+        if done_request is not None:
+            extra += (self._own_key(done_request),)
         return Call("queue_pop", args, parse, extra)
 
     def _own_key(self, key: str) -> str:
@@ -430,10 +454,10 @@ class QueueCalls:
         return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
 
     def _stats_call(self) -> Call[dict[str, Any]]:
-        return Call("queue_stats", [], self._parse_stats)
+        return Call("queue_stats", [], self._parse_stats, (self.flow_key,))
 
     def _parse_stats(self, reply: list[Any]) -> dict[str, Any]:
-        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply)
+        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply[:7])
         age = 0.0
         if 0 <= oldest <= now:
             age = (now - oldest) / 1_000_000
@@ -445,4 +469,5 @@ class QueueCalls:
             "dead": dead,
             "expired_leases": expired,
             "oldest_due_age": age,
+            **parse_flow(reply[7:]),
         }

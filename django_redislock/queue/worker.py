@@ -551,7 +551,7 @@ class Worker:
         if self.timeout is not None:
             cap = min(cap, self.timeout - self._elapsed())
         for claim in self._hints.values():
-            for moment in (claim.next_due, claim.next_lease_deadline):
+            for moment in (claim.next_work, claim.next_lease_deadline):
                 if moment is not None:
                     cap = min(cap, (moment - claim.now) / 1e6)
         return max(cap, 0.01)

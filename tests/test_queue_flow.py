@@ -204,7 +204,7 @@ def test_removing_the_limit_lets_everything_through(redis_target: RedisTarget) -
 
 
 def test_a_resent_claim_under_a_limit_is_not_charged_twice(redis_target: RedisTarget) -> None:
-    from django_redislock.queue.calls import Claim
+    from django_redislock.queue.records import Claim
 
     q = make_queue(redis_target)
     q.enqueue_many([(f"t{i}", i) for i in range(5)])

@@ -26,6 +26,7 @@ from ..exceptions import InvalidArgument
 
 if TYPE_CHECKING:
     from .calls import Call
+    from .records import Task
 
 R = TypeVar("R")
 #: The hash of a queue's flow state (pause, rate limit), next to its other keys.
@@ -34,6 +35,9 @@ FLOW_PART = "flow"
 PERIODS = {"s": 1, "m": 60, "h": 3600}
 #: How much of a second's worth of tasks a limit admits at once (at least one task).
 BURST_WINDOW = 0.1
+#: Outcomes of :meth:`FlowMixin.throttle`, from the throttle script's reply codes.
+RUN, DEFERRED, LOST = "run", "deferred", "lost"
+THROTTLE_RESULTS = {1: RUN, 2: DEFERRED, 0: LOST}
 _RATE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([smh])\s*")
 
 
@@ -93,6 +97,8 @@ class FlowMixin:
         def _run(self, call: Call[R]) -> R: ...
 
         async def _arun(self, call: Call[R]) -> R: ...
+
+        def request_key(self) -> str: ...
 
     def _flow_call(self, *args: Any) -> Call[dict[str, Any]]:
         from .calls import Call
@@ -154,3 +160,35 @@ class FlowMixin:
         """The asyncio twin of :meth:`rate_limit`."""
         rate: str | None = (await self._arun(self._flow_call("read")))["rate_limit"]
         return rate
+
+    # -- a task's own rate limit -----------------------------------------------------------
+
+    def _throttle_call(self, task: Task, name: str, rate: Rate) -> Call[str]:
+        from .calls import Call
+        from .records import Task
+        from .validation import check_id
+
+        if not isinstance(task, Task):
+            raise InvalidArgument(f"task must be a Task returned by claim(), got {task!r}")
+        if not isinstance(rate, Rate):
+            raise InvalidArgument(f"rate must be a Rate from parse_rate(), got {rate!r}")
+        field = f"task:{check_id(name, 'name')}"
+        args = [task.id, task.claim, field, rate.interval, rate.burst, "1" if task.suspect else "0"]
+        extra = (self.flow_key, self.request_key())
+        return Call("queue_throttle", args, lambda reply: THROTTLE_RESULTS[int(reply[0])], extra)
+
+    def throttle(self, task: Task, name: str, rate: Rate) -> str:
+        """Check a claimed task against the rate limit ``name`` (``rate``) before running it.
+
+        Returns ``"run"`` (counted against the limit: run it now), ``"deferred"``
+        (over the limit: the task is back in the queue, due when the limit admits it,
+        its claim ended and no attempt counted: do not run it) or ``"lost"`` (the
+        claim is no longer current: do not run it). ``drain_queue`` calls it for
+        every task declared with ``@task(rate_limit=...)``, naming the limit by the
+        task's path. Safe to resend (a request key keeps the first answer).
+        """
+        return self._run(self._throttle_call(task, name, rate))
+
+    async def throttle_async(self, task: Task, name: str, rate: Rate) -> str:
+        """The asyncio twin of :meth:`throttle`."""
+        return await self._arun(self._throttle_call(task, name, rate))

@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .calls import Cursor, Entry, QueueCalls, TaskRef, enqueue_args
 from .flow import FlowMixin
-from .records import READY, Task, micros
+from .records import READY, Claim, Task, micros
 from .validation import check_count, check_id, check_seconds
 
 

@@ -42,6 +42,7 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
 from ..handlers import queues
+from .flow import parse_rate
 from .queue import Queue
 from .records import micros
 from .validation import check_count, check_id, check_name, check_seconds
@@ -94,6 +95,7 @@ class TaskFunction(Generic[P, R]):
         retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
+        rate_limit: str | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -113,6 +115,8 @@ class TaskFunction(Generic[P, R]):
             else check_seconds(retry_backoff_max, "retry_backoff_max")
         )
         self.unique = unique
+        #: runs of this task across all workers at most this often (see :mod:`.throttle`)
+        self.rate_limit = None if rate_limit is None else parse_rate(rate_limit, "rate_limit")
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -322,6 +326,7 @@ def task(
     retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
+    rate_limit: str | None = None,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
 
@@ -334,7 +339,9 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
     override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
     the delay before a failed run is retried; ``unique=True`` derives the id from
-    the arguments so the same call is queued once at a time.
+    the arguments so the same call is queued once at a time; ``rate_limit``
+    (``"10/s"``, ``"100/m"``, ``"5/h"``) bounds how often it runs across all
+    ``drain_queue`` workers (tasks over it wait in the queue, uncharged).
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

@@ -50,11 +50,11 @@ from django.db import close_old_connections
 
 from .. import signals
 from ..exceptions import ConnectionFailed
-from .calls import Claim
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
-from .records import Task
+from .records import Claim, Task
+from .throttle import admit
 from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
@@ -234,7 +234,7 @@ class Worker:
             while not self._done():
                 try:
                     if not self._round() and not self._done():
-                        if self.burst:
+                        if self.burst and not any(c.held_back for c in self._hints.values()):
                             break
                         self._wait()
                     self._flush_counters()
@@ -424,7 +424,7 @@ class Worker:
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
-        if not self._begin(queue, task, fn):
+        if not admit(queue, task, fn) or not self._begin(queue, task, fn):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         self._keep_rest(queue, task, fn)

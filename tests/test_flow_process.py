@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -85,13 +86,15 @@ def test_pause_stops_claims_within_one_poll_and_resume_runs_them_promptly(
 
 @pytest.mark.parametrize("limit", ["queue", "task"])
 def test_a_rate_limit_holds_across_two_worker_processes(real: RedisTarget, limit: str) -> None:
+    calls: list[tuple[tuple[str], dict[str, Any]]] = [((f"r{i}",), {}) for i in range(600)]
     if limit == "queue":  # the queue's own limit, enforced by the claim script
-        name, fn = "tests", tasks.remember
+        name = "tests"
         queues["default"].queue(name).set_rate_limit("20/s")
+        tasks.remember.enqueue_many(calls)
     else:  # @task(rate_limit="20/s"), checked by each worker before each run
-        name, fn = "limited", tasks.rate_limited
+        name = "limited"
+        tasks.rate_limited.enqueue_many(calls)
     q: Queue = queues["default"].queue(name)
-    fn.enqueue_many([((f"r{i}",), {}) for i in range(600)])
     workers = [spawn(real, name, "--batch", "10") for _ in range(2)]
     try:
         wait_for(lambda: len(tasks.runs()) > 0, 30, "the first run")

@@ -211,3 +211,14 @@ def test_a_resent_claim_under_a_limit_is_not_charged_twice(redis_target: RedisTa
     again: Claim = q._run(call)  # what redis-py sends after a lost reply
     assert [t.id for t in again.tasks] == [t.id for t in first.tasks] == ["t0"]
     assert q.stats()["in_flight"] == 1
+
+
+def test_setting_the_same_limit_again_keeps_its_state(redis_target: RedisTarget) -> None:
+    q = make_queue(redis_target)
+    q.enqueue_many([(f"t{i}", i) for i in range(5)])
+    q.set_rate_limit("1/h")
+    assert len(q.pop(5)) == 1
+    q.set_rate_limit("1/h")  # a resent call, or an operator repeating it: no extra burst
+    assert q.pop(5) == []
+    q.set_rate_limit("2/h")  # a different limit starts afresh
+    assert len(q.pop(5)) == 1

@@ -142,8 +142,9 @@ class FlowMixin:
     def set_rate_limit(self, rate: str | None) -> None:
         """Hand out at most ``rate`` tasks (``"100/m"``, ``"20/s"``, ``"5/h"``); None: no limit.
 
-        Stored in Redis, so every worker obeys it from its next claim. Setting a
-        limit starts it afresh (a first burst is admitted at once).
+        Stored in Redis, so every worker obeys it from its next claim. A different
+        limit starts afresh (a first burst is admitted at once); the same one again
+        keeps its state, so a resent call admits nothing extra.
         """
         self._run(self._limit_call(rate))
 

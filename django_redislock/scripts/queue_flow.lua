@@ -3,7 +3,8 @@
 -- hash (see the flow fragment)
 -- ARGV[1] "pause"; "resume" (wakes an idle worker); "limit" with ARGV[2] µs between two
 --         tasks, ARGV[3] tasks admitted at once, ARGV[4] the rate as written ("20/s"):
---         replaces the limit and starts it afresh; "unlimit"; "read" changes nothing
+--         replaces the limit (a different one starts afresh; the same one keeps its state,
+--         so a resend changes nothing); "unlimit"; "read" changes nothing
 -- returns {1 if paused else 0, the rate as written or ""} after the change
 local op = ARGV[1]
 if op == 'pause' then
@@ -13,7 +14,10 @@ elseif op == 'resume' then
     redis.call('LPUSH', KEYS[7], 1)  -- the claim it triggers wakes the next worker, and so on
   end
 elseif op == 'limit' then
-  redis.call('HDEL', KEYS[9], 'tat')
+  local old = redis.call('HMGET', KEYS[9], 'interval', 'burst')
+  if old[1] ~= ARGV[2] or old[2] ~= ARGV[3] then
+    redis.call('HDEL', KEYS[9], 'tat')  -- a new limit starts afresh; the same one (a resend) goes on
+  end
   redis.call('HSET', KEYS[9], 'interval', ARGV[2], 'burst', ARGV[3], 'rate', ARGV[4])
 elseif op == 'unlimit' then
   redis.call('HDEL', KEYS[9], 'interval', 'burst', 'rate', 'tat')

@@ -150,3 +150,30 @@ def test_a_burst_worker_drains_a_rate_limited_queue(limited_queue: Queue) -> Non
     worker.run()
     assert worker.summary.processed == 6
     assert time.monotonic() - started >= 0.15  # 4 of them waited for the limit
+
+
+@task(queue="limited", lease=2.0)
+def pause_briefly(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_tasks_given_back_do_not_read_as_a_lost_lease(
+    limited_queue: Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the lease keeper still watches the batch of the task before: a task given back by its
+    # limit must not make its renewal report the batch's claim as lost
+    q = limited_queue
+    assert limited.rate_limit is not None
+    # the limit is used up for a long time: every "limited" task is given back
+    q.backend.client.hset(q.flow_key, f"task:{limited.path}", 2**52)
+    pause_briefly.enqueue(args=[0.25], id="first")
+    limited.enqueue_many([((f"l{i}",), {}) for i in range(60)])
+    # lease 0.3 s: the keeper renews the batch every 0.1 s while "first" (lease 2 s) runs,
+    # and goes on renewing it after "first" ended, until the next task's watch replaces it
+    worker = Worker([q], batch=100, lease=0.3, timeout=1.0)
+    with caplog.at_level("WARNING", logger="django_redislock"):
+        worker.run()
+    assert not [r for r in caplog.records if "was lost" in r.getMessage()]
+    assert q.stats()["delayed"] == 60 and LIMITED_RUNS == []

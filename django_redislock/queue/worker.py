@@ -424,7 +424,11 @@ class Worker:
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
-        if not admit(queue, task, fn) or not self._begin(queue, task, fn):
+        if not admit(queue, task, fn):  # given back by its rate limit: no longer ours
+            if not self._keeper.lost:
+                self._keeper.clear()  # its watch of the task before would renew this one
+            return
+        if not self._begin(queue, task, fn):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         self._keep_rest(queue, task, fn)

@@ -97,6 +97,8 @@ def test_pause_and_resume_have_async_twins(redis_target: RedisTarget) -> None:
         return paused, await q.is_paused_async(), await q.rate_limit_async()
 
     assert asyncio.run(go()) == (True, False, "5/m")
+    assert q.flow_state() == {"paused": False, "rate_limit": "5/m"}
+    assert asyncio.run(q.flow_state_async()) == q.flow_state()
 
 
 # -- rate limit ----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ FLOW_ACTIONS = {"pause": ("Pause", "paused", "pause"), "resume": ("Resume", "res
 def flow_of(queue: Any) -> dict[str, Any] | None:
     """``{"paused": bool, "rate_limit": str | None}`` of a queue, or None if unreadable."""
     try:
-        return read(lambda: queue._run(queue._flow_call("read")))  # type: ignore[no-any-return]
+        return read(queue.flow_state)  # type: ignore[no-any-return]
     except REDIS_ERRORS:
         return None  # the page shows the Redis error of its own reads
 

@@ -131,6 +131,14 @@ class FlowMixin:
         """The asyncio twin of :meth:`resume`."""
         await self._arun(self._flow_call("resume"))
 
+    def flow_state(self) -> dict[str, Any]:
+        """``{"paused": bool, "rate_limit": "100/m" or None}`` in one round trip."""
+        return self._run(self._flow_call("read"))
+
+    async def flow_state_async(self) -> dict[str, Any]:
+        """The asyncio twin of :meth:`flow_state`."""
+        return await self._arun(self._flow_call("read"))
+
     def is_paused(self) -> bool:
         """True while the queue is paused."""
         return bool(self._run(self._flow_call("read"))["paused"])

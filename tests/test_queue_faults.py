@@ -117,6 +117,41 @@ class EnqueueReplace(QueueOp):
         return twin.subject.enqueue("a", {"v": 2}, replace=True)
 
 
+class EnqueuePriority(QueueOp):
+    """A prioritized enqueue: a resend keeps one entry at its level (it answers False: the
+    first copy was kept, as docs/queue.md says of any enqueue without replace)."""
+
+    def prepare(self, twin: Twin) -> None:
+        twin.subject.enqueue("a", {"v": 1})
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.enqueue("b", {"v": 2}, priority=7)
+
+    def answer(self, result: Any) -> Any:
+        return None
+
+    def state(self, twin: Twin) -> Any:
+        return priority_state(twin.subject)
+
+
+class EnqueueReplacePriority(EnqueueReplace):
+    """Replace a running task with a prioritized copy: one new entry, at the new level."""
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.enqueue("a", {"v": 2}, replace=True, priority=6)
+
+    def state(self, twin: Twin) -> Any:
+        return priority_state(twin.subject)
+
+
+def priority_state(queue: Queue) -> Any:
+    """The queue's tasks, their levels and the sizes of the two priority keys."""
+    client = queue.backend.client
+    index, levels = queue.priority_keys
+    ready = sorted((t.id, t.priority) for t in queue.tasks(READY, count=100))
+    return queue_state(queue), ready, client.zcard(index), client.hlen(levels)
+
+
 class StockTake(QueueOp):
     def make(self, backend: Any, name: str) -> Twin:
         stock = Stock(name, order_task=inventory_tasks.record_order, queue=name, using=backend)
@@ -142,6 +177,8 @@ OPS: dict[str, QueueOp] = {
     "pop": Pop(),
     "ack": Ack(),
     "enqueue_replace": EnqueueReplace(),
+    "enqueue_priority": EnqueuePriority(),
+    "enqueue_replace_priority": EnqueueReplacePriority(),
     "stock_take": StockTake(),
 }
 

@@ -30,7 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import VIEW, Dashboard
-from . import actions, audit, flow, locks, overview, queues, sales
+from . import actions, audit, flow, locks, overview, queues, sales, workers
 from .common import can, render
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class DashboardAdmin(ModelAdminBase):
             page(overview.overview, "changelist", ""),
             page(audit.audit_page, "audit", "audit/"),
             page(sales.sales_page, "sales", "flash-sales/"),
+            page(workers.workers_page, "workers", "workers/"),
             page(locks.locks_page, "locks", "locks/"),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),

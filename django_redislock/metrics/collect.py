@@ -33,6 +33,7 @@ from ..wire import to_text
 from .deadline import DeadlineExceeded, all_within, metrics_timeout
 from .families import Family
 from .histograms import timings
+from .workers import per_queue, read_workers
 
 logger = logging.getLogger("django_redislock.metrics")
 
@@ -72,6 +73,16 @@ class Families:
             "queue_tasks_failed", "counter", "Task runs that raised (retried, dead or dropped)."
         )
         self.paused = family("queue_paused", "gauge", "1 while a queue is paused, else 0.")
+        self.workers = family(
+            "workers",
+            "gauge",
+            "Live drain_queue workers (heartbeat within WORKER_HEARTBEAT_TTL) draining a queue.",
+        )
+        self.running = family(
+            "worker_running_tasks",
+            "gauge",
+            "Tasks of a queue that live workers were running at their last heartbeat.",
+        )
         self.held = family("locks_held", "gauge", "Locks held on an alias.")
         self.wait = family(
             "lock_wait_seconds",
@@ -102,6 +113,8 @@ class Families:
             self.paused,
             self.processed,
             self.failed,
+            self.workers,
+            self.running,
             self.held,
             self.errors,
             self.wait,
@@ -165,6 +178,26 @@ def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
     out.failed.add(counters.get("failed", 0), labels, "_total")
 
 
+def add_registries(out: Families, results: dict[str, Any]) -> None:
+    """Take the workers registry reads out of ``results`` and add their samples."""
+    for key in [key for key in results if key.startswith("workers:")]:
+        alias = key.partition(":")[2]
+        add_workers(out, alias, results.pop(key), results.get(f"queues:{alias}"))
+
+
+def add_workers(out: Families, alias: str, result: Any, queue_rows: Any) -> None:
+    """Live workers and running tasks per queue; a registry that fails is an error sample."""
+    if isinstance(result, Exception):
+        failed(out, "workers", alias, "", result)
+        return
+    if result is None:
+        return
+    known = [name for name, _ in queue_rows] if isinstance(queue_rows, list) else []
+    for name, workers, running in per_queue(result, known):
+        out.workers.add(workers, {"alias": alias, "queue": name})
+        out.running.add(running, {"alias": alias, "queue": name})
+
+
 def read_queues(alias: str) -> list[tuple[str, list[Any] | Exception]] | None:
     from ..handlers import queues
 
@@ -213,9 +246,11 @@ def collect() -> list[Family]:
     jobs: dict[str, Callable[[], Any]] = {}
     for alias in queues:
         jobs[f"queues:{alias}"] = partial(read_queues, alias)
+        jobs[f"workers:{alias}"] = partial(read_workers, alias)
     for alias in locks:
         jobs[f"locks:{alias}"] = partial(read_locks, alias)
     results = all_within(metrics_timeout(), jobs)
+    add_registries(out, results)  # takes the "workers:<alias>" results out
     for key, result in results.items():
         kind, _, alias = key.partition(":")
         labels = {"kind": kind, "alias": alias}

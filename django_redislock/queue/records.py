@@ -75,6 +75,9 @@ class Task:
     claim: str = ""
     #: A claimed task whose previous lease expired (its worker may have died running it).
     suspect: bool = False
+    #: The priority level (0, the default, to 9, the highest; see docs/queue.md "Priorities"):
+    #: known for tasks returned by ``get``, ``tasks``, ``pop`` and ``claim``.
+    priority: int = 0
     loads: Loads | None = field(default=None, repr=False, compare=False)
     _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
 

@@ -77,6 +77,9 @@ class QueueSummary:
     next_lease_in: float | None
     #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
     error: str = ""
+    #: Paused (see :mod:`django_redislock.queue.flow`), and its rate limit as written or "".
+    paused: bool = False
+    rate_limit: str = ""
     #: Its rates (:mod:`.trends`), when the page reads them.
     trend: Any = None
 
@@ -113,7 +116,8 @@ def queue_summaries(
     readable: list[str] = []
     for name in names:
         try:
-            calls.append(("admin_queue_summary", backend.queue(name).keys, []))
+            queue = backend.queue(name)
+            calls.append(("admin_queue_summary", [*queue.keys, queue.flow_key], []))
             readable.append(name)
         except (RedisLockError, ConfigurationError) as exc:
             rows.append(broken_summary(name, str(exc)))
@@ -125,7 +129,7 @@ def queue_summaries(
         if isinstance(reply, Exception):
             rows.append(broken_summary(name, str(reply)))
             continue
-        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply)
+        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
         rows.append(
             QueueSummary(
                 name=name,
@@ -136,6 +140,8 @@ def queue_summaries(
                 expired_leases=expired,
                 oldest_due_age=(now - oldest) / 1e6 if 0 <= oldest <= now else None,
                 next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
+                paused=bool(int(reply[8])),
+                rate_limit=to_text(reply[9]),
                 trend=trend_or_none(rates[name]) if name in rates else None,
             )
         )

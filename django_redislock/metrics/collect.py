@@ -72,6 +72,7 @@ class Families:
         self.failed = family(
             "queue_tasks_failed", "counter", "Task runs that raised (retried, dead or dropped)."
         )
+        self.paused = family("queue_paused", "gauge", "1 while a queue is paused, else 0.")
         self.workers = family(
             "workers",
             "gauge",
@@ -109,6 +110,7 @@ class Families:
             self.oldest,
             self.lease,
             self.expired,
+            self.paused,
             self.processed,
             self.failed,
             self.workers,
@@ -152,7 +154,7 @@ def queue_rows(backend: Any) -> list[tuple[str, list[Any] | Exception]]:
         except (RedisLockError, ConfigurationError) as exc:
             rows.append((name, exc))
             continue
-        calls.append(("metrics_queue", [*queue.keys, counters_key(queue)], []))
+        calls.append(("metrics_queue", [*queue.keys, counters_key(queue), queue.flow_key], []))
         rows.append((name, []))
     replies = iter(run_scripts(backend, calls))
     return [(name, got if isinstance(got, Exception) else next(replies)) for name, got in rows]
@@ -161,7 +163,7 @@ def queue_rows(backend: Any) -> list[tuple[str, list[Any] | Exception]]:
 def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
     """Turn one ``metrics_queue`` reply into samples (all or none of them)."""
     now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
-    flat = reply[8:]
+    paused, flat = int(reply[8]), reply[9:]
     counters = {to_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
     labels = {"alias": alias, "queue": name}
     for state, count in ((READY, due), (DELAYED, pending - due), (IN_FLIGHT, flying), (DEAD, dead)):
@@ -170,6 +172,7 @@ def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
     if lease >= 0:
         out.lease.add((lease - now) / 1e6, labels)
     out.expired.add(expired, labels)
+    out.paused.add(paused, labels)
     for outcome in OUTCOMES:
         out.processed.add(counters.get(outcome, 0), {**labels, "outcome": outcome}, "_total")
     out.failed.add(counters.get("failed", 0), labels, "_total")

@@ -19,6 +19,7 @@ import redis
 
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
+from .flow import FLOW_PART, parse_flow
 from .history import worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
 from .records import (
@@ -26,6 +27,7 @@ from .records import (
     DELAYED,
     IN_FLIGHT,
     READY,
+    Claim,
     Task,
     micros,
     optional_score,
@@ -53,8 +55,8 @@ CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
 #: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
-#: levels).
-CLAIM_HEAD = 8
+#: levels, paused, next allowed).
+CLAIM_HEAD = 10
 
 
 def cursor_of(after: Cursor) -> tuple[int, str] | None:
@@ -81,20 +83,6 @@ class Entry:
     id: str
     delay: int
     data: bytes
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What one claim saw: the claimed tasks and when there will be work again."""
-
-    tasks: list[Task]
-    now: int
-    next_due: int | None
-    next_lease_deadline: int | None
-    acked: int
-    recovered: int
-    #: this claim's request key (pass it as ``done_request`` to the next claim to free it)
-    request: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,6 +155,8 @@ class QueueCalls:
         self.priority_keys = [backend.key(f"q:{name}", part) for part in PRIORITY_PARTS]
         self.script_keys = [*self.keys, self.claims_key, *self.priority_keys]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
+        #: pause and rate limit (see :mod:`.flow`), read by every claim
+        self.flow_key = backend.key(f"q:{name}", FLOW_PART)
         #: the rate buckets (:mod:`.rates`): the enqueue scripts' key after ``script_keys``
         self.rates_key = backend.key(f"q:{name}", "rates")
         #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
@@ -344,10 +334,15 @@ class QueueCalls:
                 tasks[int(levels[i]) - 1].priority = int(levels[i + 1])
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             acked, recovered = int(reply[3]), int(reply[4])
-            return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
+            paused, allowed = bool(int(reply[8])), optional_score(reply[9])
+            return Claim(
+                tasks, now, next_due, next_deadline, acked, recovered, request, paused, allowed
+            )
 
         request = self.request_key()
-        extra = (request,) if done_request is None else (request, self._own_key(done_request))
+        extra: tuple[str, ...] = (self.flow_key, request)
+        if done_request is not None:
+            extra += (self._own_key(done_request),)
         return Call("queue_pop", args, parse, extra)
 
     def _own_key(self, key: str) -> str:
@@ -464,10 +459,10 @@ class QueueCalls:
         return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
 
     def _stats_call(self) -> Call[dict[str, Any]]:
-        return Call("queue_stats", [], self._parse_stats)
+        return Call("queue_stats", [], self._parse_stats, (self.flow_key,))
 
     def _parse_stats(self, reply: list[Any]) -> dict[str, Any]:
-        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply)
+        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply[:7])
         age = 0.0
         if 0 <= oldest <= now:
             age = (now - oldest) / 1_000_000
@@ -479,4 +474,5 @@ class QueueCalls:
             "dead": dead,
             "expired_leases": expired,
             "oldest_due_age": age,
+            **parse_flow(reply[7:]),
         }

@@ -16,6 +16,7 @@ Keys (all share the hash tag ``{q:<name>}``)::
     <prefix>:{q:<name>}:signal     list  wake-up tokens for idle workers
     <prefix>:{q:<name>}:claims     hash  id -> claim token of an in-flight task (and
                                          whether its run was recorded as started)
+    <prefix>:{q:<name>}:flow       hash  pause and rate limit (see :mod:`.flow`)
     <prefix>:{q:<name>}:req:<hex>  list  the answer of one claim, ack or replacing
                                          enqueue, for a resend of that request
 
@@ -31,13 +32,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .calls import Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .flow import FlowMixin
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
-from .records import READY, Task, micros
+from .records import READY, Claim, Task, micros
 from .validation import check_count, check_id, check_seconds
 
 
-class Queue(QueueCalls):
+class Queue(QueueCalls, FlowMixin):
     """One named queue; build it with ``queues["default"].queue("orders")``."""
 
     def __repr__(self) -> str:

@@ -43,6 +43,7 @@ from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
 from ..handlers import queues
 from .calls import Entry, enqueue_args
+from .flow import parse_rate
 from .handles import ResultHandle
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
@@ -109,6 +110,7 @@ class TaskFunction(Generic[P, R]):
         retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
+        rate_limit: str | None = None,
         priority: int = DEFAULT_PRIORITY,
         store_result: bool | None = None,
         result_ttl: float | None = None,
@@ -131,6 +133,8 @@ class TaskFunction(Generic[P, R]):
             else check_seconds(retry_backoff_max, "retry_backoff_max")
         )
         self.unique = unique
+        #: runs of this task across all workers at most this often (see :mod:`.throttle`)
+        self.rate_limit = None if rate_limit is None else parse_rate(rate_limit, "rate_limit")
         self.priority = check_priority(priority)
         if store_result is not None and not isinstance(store_result, bool):
             raise InvalidArgument(f"store_result must be True or False, got {store_result!r}")
@@ -387,6 +391,7 @@ def task(
     retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
+    rate_limit: str | None = None,
     priority: int = DEFAULT_PRIORITY,
     store_result: bool | None = None,
     result_ttl: float | None = None,
@@ -402,12 +407,14 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
     override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
     the delay before a failed run is retried; ``unique=True`` derives the id from
-    the arguments so the same call is queued once at a time; ``priority`` (0, the
-    default and lowest, to 9) is the level its calls are queued at (``enqueue(...,
-    priority=)`` overrides it per call). ``store_result=True`` keeps the return value
-    (or the error of a dead-lettered call) for ``result_ttl`` seconds for the handle
-    ``delay()`` returns (defaults: ``OPTIONS['STORE_RESULTS']`` and
-    ``OPTIONS['RESULT_TTL']``).
+    the arguments so the same call is queued once at a time; ``rate_limit``
+    (``"10/s"``, ``"100/m"``, ``"5/h"``) bounds how often it runs across all
+    ``drain_queue`` workers (tasks over it wait in the queue, uncharged);
+    ``priority`` (0, the default and lowest, to 9) is the level its calls are queued
+    at (``enqueue(..., priority=)`` overrides it per call). ``store_result=True``
+    keeps the return value (or the error of a dead-lettered call) for ``result_ttl``
+    seconds for the handle ``delay()`` returns (defaults: ``OPTIONS['STORE_RESULTS']``
+    and ``OPTIONS['RESULT_TTL']``).
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

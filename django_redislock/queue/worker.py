@@ -50,15 +50,15 @@ from django.db import close_old_connections
 
 from .. import signals
 from ..exceptions import ConnectionFailed
-from .calls import Claim
 from .heartbeat import register
 from .history import add_to_pipeline as add_runs
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .rates import add_to_pipeline, type_name
-from .records import Task
+from .records import Claim, Task
 from .results import store_failure, store_success
+from .throttle import admit
 from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
@@ -241,7 +241,7 @@ class Worker:
             while not self._done():
                 try:
                     if not self._round() and not self._done():
-                        if self.burst:
+                        if self.burst and not any(c.held_back for c in self._hints.values()):
                             break
                         self._wait()
                     self._flush_counters()
@@ -436,6 +436,10 @@ class Worker:
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
+        if not admit(queue, task, fn):  # given back by its rate limit: no longer ours
+            if not self._keeper.lost:
+                self._keeper.clear()  # its watch of the task before would renew this one
+            return
         if not self._begin(queue, task, fn):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
@@ -572,7 +576,7 @@ class Worker:
         if self.timeout is not None:
             cap = min(cap, self.timeout - self._elapsed())
         for claim in self._hints.values():
-            for moment in (claim.next_due, claim.next_lease_deadline):
+            for moment in (claim.next_work, claim.next_lease_deadline):
                 if moment is not None:
                     cap = min(cap, (moment - claim.now) / 1e6)
         return max(cap, 0.01)

@@ -228,3 +228,29 @@ def test_queue_call_under_fault(
         assert answer == expected, "a resent call answered differently"
     else:
         assert error is not None, "a lost reply must fail the call (no resend here)"
+
+
+def test_a_cluster_that_no_node_answers_mid_call_is_a_connection_failure(
+    cluster_target: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What redis-py's cluster client raises when no node answers (seen when a script that
+    Redis no longer had was loaded again during an outage) is ``ConnectionFailed``, which
+    the worker rides out, not an error that ends it."""
+    from redis.exceptions import RedisClusterException
+
+    from .conftest import make_queue
+
+    queue = make_queue(cluster_target)
+    queue.enqueue("a")
+    client = queue.backend.client
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise RedisClusterException(
+            "Redis Cluster cannot be connected. Please provide at least one reachable node"
+        )
+
+    monkeypatch.setattr(client, "execute_command", unreachable)
+    with pytest.raises(ConnectionFailed, match="unreachable"):
+        queue.claim(1)
+    with pytest.raises(ConnectionFailed, match="unreachable"):
+        queue.enqueue("b")

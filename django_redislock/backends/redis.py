@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import redis
 from django.core import checks
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
@@ -25,6 +24,7 @@ from ..conf import (
     heartbeat_errors,
 )
 from ..connections import (
+    CLIENT_ERRORS,
     ClientCache,
     create_async_client,
     create_client,
@@ -106,7 +106,7 @@ class RedisBackendMixin:
         """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting."""
         try:
             yield
-        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
+        except CLIENT_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise
             raise ConnectionFailed(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
+from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
 from .flow import FLOW_PART, parse_flow
@@ -186,7 +187,7 @@ class QueueCalls:
                 )
             except redis.exceptions.NoScriptError:
                 reply = script(keys=keys, args=call.args)  # loads it, runs it
-        except (redis.ConnectionError, redis.TimeoutError):
+        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -195,7 +196,7 @@ class QueueCalls:
         script = self.backend.script(call.script, self.backend.async_client())
         try:
             reply = await script(keys=[*self.script_keys, *call.extra_keys], args=call.args)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -237,7 +238,7 @@ class QueueCalls:
             except redis.exceptions.NoScriptError:
                 keys = [*self.script_keys, self.rates_key]
                 reply = backend.script("queue_enqueue", client)(keys=keys, args=args)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with backend.errors():
                 raise
         return parse_flags(reply)

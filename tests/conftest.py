@@ -19,6 +19,7 @@ pointing at the test server, never at the machine's own Redis.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
@@ -75,6 +76,24 @@ class RedisTarget:
 
     def queue_backend(self, alias: str = "test", **options: Any) -> RedisQueueBackend:
         return RedisQueueBackend(alias, self.params(**options))
+
+
+async def reached(event: asyncio.Event, task: asyncio.Future[Any], seconds: float = 10.0) -> None:
+    """Wait until ``task`` sets ``event``; raise what ended ``task`` first, or after ``seconds``.
+
+    A bare ``await event.wait()`` waits forever when the task fails before setting it (its
+    exception is then only logged when the task is collected), and the test hangs until the
+    suite's timeout instead of failing with the task's error.
+    """
+    waiter = asyncio.ensure_future(event.wait())
+    await asyncio.wait({waiter, task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    if event.is_set():
+        return
+    waiter.cancel()
+    if task.done():
+        task.result()  # raises what ended it
+        raise AssertionError("the task ended without setting the event")
+    raise AssertionError(f"the task did not set the event within {seconds:g} s")
 
 
 def make_queue(target: RedisTarget, name: str = "jobs", **options: Any) -> Queue:

@@ -31,7 +31,7 @@ from django_redislock.exceptions import ConnectionFailed, LockLost, LockNotOwned
 from django_redislock.locks import watchdog
 from django_redislock.locks.keys import lock_key
 
-from .conftest import RedisTarget
+from .conftest import RedisTarget, reached
 
 #: A script that keeps the server busy for ARGV[1] ms (other clients wait meanwhile).
 BUSY = (
@@ -137,7 +137,7 @@ def test_a_cancelled_async_release_stops_the_renewal(redis_target: RedisTarget) 
     async def main() -> None:
         started = asyncio.Event()
         task = asyncio.ensure_future(hold_then_release(started))
-        await started.wait()
+        await reached(started, task)
         with stalled(redis_target, lock_key(backend, "cancelled-release", "l"), 400):
             await asyncio.sleep(0.25)  # the release is waiting for its reply
             task.cancel()
@@ -383,7 +383,7 @@ def test_a_cancelled_async_reentry_keeps_the_outer_count(redis_target: RedisTarg
     async def main() -> None:
         entered = asyncio.Event()
         task = asyncio.ensure_future(work(entered))
-        await entered.wait()
+        await reached(entered, task)
         with stalled(redis_target, lock_key(backend, "cancelled-reentry", "l"), 400):
             await asyncio.sleep(0.2)
             task.cancel()

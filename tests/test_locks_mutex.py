@@ -20,7 +20,7 @@ from django_redislock.exceptions import (
 from django_redislock.locks import Lock
 from django_redislock.locks.keys import lock_key
 
-from .conftest import RedisTarget
+from .conftest import RedisTarget, reached
 
 
 def snapshot(target: RedisTarget) -> dict[bytes, Any]:
@@ -313,7 +313,7 @@ def test_async_paths(redis_target: RedisTarget) -> None:
                 await asyncio.sleep(0.1)
 
         task = asyncio.create_task(hold_briefly())
-        await taken.wait()
+        await reached(taken, task)
         granted = await waiter.acquire_async(timeout=5)
         await task
         await waiter.release_async()

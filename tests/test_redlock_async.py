@@ -14,6 +14,7 @@ from django_redislock.backends.redlock import RedlockBackend
 from django_redislock.exceptions import LockLost
 from django_redislock.locks.watchdog import watchdog
 
+from .conftest import reached
 from .servers import RedisProcess
 from .test_lock_cancellation import SlowReplies
 
@@ -97,7 +98,7 @@ def test_cancelled_release_stops_renewal_and_releases(
             await lock.release_async()
 
         task = asyncio.ensure_future(hold_then_release())
-        await acquired.wait()
+        await reached(acquired, task)
         await asyncio.sleep(0.005)  # the release is on its way, its replies are not
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

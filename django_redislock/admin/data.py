@@ -28,6 +28,7 @@ from ..backends.redis import RedisBackendMixin
 from ..exceptions import ConfigurationError, InvalidArgument, RedisLockError
 from ..locks.index import HeldLock
 from ..locks.pipeline import run_scripts
+from ..queue.flow import parse_flow
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
 from ..wire import to_text
 from .common import duration, encode_id, parse_int
@@ -260,6 +261,9 @@ class TaskPage:
     start: int
     #: The queue's rates (:mod:`.trends`), or why they could not be read.
     trend: Any = None
+    #: ``{"paused": bool, "rate_limit": str | None}`` (:mod:`~django_redislock.queue.flow`),
+    #: or None when it could not be read.
+    flow: dict[str, Any] | None = None
 
     @property
     def first_row(self) -> int:
@@ -292,8 +296,9 @@ def task_page(
         raise InvalidArgument(f"bad page direction {direction!r}")
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
-    reply, trend = run_scripts(
-        queue.backend, [("queue_page", queue.script_keys, args), trend_call(queue)]
+    flow_call = ("queue_flow", [*queue.script_keys, queue.flow_key], ["read"])
+    reply, trend, flow = run_scripts(
+        queue.backend, [("queue_page", queue.script_keys, args), trend_call(queue), flow_call]
     )
     if isinstance(reply, Exception):
         raise reply
@@ -320,7 +325,14 @@ def task_page(
     counts = {READY: ready, DELAYED: delayed, IN_FLIGHT: flying, DEAD: dead}
     # ranks count from the start of the zset; delayed tasks follow the ready ones in it
     return TaskPage(
-        state, rows, counts, start > low, start + len(rows) < high, start - low, trend_of(trend)
+        state,
+        rows,
+        counts,
+        start > low,
+        start + len(rows) < high,
+        start - low,
+        trend_of(trend),
+        None if isinstance(flow, Exception) else parse_flow(flow),
     )
 
 

@@ -41,7 +41,7 @@ from .data import (
     supports_scripts,
     task_page,
 )
-from .flow import FLOW_ACTIONS, flow_of
+from .flow import FLOW_ACTIONS
 from .history import function_name
 from .trends import outcome_rows
 
@@ -207,7 +207,7 @@ def queue_page(
         requeue_dead_url=url("requeue_dead", queue.backend.alias, queue.name),
         return_expired_url=url("return_expired", queue.backend.alias, queue.name),
         purge_url=url("purge", queue.backend.alias, queue.name),
-        flow=None if error else flow_of(queue),
+        flow=page.flow if page else None,  # read with the page, in its one round trip
         flow_urls={a: url("flow", queue.backend.alias, queue.name, a) for a in FLOW_ACTIONS},
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),

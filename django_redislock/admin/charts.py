@@ -106,7 +106,8 @@ def bars(
     )
     return (
         f'<svg class="rate-bars" role="img" aria-label="{text}" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        f'height="{height}" viewBox="0 0 {width} {height}" preserveAspectRatio="none" '
+        'xmlns="http://www.w3.org/2000/svg">'
         f'<title>{text}</title><line x1="0" y1="{height - 0.5}" x2="{width}" '
         f'y2="{height - 0.5}" stroke="#ccc"/>{"".join(rects)}</svg>'
     )

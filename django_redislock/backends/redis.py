@@ -17,7 +17,13 @@ import redis
 from django.core import checks
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
-from ..conf import CONNECTION_OPTIONS, DEFAULT_LOCATION, LOCK_OPTIONS, QUEUE_OPTIONS
+from ..conf import (
+    CONNECTION_OPTIONS,
+    DEFAULT_LOCATION,
+    LOCK_OPTIONS,
+    QUEUE_OPTIONS,
+    with_defaults,
+)
 from ..connections import (
     ClientCache,
     create_async_client,
@@ -226,6 +232,15 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
         self._registered_pid = os.getpid()
         #: Queue names this process has recorded in :attr:`names_key` (a fork starts afresh).
         self.registered: set[str] = set()
+
+    @classmethod
+    def config_errors(cls, params: Mapping[str, Any]) -> list[str]:
+        """The base checks, then the time-limit options checked as a pair."""
+        from ..queue.limits import option_limit_errors
+
+        errors = super().config_errors(params)
+        options = params.get("OPTIONS", {})
+        return errors or option_limit_errors(with_defaults(options, cls.option_schema))
 
     def queue(self, name: str) -> Any:
         """Return the :class:`~django_redislock.queue.Queue` called ``name``."""

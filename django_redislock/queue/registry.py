@@ -42,6 +42,7 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
 from ..handlers import queues
+from .limits import check_limits
 from .queue import Queue
 from .records import micros
 from .validation import check_count, check_id, check_name, check_seconds
@@ -94,6 +95,8 @@ class TaskFunction(Generic[P, R]):
         retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
+        time_limit: float | None = None,
+        soft_time_limit: float | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -113,6 +116,9 @@ class TaskFunction(Generic[P, R]):
             else check_seconds(retry_backoff_max, "retry_backoff_max")
         )
         self.unique = unique
+        self.time_limit, self.soft_time_limit = check_limits(
+            time_limit, soft_time_limit, self.lease
+        )
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -322,6 +328,8 @@ def task(
     retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
+    time_limit: float | None = None,
+    soft_time_limit: float | None = None,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
 
@@ -334,7 +342,11 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
     override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
     the delay before a failed run is retried; ``unique=True`` derives the id from
-    the arguments so the same call is queued once at a time.
+    the arguments so the same call is queued once at a time. ``time_limit`` and
+    ``soft_time_limit`` (seconds) bound one run (default ``OPTIONS['TASK_TIME_LIMIT']``
+    and ``OPTIONS['TASK_SOFT_TIME_LIMIT']``): past the soft one
+    ``SoftTimeLimitExceeded`` is raised inside the run, past the hard one it is ended
+    and recorded as a failed attempt (see docs/workers.md, "Time limits").
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

@@ -115,8 +115,12 @@ def limits_of(fn: Any, options: Mapping[str, Any]) -> tuple[float | None, float 
 
 
 def keep_for(lease: float, hard: float | None) -> float:
-    """How long the lease keeper renews a run: its lease, or up to its hard limit + grace."""
-    return lease if hard is None else max(lease, hard + HARD_LIMIT_GRACE)
+    """How long the lease keeper renews a run: its lease, or past its hard limit + grace.
+
+    One more lease beyond the grace: a run still going then is held (renewed until the
+    process exits), and that renewal must land before the lease it extends runs out.
+    """
+    return lease if hard is None else max(lease, hard + HARD_LIMIT_GRACE + lease)
 
 
 @dataclass(eq=False)

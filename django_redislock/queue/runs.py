@@ -134,6 +134,9 @@ class Runs(Outcomes):
         if lease <= 0:
             return None
         run_for = keep_for(fn.lease or lease, hard)
+        if hard is not None and fn.lease is not None:
+            # renewed within its own lease, which may be far shorter than the claim's
+            lease = min(lease, fn.lease)
         if self._executor is not None:
             return self._keeper.watch(
                 queue, task, list, lease, run_for, max_attempts=fn.max_attempts

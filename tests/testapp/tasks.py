@@ -176,3 +176,11 @@ def cleans_up(tag: str) -> str:
         return "cleaned up"
     stamp(f"end:{tag}")
     return "not interrupted"
+
+
+@task(queue="pool", time_limit=1.0, max_attempts=2, lease=1.0)
+def hangs_in_c(tag: str, seconds: float = 8.0) -> None:
+    """A call that a thread's limit cannot interrupt (it ends by itself after ``seconds``)."""
+    stamp(f"start:{tag}")
+    time.sleep(seconds)
+    stamp(f"end:{tag}")

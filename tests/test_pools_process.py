@@ -136,3 +136,23 @@ def test_a_run_that_cannot_be_ended_stops_its_worker_and_no_one_else_runs_it(
     [dead] = pool_queue().tasks("dead")
     assert dead.id == "hung" and dead.attempts == 2
     assert "TimeLimitExceeded: ran longer than 1 s" in dead.last_error
+
+
+def test_a_solo_run_that_cannot_be_ended_gives_its_batch_back_and_exits(
+    real: RedisTarget,
+) -> None:
+    tasks.ignores_alarm.enqueue(args=["stuck"], id="stuck")
+    for i in range(3):
+        tasks.wait_io.enqueue(args=[f"w{i}", 0], id=f"w{i}")
+    worker = spawn(real, "pool", "--batch", "10", "--lease", "30")
+    started = time.monotonic()
+    code, out, err = finish(worker, timeout=30)
+    assert code == 70, out + err  # EXIT_HUNG, at 1 s + 2 s of grace, not the task's 15 s
+    assert time.monotonic() - started < 12
+    assert "outlived" not in out and "still running" in err
+    q = pool_queue()
+    assert sorted((t.id, t.attempts) for t in q.top(10)) == [("w0", 0), ("w1", 0), ("w2", 0)]
+    stuck = q.get("stuck")
+    # still leased: its lease (its own, 1 s) was renewed until the process ended
+    assert stuck is not None and stuck.state == "in_flight" and stuck.attempts == 1
+    assert tags("end") == []

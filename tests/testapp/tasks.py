@@ -184,3 +184,14 @@ def hangs_in_c(tag: str, seconds: float = 8.0) -> None:
     stamp(f"start:{tag}")
     time.sleep(seconds)
     stamp(f"end:{tag}")
+
+
+@task(queue="pool", time_limit=1.0, lease=1.0)
+def ignores_alarm(tag: str) -> None:
+    """Blocks SIGALRM, then sleeps: a solo worker's limit cannot interrupt it."""
+    import signal
+
+    stamp(f"start:{tag}")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    time.sleep(15)
+    stamp(f"end:{tag}")

@@ -156,3 +156,23 @@ def test_a_solo_run_that_cannot_be_ended_gives_its_batch_back_and_exits(
     # still leased: its lease (its own, 1 s) was renewed until the process ended
     assert stuck is not None and stuck.state == "in_flight" and stuck.attempts == 1
     assert tags("end") == []
+
+
+def test_a_second_sigterm_stops_a_thread_pool_at_once(real: RedisTarget) -> None:
+    for i in range(4):
+        tasks.wait_io.enqueue(args=[f"t{i}", 20.0], id=f"t{i}")
+    worker = spawn(real, "pool", "--pool", "thread", "--concurrency", "4")
+    try:
+        wait_for(lambda: len(stamps("start")) >= 4, 30, "four tasks to start")
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert worker.poll() is None  # the first signal waits for the running tasks
+        worker.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        code, _, err = finish(worker, timeout=15)
+    finally:
+        worker.kill()
+    assert code == 1 and "stopped at once by a second SIGTERM" in err, err
+    assert time.monotonic() - stopped_at < 5  # not the tasks' 20 s
+    assert tags("end") == []
+    assert pool_queue().stats()["in_flight"] == 4  # their claims come back after the lease

@@ -18,6 +18,8 @@ from django_redislock import queues
 from django_redislock.queue import Queue
 
 from .conftest import RedisTarget
+from .servers import RedisProcess
+from .test_claims_process import Place, aof_place, runs_of  # noqa: F401 - a fixture
 from .test_drain_process import finish, spawn, wait_for
 from .testapp import tasks
 
@@ -176,3 +178,30 @@ def test_a_second_sigterm_stops_a_thread_pool_at_once(real: RedisTarget) -> None
     assert time.monotonic() - stopped_at < 5  # not the tasks' 20 s
     assert tags("end") == []
     assert pool_queue().stats()["in_flight"] == 4  # their claims come back after the lease
+
+
+@pytest.mark.parametrize("pool", ["thread", "async"])
+def test_a_pool_rides_out_a_redis_restart(
+    aof_place: tuple[RedisProcess, Place],  # noqa: F811 - the fixture imported above
+    pool: str,
+) -> None:
+    server, place = aof_place
+    n = 300
+    for i in range(n):
+        tasks.step.enqueue(args=[f"t{i}", 0.01], id=f"t{i}")
+    worker = place.spawn("--pool", pool, "--concurrency", "8", "--lease", "3")
+    try:
+        wait_for(lambda: len(runs_of("done")) >= 30, 30, "the drain to be under way")
+        server.stop()
+        time.sleep(1.0)
+        server.start()
+        wait_for(lambda: len(runs_of("done")) == n, 60, "every task to finish")
+        assert worker.poll() is None  # still running after the outage
+        worker.send_signal(signal.SIGTERM)
+        code, _, err = finish(worker)
+    finally:
+        worker.kill()
+    assert code == 0, err
+    assert "Redis is unreachable" in err and "Redis answers again" in err
+    stats = queues["default"].queue("claims").stats()
+    assert (stats["ready"], stats["in_flight"], stats["dead"]) == (0, 0, 0)

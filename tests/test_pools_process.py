@@ -140,10 +140,14 @@ def test_a_run_that_cannot_be_ended_stops_its_worker_and_no_one_else_runs_it(
     assert "TimeLimitExceeded: ran longer than 1 s" in dead.last_error
 
 
+@pytest.mark.parametrize("own_lease", [True, False])
 def test_a_solo_run_that_cannot_be_ended_gives_its_batch_back_and_exits(
-    real: RedisTarget,
+    real: RedisTarget, own_lease: bool
 ) -> None:
-    tasks.ignores_alarm.enqueue(args=["stuck"], id="stuck")
+    # with its own lease its start is recorded before it runs; without, the keeper would
+    # record it 10 s in (a third of the 30 s lease): the worker records it when it gives up
+    make = tasks.ignores_alarm if own_lease else tasks.ignores_alarm_on_the_claim_lease
+    make.enqueue(args=["stuck"], id="stuck")
     for i in range(3):
         tasks.wait_io.enqueue(args=[f"w{i}", 0], id=f"w{i}")
     worker = spawn(real, "pool", "--batch", "10", "--lease", "30")
@@ -155,7 +159,7 @@ def test_a_solo_run_that_cannot_be_ended_gives_its_batch_back_and_exits(
     q = pool_queue()
     assert sorted((t.id, t.attempts) for t in q.top(10)) == [("w0", 0), ("w1", 0), ("w2", 0)]
     stuck = q.get("stuck")
-    # still leased: its lease (its own, 1 s) was renewed until the process ended
+    # still leased (renewed until the process ended), and its run was charged
     assert stuck is not None and stuck.state == "in_flight" and stuck.attempts == 1
     assert tags("end") == []
 

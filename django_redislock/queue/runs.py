@@ -156,10 +156,22 @@ class Runs(Outcomes):
         """A run outlived its hard limit + grace (called by the limit watch's thread)."""
         if run.watch is not None:
             self._keeper.hold(run.watch)  # nobody else may run it while it still runs here
+            self._charge(run.watch)
         self._hung.append(run)
         self.stop()
         if self._executor is None and run.raise_in_thread is False:
             self._abandon_solo()
+
+    @staticmethod
+    def _charge(watch: Watch) -> None:
+        """Record the hung run's start now if the keeper had not yet (its one attempt)."""
+        if watch.current_set:
+            return
+        try:
+            watch.queue.start(watch.current, watch.lease, watch.max_attempts)
+            watch.current_set = True
+        except Exception as exc:  # the keeper records it at its next renewal
+            logger.error("could not record the start of a hung run: %s", exc)
 
     def _abandon_solo(self) -> None:
         """The main thread is stuck in the task: give the batch back and end the process."""

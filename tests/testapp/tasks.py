@@ -189,6 +189,16 @@ def hangs_in_c(tag: str, seconds: float = 8.0) -> None:
 @task(queue="pool", time_limit=1.0, lease=1.0)
 def ignores_alarm(tag: str) -> None:
     """Blocks SIGALRM, then sleeps: a solo worker's limit cannot interrupt it."""
+    block_alarm_and_sleep(tag)
+
+
+@task(queue="pool", time_limit=1.0)
+def ignores_alarm_on_the_claim_lease(tag: str) -> None:
+    """The same without settings of its own: its start is recorded only by the keeper."""
+    block_alarm_and_sleep(tag)
+
+
+def block_alarm_and_sleep(tag: str) -> None:
     import signal
 
     stamp(f"start:{tag}")

@@ -8,7 +8,8 @@ each sleep 10 ms:
 * Huey: its consumer with 32 worker threads (``huey_consumer -w 32 -k thread``), in a
   forked child;
 * RQ: its ``WorkerPool`` of 32 ``SimpleWorker`` processes in burst mode (RQ has no
-  threads; each worker is a process).
+  threads; each worker is a process);
+* Celery: its threads pool with 32 threads and a Redis broker, results off.
 
 The ideal is ``N x 10 ms / 32``; the table shows tasks/s, the share of that ideal and the
 ratio to the fastest peer. The machine is usually shared (2 cores, other test runs), so
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from typing import Any
 
@@ -135,10 +137,77 @@ def rq_pool(client: redis.Redis, n: int) -> tuple[float, float]:
     return result
 
 
+def celery_threads(client: redis.Redis, n: int) -> tuple[float, float]:
+    """Celery's threads pool (``-P threads -c 32``), Redis broker, no results.
+
+    Timed from its first task's start: Celery's own start-up (bootsteps, broker
+    connection) takes about a second and is left out, to its advantage.
+    """
+    from celery import Celery
+
+    kwargs = client.connection_pool.connection_kwargs
+    app = Celery("bench_io", broker=f"redis://{kwargs['host']}:{kwargs['port']}/0")
+    app.conf.update(
+        task_ignore_result=True,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+    marks: dict[str, float] = {}
+    lock = threading.Lock()
+
+    @app.task(name="bench.workers.celery_sleep")
+    def celery_sleep(i: int) -> None:
+        with lock:
+            marks.setdefault("first", time.perf_counter())
+        time.sleep(SLEEP)
+        with lock:
+            marks["done"] = marks.get("done", 0) + 1
+            if marks["done"] == n:
+                marks["last"] = time.perf_counter()
+
+    for i in range(n):
+        celery_sleep.delay(i)
+
+    def drain() -> tuple[float, float]:
+        ctx = multiprocessing.get_context("fork")
+        parent, child = ctx.Pipe()
+
+        def report() -> None:
+            deadline = time.perf_counter() + 120
+            while "last" not in marks and time.perf_counter() < deadline:
+                time.sleep(0.005)
+            child.send((marks.get("last", deadline) - marks.get("first", 0.0), float("nan")))
+            os._exit(0)
+
+        def target() -> None:
+            threading.Thread(target=report, daemon=True).start()
+            worker = app.Worker(
+                pool="threads",
+                concurrency=CONCURRENCY,
+                loglevel="WARNING",
+                without_heartbeat=True,
+                without_mingle=True,
+                without_gossip=True,
+                quiet=True,
+            )
+            worker.start()
+
+        process = ctx.Process(target=target)
+        process.start()
+        result: tuple[float, float] = parent.recv()
+        process.join(30)
+        if process.is_alive():
+            process.kill()
+        return result
+
+    return drain()
+
+
 LIBRARIES = {
     "django-redislock (--pool thread --concurrency 32)": redislock,
     "Huey (-w 32 -k thread)": huey,
     "RQ (WorkerPool, 32 SimpleWorkers)": rq_pool,
+    "Celery (-P threads -c 32, Redis broker)": celery_threads,
 }
 COLUMNS = ["library", "tasks/s", "share of ideal", "vs fastest peer", "round trips/task"]
 
@@ -173,6 +242,7 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             f"{n} tasks that sleep {SLEEP * 1000:.0f} ms, {CONCURRENCY} at once; ideal "
             f"{ideal:,.0f} tasks/s ({n} x {SLEEP * 1000:.0f} ms / {CONCURRENCY}). Load average "
             f"at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine).",
-            "Celery and Dramatiq are not in this run.",
+            "Celery is timed from its first task's start (its start-up left out); Dramatiq "
+            "is not installed here.",
         ],
     }

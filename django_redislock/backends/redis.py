@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import redis
 from django.core import checks
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
@@ -22,9 +21,11 @@ from ..conf import (
     DEFAULT_LOCATION,
     LOCK_OPTIONS,
     QUEUE_OPTIONS,
+    heartbeat_errors,
     with_defaults,
 )
 from ..connections import (
+    CLIENT_ERRORS,
     ClientCache,
     create_async_client,
     create_client,
@@ -106,7 +107,7 @@ class RedisBackendMixin:
         """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting."""
         try:
             yield
-        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
+        except CLIENT_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise
             raise ConnectionFailed(
@@ -235,12 +236,18 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
 
     @classmethod
     def config_errors(cls, params: Mapping[str, Any]) -> list[str]:
-        """The base checks, then the time-limit options checked as a pair."""
+        """The base checks, then the time-limit options as a pair and the heartbeat TTL
+        against its interval."""
         from ..queue.limits import option_limit_errors
 
         errors = super().config_errors(params)
         options = params.get("OPTIONS", {})
-        return errors or option_limit_errors(with_defaults(options, cls.option_schema))
+        if errors:
+            return errors
+        options = options if isinstance(options, Mapping) else {}
+        return option_limit_errors(with_defaults(options, cls.option_schema)) or heartbeat_errors(
+            options
+        )
 
     def queue(self, name: str) -> Any:
         """Return the :class:`~django_redislock.queue.Queue` called ``name``."""

@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import signals
+from .history import add_to_pipeline as add_runs
 from .payloads import Runnable, task_path
 from .queue import Queue
+from .rates import add_to_pipeline, type_name
 from .records import Task
+from .results import store_failure
 from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
@@ -99,38 +102,47 @@ class Outcomes:
     progress: Any
     _acks: dict[str, list[Task]]
     _counts: dict[str, Counter[str]]
+    _types: dict[str, Counter[str]]
+    _runs: dict[str, list[tuple[str, int, float]]]
     _lock: threading.RLock
     _last_ack: float
     _ack_every: float
     _last_counted: float
     backend: Any
 
-    def _succeeded(self, queue: Queue, task: Task, result: Any, began: float) -> None:
-        """Queue the ack for the next claim, count it, and send ``task_succeeded``."""
+    def _succeeded(self, queue: Queue, task: Task, result: Any, runtime: float) -> None:
+        """Queue the ack for the next claim, count it, and send ``task_succeeded``.
+
+        A task that failed before ends its history (:mod:`.history`) with this run, sent
+        with the counters.
+        """
         with self._lock:
             self._acks[queue.name].append(task)
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
-        if began:
-            logger.info(
-                "task %s (%s) of %r succeeded in %.3fs",
-                task.id,
-                task_path(task),
-                queue.name,
-                time.monotonic() - began,
-            )
+            if task.last_error:
+                self._runs[queue.name].append((task.id, task.attempts, runtime))
+        logger.info(
+            "task %s (%s) of %r succeeded in %.3fs", task.id, task_path(task), queue.name, runtime
+        )
         signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
 
-    def _retry_args(self, queue: Queue, task: Task, fn: Runnable, exc: BaseException) -> Any:
-        """The ``retry`` keyword arguments of a failed run (backoff, error, its max_attempts)."""
+    def _retry_args(
+        self, queue: Queue, task: Task, fn: Runnable, exc: BaseException, runtime: float
+    ) -> Any:
+        """The ``retry`` keyword arguments of a failed run (backoff, error, its max_attempts,
+        and the seconds it ran, for its history)."""
         return {
             "delay": queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max),
             "error": error_text(exc),
             "max_attempts": fn.max_attempts,
+            "runtime": runtime,
         }
 
-    def _failed(self, queue: Queue, task: Task, fn: Runnable, exc: BaseException) -> None:
-        outcome = queue.retry(task, **self._retry_args(queue, task, fn, exc))
+    def _failed(
+        self, queue: Queue, task: Task, fn: Runnable, exc: BaseException, runtime: float
+    ) -> None:
+        outcome = queue.retry(task, **self._retry_args(queue, task, fn, exc, runtime))
         self._log_failure(queue, task, outcome, exc)
 
     def _log_failure(self, queue: Queue, task: Task, outcome: str, exc: BaseException) -> None:
@@ -149,6 +161,7 @@ class Outcomes:
         """Dead-letter a task that can never run here (see :mod:`.payloads`), and keep going."""
         error = f"{type(exc).__name__}: {exc}"
         queue.retry(task, delay=0, error=error, max_attempts=1)
+        store_failure(queue, task, exc)
         with self._lock:
             self.summary.dead += 1
             self._counts[queue.name]["dead"] += 1
@@ -177,11 +190,13 @@ class Outcomes:
             self.summary.failed += 1
             self._counts[queue.name]["failed"] += 1
             self._counts[queue.name][outcome] += 1
+            self._types[queue.name][type_name(exc)] += 1
             if outcome == "dead":
                 self.summary.dead += 1
             else:
                 self.summary.retried += outcome == "retried"
         if outcome == "dead":
+            store_failure(queue, task, exc)  # store_result tasks only
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         else:
             signals.task_failed.send(sender=Queue, queue=queue, task=task, error=exc)
@@ -209,29 +224,39 @@ class Outcomes:
         self._last_ack = time.monotonic()
 
     def _flush_counters(self, force: bool = False) -> None:
-        """Add this worker's outcome counts to each queue's counters hash (one pipeline)."""
+        """Add this worker's outcome counts to each queue's counters hash, its rate buckets
+        (:mod:`.rates`) and the runs that end a task's history, in one pipeline."""
         if not force and time.monotonic() - self._last_counted < COUNTER_INTERVAL:
             return
         self._last_counted = time.monotonic()
         with self._lock:
-            pending = [(q, Counter(self._counts[q.name])) for q in self.queues]
-            pending = [(q, counts) for q, counts in pending if counts]
-            for queue, _ in pending:
+            pending = [
+                (q, Counter(self._counts[q.name]), Counter(self._types[q.name]), self._runs[q.name])
+                for q in self.queues
+                if self._counts[q.name]
+            ]
+            for queue, *_ in pending:
                 self._counts[queue.name].clear()
+                self._types[queue.name].clear()
+                self._runs[queue.name] = []
         if not pending:
             return
         try:
             with self.backend.errors():
                 pipe = self.backend.client.pipeline(transaction=False)
-                for queue, counts in pending:
+                for queue, counts, types, runs in pending:
                     key = counters_key(queue)
                     for outcome, value in counts.items():
                         pipe.hincrby(key, outcome, value)
+                    add_to_pipeline(pipe, queue, counts, types)
+                    add_runs(pipe, queue, runs)
                 pipe.execute()
         except BaseException:
             with self._lock:  # not sent: count them again next time
-                for queue, counts in pending:
+                for queue, counts, types, runs in pending:
                     self._counts[queue.name].update(counts)
+                    self._types[queue.name].update(types)
+                    self._runs[queue.name][:0] = runs
             raise
 
     def _count(self) -> None:

@@ -38,6 +38,8 @@ from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .pool_thread import ThreadPool
 from .queue import Queue
 from .records import Task
+from .results import store_success_async
+from .throttle import admit
 from .worker import OUTAGES, Worker
 
 logger = logging.getLogger("django_redislock.worker")
@@ -110,20 +112,25 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         hopeless: Exception = exc
         await in_thread(lambda: worker._bury(queue, task, hopeless))
         return
+    if not await in_thread(lambda: admit(queue, task, fn)):  # given back by its rate limit
+        return
     if not await begin_async(worker, queue, task, fn, lease):
         return
     signals.task_started.send(sender=Queue, queue=queue, task=task)
     limits = limits_of(fn, queue.backend.options)
     watch = worker._watch_run(queue, task, fn, lease, limits[0])
-    began = time.monotonic() if logger.isEnabledFor(logging.INFO) else 0.0
+    began = time.monotonic()
     worker._started(task)
     try:
         result = await call_async(worker, queue, task, fn, limits=limits, watch=watch)
     except (Exception, TimeLimitExceeded) as exc:
-        outcome = await queue.retry_async(task, **worker._retry_args(queue, task, fn, exc))
+        runtime = time.monotonic() - began
+        args = worker._retry_args(queue, task, fn, exc, runtime)
+        outcome = await queue.retry_async(task, **args)
         worker._log_failure(queue, task, outcome, exc)
     else:
-        worker._succeeded(queue, task, result, began)
+        await store_success_async(queue, task, result)  # store_result tasks only: before the ack
+        worker._succeeded(queue, task, result, time.monotonic() - began)
     finally:
         worker._ended(task, watch)
         worker._count()

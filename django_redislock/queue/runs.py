@@ -26,6 +26,8 @@ from .outcomes import Outcomes
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .records import Task
+from .results import store_success
+from .throttle import admit
 
 logger = logging.getLogger("django_redislock.worker")
 
@@ -77,19 +79,24 @@ class Runs(Outcomes):
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
+        if not admit(queue, task, fn):  # given back by its rate limit: no longer ours
+            if self._executor is None and not self._keeper.lost:
+                self._keeper.clear()  # solo: a watch of the batch would renew this task too
+            return
         if not self._begin(queue, task, fn, lease):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         limits = limits_of(fn, queue.backend.options)
         watch = self._watch_run(queue, task, fn, lease, limits[0])
-        began = time.monotonic() if logger.isEnabledFor(logging.INFO) else 0.0
+        began = time.monotonic()
         self._started(task)
         try:
             result = self._call(queue, task, fn, limits, watch)
         except (Exception, TimeLimitExceeded) as exc:
-            self._failed(queue, task, fn, exc)
+            self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
-            self._succeeded(queue, task, result, began)
+            store_success(queue, task, result)  # store_result tasks only: before the ack
+            self._succeeded(queue, task, result, time.monotonic() - began)
         finally:
             self._ended(task, watch)
             self._count()

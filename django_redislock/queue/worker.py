@@ -53,13 +53,13 @@ import redis
 from django.db import close_old_connections
 
 from ..exceptions import ConnectionFailed, QueueError
-from .calls import Claim
+from .heartbeat import register
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
 from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary, counters_key
 from .pools import POOLS, check_pool, claim_lease, default_concurrency, make_pool
 from .queue import Queue
-from .records import Task
+from .records import Claim, Task
 from .runs import EXIT_HUNG, Runs
 
 __all__ = [
@@ -171,6 +171,11 @@ class Worker(Runs):
         self._limits = LimitWatch(self._on_hung)
         self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        #: failures by exception type and the runs that end a task's history (see .outcomes)
+        self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
+        self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage: float | None = None
@@ -225,15 +230,20 @@ class Worker(Runs):
     def _busy(self) -> bool:
         return self._executor is not None and self._executor.running > 0
 
+    def _held_back(self) -> bool:
+        """Due tasks that a queue's rate limit holds back: a burst waits for them."""
+        return any(claim.held_back for claim in self._hints.values())
+
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> Summary:
         """Drain until stopped, bounded, or (with ``burst``) out of due tasks."""
+        registration = register(self)  # the workers registry (see .heartbeat)
         try:
             while not self._done():
                 try:
                     if not self._round() and not self._done():
-                        if self.burst and not self._busy():
+                        if self.burst and not self._busy() and not self._held_back():
                             break
                         self._wait()
                     self._flush_counters()
@@ -244,6 +254,7 @@ class Worker(Runs):
             if self._executor is not None:
                 self._executor.finish()
         finally:
+            registration.stop()
             if self._executor is not None:
                 self._executor.close()
             self._keeper.stop()
@@ -407,7 +418,7 @@ class Worker(Runs):
         if self.timeout is not None:
             cap = min(cap, self.timeout - self._elapsed())
         for claim in self._hints.values():
-            for moment in (claim.next_due, claim.next_lease_deadline):
+            for moment in (claim.next_work, claim.next_lease_deadline):
                 if moment is not None:
                     cap = min(cap, (moment - claim.now) / 1e6)
         return max(cap, 0.01)

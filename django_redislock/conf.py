@@ -274,6 +274,18 @@ QUEUE_OPTIONS: dict[str, Option] = {
         "Seconds a drain_queue worker keeps reconnecting to an unreachable Redis before it "
         "exits (drain_queue --give-up overrides it).",
     ),
+    "WORKER_MAX_TASKS_PER_CHILD": Option(
+        None,
+        optional_positive_int,
+        "drain_queue --pool process replaces a child after it ran this many tasks (None: "
+        "never; --max-tasks-per-child overrides it).",
+    ),
+    "WORKER_MAX_MEMORY_PER_CHILD": Option(
+        None,
+        optional_positive_int,
+        "drain_queue --pool process replaces a child, between two tasks, once its resident "
+        "memory passes this many megabytes (None: never; --max-memory-per-child overrides it).",
+    ),
 }
 
 

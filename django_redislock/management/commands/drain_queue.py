@@ -11,6 +11,7 @@ from ...exceptions import RedisLockError
 from ...queue.registry import autodiscover, queues_of
 from ...queue.worker import ForcedStop, Summary, Worker, logger
 from ._logging import log_to_stderr
+from ._pool import add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
 
@@ -60,6 +61,7 @@ class Command(BaseCommand):
             default=1000,
             help="Log a line every N tasks when not on a terminal (default: %(default)s).",
         )
+        add_pool_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         for name in ("max_tasks", "batch", "log_every"):
@@ -69,16 +71,20 @@ class Command(BaseCommand):
             value = options.get(name)
             if value is not None and not 0 < value < float("inf"):
                 raise CommandError(f"--{name.replace('_', '-')} must be a number of seconds > 0")
+        check_pool_options(options)
         with log_to_stderr(logger, self.stderr, options["verbosity"]):
             for module, error in autodiscover().items():
                 logger.error(
                     "task module %r failed to import (its tasks are retried): %s", module, error
                 )
-            worker = self.build_worker(options)
-            names = ", ".join(queue.name for queue in worker.queues)
-            self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
-            with scheduler_thread(options):
-                summary = self.run_worker(worker)
+            if options["pool"] == "process":
+                summary = self.run_process_pool(options)
+            else:
+                worker = self.build_worker(options)
+                names = ", ".join(queue.name for queue in worker.queues)
+                self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
+                with scheduler_thread(options):
+                    summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
 
     def build_worker(self, options: dict[str, Any]) -> Worker:
@@ -95,6 +101,11 @@ class Command(BaseCommand):
             progress=progress,
             give_up=options.get("give_up"),
         )
+
+    def run_process_pool(self, options: dict[str, Any]) -> Summary:
+        names = options["queues"] or self.known_queues(options["using"])
+        self.stdout.write(f"Draining {', '.join(names)} ({options['using']}) with a process pool.")
+        return run_pool(self, names, options)
 
     def known_queues(self, alias: str) -> list[str]:
         try:

@@ -104,11 +104,12 @@ def stop(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str,
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie that nobody reaped yet counts as gone)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_mixed_workload_runs_to_completion(pool: Pool) -> None:
@@ -182,6 +183,34 @@ def test_sigterm_gives_unstarted_claims_back_at_once(pool: Pool) -> None:
     assert (stats["ready"], stats["in_flight"]) == (8, 0)  # ready now, not after a lease
     assert all(t.attempts == 0 for t in q.top(10))
     assert "processed 2, failed 0, retried 0, dead 0, released 8" in out
+
+
+def test_burst_pool_exits_by_itself_when_nothing_is_due(pool: Pool) -> None:
+    for i in range(12):
+        pool_tasks.step.enqueue(args=[f"s{i}", 0.05], id=f"s{i}")
+    code, out, err = finish(pool.spawn("--burst", "--batch", "2"), timeout=60)
+    assert code == 0, err
+    assert all(pool_tasks.count("done", f"s{i}") == 1 for i in range(12))
+    assert "processed 12, failed 0" in out
+    assert empty(pool_queue())
+
+
+def test_children_stop_gracefully_when_the_supervisor_is_killed(pool: Pool) -> None:
+    q = pool_queue()
+    for i in range(10):
+        pool_tasks.step.enqueue(args=[f"s{i}", 1.0], id=f"s{i}")
+    process = pool.spawn("--batch", "5")
+    try:
+        wait_for(lambda: len(pool_tasks.pids("run")) == 2, 30, "both children to start a task")
+        children = pool_tasks.pids("run")
+        process.kill()
+        finish(process)
+        wait_for(lambda: not any(alive(pid) for pid in children), 15, "the children to exit")
+    finally:
+        process.kill()
+    assert len(pool_tasks.pids("done")) == 2  # the running tasks finished
+    stats = q.stats()
+    assert (stats["ready"], stats["in_flight"]) == (8, 0)  # the unstarted ones given back
 
 
 def test_a_second_signal_forces_and_a_stubborn_child_is_killed(pool: Pool) -> None:

@@ -81,9 +81,13 @@ class Reporter:
         self.running = ""
 
     def send(self, **message: Any) -> None:
+        """Write one message; when the supervisor is gone, drop it (this child is stopping)."""
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        while data:
-            data = data[os.write(self.fd, data) :]
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+        except OSError:  # EPIPE: the supervisor died; watch_supervisor stops this child
+            pass
 
     def started(self, queue: Queue, task: Task, fn: Runnable, limit: float) -> None:
         """A run with a hard limit begins: what the supervisor needs to end it and retry it."""

@@ -340,6 +340,8 @@ class Supervisor:
             logger.error("children still running %gs after a forced stop: killed", FORCE_GRACE)
             self._kill_all()
         for child in self.children.values():
+            if child.run is not None and child.killed is None and now >= child.run.kill_at:
+                self._read(child)  # a "done" already written means that run is over
             run = child.run
             if run is not None and child.killed is None and now >= run.kill_at:
                 logger.error(

@@ -39,7 +39,9 @@ class Pool:
         self.target = target
         self.options = options
 
-    def spawn(self, *args: str, concurrency: int = 2) -> subprocess.Popen[str]:
+    def spawn(
+        self, *args: str, concurrency: int = 2, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         location = self.target.location
         env = {
             **os.environ,
@@ -49,6 +51,7 @@ class Pool:
             "REDISLOCK_TEST_OPTIONS": json.dumps(self.options),
             "PYTHONPATH": str(ROOT),
             "PYTHONUNBUFFERED": "1",
+            **(env or {}),
         }
         command = ["drain_queue", "pool", "--pool", "process", "--concurrency", str(concurrency)]
         return subprocess.Popen(
@@ -211,6 +214,27 @@ def test_children_stop_gracefully_when_the_supervisor_is_killed(pool: Pool) -> N
     assert len(pool_tasks.pids("done")) == 2  # the running tasks finished
     stats = q.stats()
     assert (stats["ready"], stats["in_flight"]) == (8, 0)  # the unstarted ones given back
+
+
+def test_the_first_child_runs_the_scheduler(pool: Pool) -> None:
+    schedule = {"every": 1, "task": "tests.pool_tasks.step", "args": ["tick"], "queue": "pool"}
+    env = {
+        "DJANGO_SETTINGS_MODULE": "tests.periodic_settings",
+        "REDISLOCK_TEST_PERIODIC": json.dumps({"tick": schedule}),
+        "REDISLOCK_TEST_OPTIONS": json.dumps(pool.target.options),  # the lock alias's too
+    }
+    process = pool.spawn("--scheduler", env=env)
+    try:
+        try:
+            wait_for(lambda: pool_tasks.count("done", "tick") >= 3, 30, "three ticks to run")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {stop(process)}") from None
+        code, _, err = stop(process)
+    finally:
+        process.kill()
+    assert code == 0, err
+    assert pool_queue().tasks("dead") == []
+    assert pool_tasks.count("run", "tick") == pool_tasks.count("done", "tick")
 
 
 def test_a_second_signal_forces_and_a_stubborn_child_is_killed(pool: Pool) -> None:

@@ -20,6 +20,7 @@ from django.test import override_settings
 from django_redislock import queues
 from django_redislock.queue import supervisor
 from django_redislock.queue.pool_child import EXIT_DONE, hard_time_limit
+from django_redislock.queue.registry import registry
 from django_redislock.queue.supervisor import Supervisor
 
 from . import pool_tasks
@@ -122,3 +123,17 @@ def test_the_hard_limit_is_the_tasks_else_the_alias_default(single_target: Redis
         q = queues["default"].queue("pool")
         assert hard_time_limit(pool_tasks.hang, q) == 1.0
         assert hard_time_limit(pool_tasks.step, q) is None
+
+
+def test_a_child_listens_for_runs_only_when_a_task_has_a_limit(
+    single_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_redislock.queue import pool_child
+
+    params = {**single_target.params(), "KEY_PREFIX": "test"}
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        q = queues["default"].queue("pool")
+        assert pool_child.limits_possible([q])  # pool_tasks.hang has a time_limit
+        without = {k: v for k, v in registry.items() if k != "tests.pool_tasks.hang"}
+        monkeypatch.setattr(pool_child, "registry", without)
+        assert not pool_child.limits_possible([q])

@@ -8,8 +8,8 @@ next. It never returns into the supervisor's code.
 
 While it runs, it tells the supervisor, over a pipe, about each run of a task with a
 hard time limit (:class:`Reporter`): the supervisor kills a child whose run outlives
-its limit (see :mod:`.supervisor`). Runs without a limit are not reported, so the
-pool costs nothing per task.
+its limit (see :mod:`.supervisor`). Runs without a limit are not reported, and a
+child none of whose tasks can have one does not even listen for runs.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from .. import signals
 from .payloads import Runnable, runnable
 from .queue import Queue
 from .records import Task
+from .registry import registry
 from .worker import ForcedStop, Summary, Worker, WorkerGaveUp
 
 logger = logging.getLogger("django_redislock.worker.pool")
@@ -58,6 +59,18 @@ def hard_time_limit(fn: Runnable, queue: Queue) -> float | None:
     if limit is None:
         limit = queue.backend.options.get("TASK_TIME_LIMIT")
     return None if limit is None else float(limit)
+
+
+def limits_possible(queues: Iterable[Queue]) -> bool:
+    """Whether any run of these queues can have a hard limit (if not, none is reported).
+
+    Every task module was imported before the fork, so the registry is complete; a
+    child whose tasks have no limit then spares every run the ``task_started``
+    receiver (a few microseconds each).
+    """
+    if any(queue.backend.options.get("TASK_TIME_LIMIT") is not None for queue in queues):
+        return True
+    return any(getattr(fn, "time_limit", None) is not None for fn in registry.values())
 
 
 def rss_megabytes() -> float:
@@ -221,9 +234,10 @@ def run_child(
     try:
         become_child(close)
         watch_supervisor(pipes[1])
-        connect_reporter(reporter)
         recycler = Recycler(reporter, max_memory, also)
         worker = recycler.worker = make_worker(recycler)
+        if limits_possible(worker.queues):
+            connect_reporter(reporter)
         scheduling = around() if around is not None else contextlib.nullcontext()
         with scheduling, worker.signal_handlers():
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

@@ -26,6 +26,7 @@ from django_redislock.queue import Queue
 
 from . import pool_tasks
 from .conftest import RedisTarget
+from .servers import RedisProcess
 from .testapp.tasks import runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,14 +36,14 @@ pytestmark = pytest.mark.slow
 class Pool:
     """Where the pools of a test connect, and how to start one."""
 
-    def __init__(self, target: RedisTarget, options: dict[str, Any]) -> None:
-        self.target = target
+    def __init__(self, location: str | list[str], options: dict[str, Any]) -> None:
+        self.location = location
         self.options = options
 
     def spawn(
         self, *args: str, concurrency: int = 2, env: dict[str, str] | None = None
     ) -> subprocess.Popen[str]:
-        location = self.target.location
+        location = self.location
         env = {
             **os.environ,
             "REDISLOCK_TEST_TASK_MODULES": json.dumps(["tests.pool_tasks"]),
@@ -70,7 +71,7 @@ def pool(request: pytest.FixtureRequest) -> Iterator[Pool]:
     options = {**target.options, "MAX_ATTEMPTS": 3}
     params = {**target.params(), "KEY_PREFIX": "test", "OPTIONS": options}
     with override_settings(REDISLOCK_QUEUES={"default": params}):
-        yield Pool(target, options)
+        yield Pool(target.location, options)
 
 
 def pool_queue() -> Queue:
@@ -221,7 +222,10 @@ def test_the_first_child_runs_the_scheduler(pool: Pool) -> None:
     env = {
         "DJANGO_SETTINGS_MODULE": "tests.periodic_settings",
         "REDISLOCK_TEST_PERIODIC": json.dumps({"tick": schedule}),
-        "REDISLOCK_TEST_OPTIONS": json.dumps(pool.target.options),  # the lock alias's too
+        # the lock alias gets these options too, and locks have no MAX_ATTEMPTS
+        "REDISLOCK_TEST_OPTIONS": json.dumps(
+            {k: v for k, v in pool.options.items() if k != "MAX_ATTEMPTS"}
+        ),
     }
     process = pool.spawn("--scheduler", env=env)
     try:
@@ -338,3 +342,60 @@ def test_a_hung_task_is_killed_and_recorded_failed(pool: Pool) -> None:
 def test_bad_pool_options_are_command_errors(args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         call_command("drain_queue", "pool", *args)
+
+
+# -- Redis outages: a server of its own, persisted with AOF ---------------------------------
+
+
+@pytest.fixture
+def own(tmp_path: Path) -> Iterator[tuple[RedisProcess, Pool]]:
+    server = RedisProcess(
+        tmp_path / "aof", extra=["--appendonly", "yes", "--appendfsync", "always"]
+    ).start()
+    options = {"SOCKET_TIMEOUT": 6.0, "SOCKET_CONNECT_TIMEOUT": 0.5}
+    params = {"LOCATION": server.url, "KEY_PREFIX": "test", "OPTIONS": options}
+    try:
+        with override_settings(REDISLOCK_QUEUES={"default": params}):
+            yield server, Pool(server.url, options)
+    finally:
+        server.stop()
+
+
+def test_the_children_ride_out_a_redis_restart(own: tuple[RedisProcess, Pool]) -> None:
+    server, pool = own
+    n = 200
+    for i in range(n):
+        pool_tasks.step.enqueue(args=[f"s{i}", 0.01], id=f"s{i}")
+    process = pool.spawn("--batch", "10", "--lease", "3")
+    try:
+        wait_for(lambda: len(pool_tasks.pids("done")) >= 30, 30, "the drain to be under way")
+        server.stop()
+        time.sleep(1.0)
+        server.start()
+        wait_for(lambda: empty(pool_queue()), 60, "every task to finish")
+        assert process.poll() is None  # the pool is still running
+        code, _, err = stop(process)
+    finally:
+        process.kill()
+    assert code == 0, err
+    assert "Redis is unreachable" in err and "Redis answers again" in err
+    assert "was killed" not in err and "exited with" not in err  # no child died
+    assert {f"s{i}" for i in range(n)} <= {r.split(":")[1] for r in runs() if "done:" in r}
+
+
+def test_the_pool_gives_up_with_its_workers(own: tuple[RedisProcess, Pool]) -> None:
+    server, pool = own
+    process = pool.spawn("--give-up", "1.5")
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("Draining pool")
+        time.sleep(0.5)  # the children are idle in BLPOP
+        server.kill()
+        killed_at = time.monotonic()
+        code, _, err = finish(process)
+    finally:
+        process.kill()
+    assert code == 1
+    assert "longer than the worker's give-up time of 1.5s" in err
+    assert "the process pool stopped: Redis stayed unreachable" in err
+    assert 1.4 < time.monotonic() - killed_at < 20

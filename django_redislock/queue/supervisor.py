@@ -132,12 +132,22 @@ class Supervisor:
     def run(self) -> Outcome:
         """Start the children and supervise them until every one is gone."""
         with self._wiring():
-            for slot in range(self.concurrency):
-                self._start(slot)
-            while self.children or self.restarts:
-                self._step()
+            try:
+                for slot in range(self.concurrency):
+                    self._start(slot)
+                while self.children or self.restarts:
+                    self._step()
+            except BaseException:
+                self._abandon()
+                raise
         self.outcome.summary.elapsed = self.outcome.summary.elapsed_now()
         return self.outcome
+
+    def _abandon(self) -> None:
+        """The supervisor fails: close the life pipes, so every child stops gracefully."""
+        for child in self.children.values():
+            with contextlib.suppress(OSError):
+                os.close(child.life)
 
     def _step(self) -> None:
         fds = [self._wake[0], *(child.report for child in self.children.values())]

@@ -241,6 +241,44 @@ def test_the_first_child_runs_the_scheduler(pool: Pool) -> None:
     assert pool_tasks.count("run", "tick") == pool_tasks.count("done", "tick")
 
 
+def test_a_stop_sent_to_every_process_at_once_is_one_stop(pool: Pool) -> None:
+    """systemd's default KillMode=control-group: the children get SIGTERM twice at once."""
+    q = pool_queue()
+    for i in range(10):
+        pool_tasks.step.enqueue(args=[f"s{i}", 1.0], id=f"s{i}")
+    process = pool.spawn("--batch", "5")
+    try:
+        wait_for(lambda: len(pool_tasks.pids("run")) == 2, 30, "both children to start a task")
+        for pid in [process.pid, *pool_tasks.pids("run")]:
+            os.kill(pid, signal.SIGTERM)
+        code, out, err = finish(process)
+    finally:
+        process.kill()
+    assert code == 0, err
+    assert len(pool_tasks.pids("done")) == 2  # finished, not interrupted
+    assert (q.stats()["ready"], q.stats()["in_flight"]) == (8, 0)
+    assert "released 8" in out
+
+
+def test_a_child_stopped_on_its_own_is_replaced(pool: Pool) -> None:
+    q = pool_queue()
+    for i in range(6):
+        pool_tasks.step.enqueue(args=[f"s{i}", 0.5], id=f"s{i}")
+    process = pool.spawn("--batch", "1")
+    try:
+        wait_for(lambda: len(pool_tasks.pids("run")) >= 2, 30, "both children to start a task")
+        first = pool_tasks.pids("run")[0]
+        os.kill(first, signal.SIGTERM)
+        wait_for(lambda: empty(q), 30, "the queue to drain")
+        code, _, err = stop(process)
+    finally:
+        process.kill()
+    assert code == 0, err
+    assert all(pool_tasks.count("done", f"s{i}") == 1 for i in range(6))
+    assert len(set(pool_tasks.pids("run"))) == 3  # the stopped child's replacement worked
+    assert "was stopped by a signal of its own; replacing it" in err
+
+
 def test_a_second_signal_forces_and_a_stubborn_child_is_killed(pool: Pool) -> None:
     q = pool_queue()
     pool_tasks.step.enqueue(args=["sleeper", 60], id="sleeper")

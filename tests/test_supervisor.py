@@ -81,7 +81,7 @@ def test_a_child_that_finished_a_task_ends_the_failure_streak(
     assert max(gaps) < 0.05 + 1.0  # always the first delay, never a longer one
 
 
-def test_a_clean_exit_is_not_restarted(tmp_path: Path) -> None:
+def test_a_child_that_ended_its_burst_is_not_replaced(tmp_path: Path) -> None:
     log = tmp_path / "starts"
 
     def done(slot: int, pipes: tuple[int, int], close: list[int]) -> NoReturn:
@@ -91,10 +91,25 @@ def test_a_clean_exit_is_not_restarted(tmp_path: Path) -> None:
         os.write(pipes[0], b"\n")
         os._exit(EXIT_DONE)
 
-    outcome = Supervisor(done, {}, 3).run()
+    outcome = Supervisor(done, {}, 3, burst=True).run()
     assert outcome.ok
     assert len(starts_of(log)) == 3
     assert (outcome.summary.processed, outcome.summary.succeeded) == (9, 9)
+
+
+def test_a_child_stopped_by_a_signal_of_its_own_is_replaced_at_once(tmp_path: Path) -> None:
+    log = tmp_path / "starts"
+
+    def stopped(slot: int, pipes: tuple[int, int], close: list[int]) -> NoReturn:
+        with log.open("a") as file:
+            file.write(f"{time.monotonic()}\n")
+        os._exit(EXIT_DONE)  # what a child that got its own SIGTERM exits with
+
+    outcome = Supervisor(stopped, {}, 1, deadline=time.monotonic() + 1.0).run()
+    assert outcome.ok
+    starts = starts_of(log)
+    assert len(starts) > 3  # replaced each time, with no backoff (it did not fail)
+    assert max(b - a for a, b in itertools.pairwise(starts)) < 0.5
 
 
 def test_a_child_never_uses_the_supervisors_redis_connection(
@@ -111,7 +126,7 @@ def test_a_child_never_uses_the_supervisors_redis_connection(
             result.write_text(json.dumps([client is parent, client.client_id()]))
             os._exit(EXIT_DONE)
 
-        assert Supervisor(child, {}, 1).run().ok
+        assert Supervisor(child, {}, 1, burst=True).run().ok
         same_object, child_id = json.loads(result.read_text())
         assert not same_object and child_id != parent_id
         assert parent.client_id() == parent_id  # the supervisor's socket is untouched

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from types import FrameType
 from typing import Any, NoReturn
 
 from .. import signals
@@ -45,6 +46,11 @@ EXIT_ERROR = 1  # an unexpected error: restarted with backoff
 
 #: Signals the supervisor relays; blocked around fork() until the child handles them.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Stop signals this close together (seconds) are one stop to a child, not a stop and a
+#: forced one: systemd's default ``KillMode=control-group`` signals every process of the
+#: unit while the supervisor relays the same signal. The supervisor spaces its forcing
+#: relay further apart than this (``supervisor.FORCE_SPACING``).
+SAME_STOP = 0.4
 
 WorkerFactory = Callable[[Callable[[Summary], None]], Worker]
 
@@ -203,6 +209,23 @@ def watch_supervisor(life: int) -> None:
     threading.Thread(target=wait, name="redislock-pool-parent", daemon=True).start()
 
 
+def one_stop_per_burst() -> None:
+    """Wrap the worker's SIGTERM/SIGINT handler: signals within SAME_STOP s count once."""
+    handle = signal.getsignal(signal.SIGTERM)
+    assert callable(handle)
+    first: list[float] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if first and now - first[0] < SAME_STOP:
+            return
+        first[:] = first or [now]
+        handle(signum, frame)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
+
+
 def connect_reporter(reporter: Reporter) -> Callable[..., None]:
     """Report the start of every run that has a hard time limit (``task_started``)."""
 
@@ -240,6 +263,7 @@ def run_child(
             connect_reporter(reporter)
         scheduling = around() if around is not None else contextlib.nullcontext()
         with scheduling, worker.signal_handlers():
+            one_stop_per_burst()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             summary = worker.run()
         reason = recycler.finished_reason(summary)

@@ -19,9 +19,11 @@ the children get).
   replaced at once.
 - **Signals**: the first SIGTERM/SIGINT is relayed to every child (graceful: the
   running task finishes and is acked, unstarted claims are given back) and no child
-  is replaced any more; a second is relayed too (each child raises ``ForcedStop``),
-  and children still alive :data:`FORCE_GRACE` seconds later are SIGKILLed; a third
-  SIGKILLs them at once. The supervisor returns when every child is gone.
+  is replaced any more; a second is relayed too, at least :data:`FORCE_SPACING` after
+  the first (each child raises ``ForcedStop``), and children still alive
+  :data:`FORCE_GRACE` seconds later are SIGKILLed; a third SIGKILLs them at once. The
+  supervisor returns when every child is gone. A child stopped by a signal of its own
+  (not the pool's) is replaced at once.
 - **Hard time limits**: a child reports each run that has a hard limit (task id,
   claim token, start on the shared monotonic clock, limit). One still running
   :data:`.pool_limits.KILL_GRACE` seconds past its limit is SIGKILLed; once it is reaped, the run
@@ -40,22 +42,13 @@ import logging
 import os
 import select
 import signal
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
-from django.db import connections
-
-from .pool_child import (
-    EXIT_DONE,
-    EXIT_ERROR,
-    EXIT_FORCED,
-    EXIT_GAVE_UP,
-    EXIT_RECYCLE,
-    STOP_SIGNALS,
-)
+from .pool_child import EXIT_DONE, EXIT_FORCED, EXIT_GAVE_UP, EXIT_RECYCLE, STOP_SIGNALS
+from .pool_fork import ChildMain, fork_child, stop_signals_blocked
 from .pool_limits import Run, charge_killed_run
 from .queue import Queue
 from .worker import Summary
@@ -69,11 +62,11 @@ RESTART_MAX = 30.0
 FAILURE_LIMIT = 10
 #: Seconds the children get after a second stop signal before they are SIGKILLed.
 FORCE_GRACE = 5.0
+#: The forcing relay follows the first one by at least this long: a child takes stop
+#: signals closer together than ``pool_child.SAME_STOP`` for one stop (see there).
+FORCE_SPACING = 0.6
 #: The longest the supervisor sleeps between looks at its children.
 TICK = 1.0
-
-#: ``child_main(slot, (report_w, life_r), fds_to_close)``: runs in the child, never returns.
-ChildMain = Callable[[int, tuple[int, int], list[int]], NoReturn]
 
 
 @dataclass
@@ -113,6 +106,7 @@ class Supervisor:
         queues: Mapping[str, Queue],
         concurrency: int,
         deadline: float | None = None,
+        burst: bool = False,
     ) -> None:
         self.child_main = child_main
         self.queues = queues
@@ -122,7 +116,10 @@ class Supervisor:
         self.restarts: dict[int, float] = {}  # slot -> when to start its next child
         self.streak = 0  # children that died in a row without finishing a task
         self.stops = 0  # stop signals received
+        self.burst = burst  # children end when nothing is due: one that ends is not replaced
         self.force_at: float | None = None
+        self.relayed_at = 0.0  # when the first stop signal was relayed
+        self.pending_force: tuple[float, int] | None = None  # (when, signal) of the forcing relay
         self.outcome = Outcome(Summary())
         self._signals: list[int] = []
         self._wake = (-1, -1)
@@ -161,6 +158,7 @@ class Supervisor:
         while self._signals:
             self._on_stop_signal(self._signals.pop(0))
         self._reap()
+        self._force_when_due()
         self._enforce_limits()
         self._start_due()
 
@@ -170,6 +168,8 @@ class Supervisor:
         moments += [c.run.kill_at for c in self.children.values() if c.run and not c.killed]
         if self.force_at is not None:
             moments.append(self.force_at)
+        if self.pending_force is not None:
+            moments.append(self.pending_force[0])
         return max(min(moments) - now, 0.0)
 
     @contextlib.contextmanager
@@ -201,31 +201,12 @@ class Supervisor:
     # -- children ------------------------------------------------------------------------------
 
     def _start(self, slot: int) -> None:
-        """Fork the child of ``slot`` (stop signals stay blocked until it handles them)."""
-        report_r, report_w = os.pipe()
-        life_r, life_w = os.pipe()
-        inherited = [*self._wake, report_r, life_w]
+        """Fork the child of ``slot`` and record it (see :func:`.pool_fork.fork_child`)."""
+        inherited = [*self._wake]
         inherited += [fd for child in self.children.values() for fd in (child.report, child.life)]
-        connections.close_all()  # a child must never share the supervisor's database sockets
-        sys.stdout.flush()
-        sys.stderr.flush()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    os.setpgid(0, 0)
-                    self.child_main(slot, (report_w, life_r), inherited)
-                finally:
-                    os._exit(EXIT_ERROR)
-            with contextlib.suppress(OSError):
-                os.setpgid(pid, pid)
-            self.children[pid] = Child(slot, pid, report_r, life_w)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        os.close(report_w)
-        os.close(life_r)
-        os.set_blocking(report_r, False)
+        with stop_signals_blocked():
+            pid, report, life = fork_child(self.child_main, slot, inherited)
+            self.children[pid] = Child(slot, pid, report, life)
         logger.info("pool child %d started (pid %d)", slot, pid)
 
     def _start_due(self) -> None:
@@ -243,7 +224,12 @@ class Supervisor:
                 child.buffer += data
         *lines, child.buffer = child.buffer.split(b"\n")
         for line in lines:
-            self._message(child, json.loads(line))
+            try:
+                self._message(child, json.loads(line))
+            except (ValueError, TypeError) as exc:  # never from run_child; say so and go on
+                logger.error(
+                    "pool child %d sent an unreadable report %r: %s", child.slot, line, exc
+                )
 
     def _message(self, child: Child, message: dict[str, Any]) -> None:
         if "run" in message:
@@ -259,7 +245,10 @@ class Supervisor:
 
     def _reap(self) -> None:
         for child in list(self.children.values()):
-            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its status is unknown
+                pid, status = child.pid, 255 << 8
             if pid:
                 self._read(child)
                 del self.children[child.pid]
@@ -282,8 +271,24 @@ class Supervisor:
                 self.restarts[child.slot] = time.monotonic()
         elif code == EXIT_GAVE_UP:
             self._give_up("Redis stayed unreachable past the workers' give-up time")
-        elif code not in (EXIT_DONE, EXIT_FORCED) and not stopping:
+        elif stopping:
+            self.outcome.forced |= code == EXIT_FORCED  # its running task was interrupted
+        elif code in (EXIT_DONE, EXIT_FORCED):
+            self._ended(child, code)
+        else:
             self._died(child, code)
+
+    def _ended(self, child: Child, code: int) -> None:
+        """A child returned while the pool goes on: its bound ended, or it got a signal."""
+        bounded = self.burst or (self.deadline is not None and time.monotonic() >= self.deadline)
+        if code == EXIT_DONE and bounded:
+            return  # --burst found nothing due, or --timeout ended: the pool winds down
+        logger.warning(
+            "pool child %d (pid %d) was stopped by a signal of its own; replacing it",
+            child.slot,
+            child.pid,
+        )
+        self.restarts[child.slot] = time.monotonic()
 
     def _died(self, child: Child, code: int) -> None:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
@@ -323,13 +328,20 @@ class Supervisor:
         if self.stops == 1:
             logger.warning("%s: the children finish their running tasks and stop", name)
             self._relay(signum)
+            self.relayed_at = time.monotonic()
         elif self.stops == 2:
             logger.warning("second %s: the children stop at once", name)
             self.outcome.forced = True
-            self._relay(signum)
-            self.force_at = time.monotonic() + FORCE_GRACE
+            self.pending_force = (self.relayed_at + FORCE_SPACING, signum)
         else:
             self._kill_all()
+
+    def _force_when_due(self) -> None:
+        """Send the forcing relay once it is far enough from the first (see FORCE_SPACING)."""
+        if self.pending_force is not None and time.monotonic() >= self.pending_force[0]:
+            self._relay(self.pending_force[1])
+            self.pending_force = None
+            self.force_at = time.monotonic() + FORCE_GRACE
 
     def _relay(self, signum: int) -> None:
         for child in self.children.values():
@@ -337,7 +349,7 @@ class Supervisor:
                 os.kill(child.pid, signum)
 
     def _kill_all(self) -> None:
-        self.force_at = None
+        self.force_at = self.pending_force = None
         for child in self.children.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGKILL)

@@ -108,7 +108,7 @@ def run_pool(command: Any, names: list[str], options: dict[str, Any]) -> Summary
         run_child(make_worker, pipes, close, max_memory=memory, around=around, also=also)
 
     concurrency = options.get("concurrency") or os.cpu_count() or 1
-    outcome = Supervisor(child_main, queues, concurrency, deadline).run()
+    outcome = Supervisor(child_main, queues, concurrency, deadline, options["burst"]).run()
     if outcome.forced:
         raise CommandError(
             "stopped at once by a second signal: running tasks were interrupted; their "

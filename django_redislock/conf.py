@@ -268,6 +268,17 @@ QUEUE_OPTIONS: dict[str, Option] = {
         positive_int,
         "Expired leases that one pop returns to the ready set (bounds the work per pop).",
     ),
+    "STORE_RESULTS": Option(
+        False,
+        boolean,
+        "Default of @task(store_result=...): keep return values for the handle delay() "
+        "returns (one more round trip per such task in the worker).",
+    ),
+    "RESULT_TTL": Option(
+        24 * 3600.0,
+        positive_seconds,
+        "Default of @task(result_ttl=...): seconds a stored result is kept.",
+    ),
     "WORKER_GIVE_UP": Option(
         300.0,
         positive_seconds,
@@ -286,7 +297,32 @@ QUEUE_OPTIONS: dict[str, Option] = {
         "drain_queue --pool process replaces a child, between two tasks, once its resident "
         "memory passes this many megabytes (None: never; --max-memory-per-child overrides it).",
     ),
+    "WORKER_HEARTBEAT": Option(
+        5.0,
+        positive_seconds,
+        "Seconds between two heartbeats of a drain_queue worker in the workers registry "
+        "(list_workers, the admin's Workers page); its current tasks are this stale at most.",
+    ),
+    "WORKER_HEARTBEAT_TTL": Option(
+        20.0,
+        positive_seconds,
+        "Seconds a worker stays listed after its last heartbeat: a worker killed without a "
+        "clean stop disappears after this. Must be more than WORKER_HEARTBEAT (3x or more "
+        "rides out a slow Redis).",
+    ),
 }
+
+
+def heartbeat_errors(options: Mapping[str, Any]) -> list[str]:
+    """The heartbeat TTL must outlast the interval, or live workers would blink out."""
+    beat = options.get("WORKER_HEARTBEAT", QUEUE_OPTIONS["WORKER_HEARTBEAT"].default)
+    ttl = options.get("WORKER_HEARTBEAT_TTL", QUEUE_OPTIONS["WORKER_HEARTBEAT_TTL"].default)
+    if positive_seconds(beat) or positive_seconds(ttl) or ttl > beat:
+        return []
+    return [
+        f"OPTIONS['WORKER_HEARTBEAT_TTL'] ({ttl!r}) must be more than "
+        f"OPTIONS['WORKER_HEARTBEAT'] ({beat!r})"
+    ]
 
 
 #: ``OPTIONS`` of a ``TASKS`` alias that uses ``django_redislock.tasks.RedisTaskBackend``.

@@ -30,6 +30,15 @@ from django.utils.module_loading import import_string
 
 from .exceptions import ConfigurationError, MissingDependency
 
+#: What redis-py raises when a server, or every node of a cluster, may be unreachable.
+#: ``RedisBackendMixin.errors()`` tells which of them are (a cluster error that is not about
+#: reaching a node is re-raised as is) and turns those into ``ConnectionFailed``.
+CLIENT_ERRORS: tuple[type[Exception], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.RedisClusterException,
+)
+
 SCHEMES = ("redis", "rediss", "unix", "cache", "embedded")
 
 Client = Any  # redis.Redis | redis.RedisCluster | a compatible class such as FakeRedis

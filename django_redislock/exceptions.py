@@ -83,6 +83,23 @@ class UndecodablePayload(QueueError):
     """
 
 
+class TaskFailed(QueueError):
+    """A ``@task(store_result=True)`` call was dead-lettered; ``error`` is its stored error."""
+
+    def __init__(self, message: str, *, task_id: str = "", error: str = "") -> None:
+        super().__init__(message)
+        self.task_id = task_id
+        self.error = error
+
+
+class ResultTimeout(QueueError, TimeoutError):
+    """``result(timeout)`` ran out of time before the call finished (it may still run)."""
+
+
+class ResultUnknown(QueueError):
+    """Nothing is known of a call's result: it expired, was removed, or was never stored."""
+
+
 class ConfigurationError(ImproperlyConfigured):
     """A setting of this app is wrong; the message names the setting."""
 

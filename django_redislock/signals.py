@@ -22,14 +22,17 @@ lock_released = Signal(use_caching=True)
 #: A hold ended without a release (expired, stolen, force-released): ``alias``, ``name``.
 lock_lost = Signal(use_caching=True)
 
+# The task signals are sent for every task a worker runs, and the workers registry
+# listens to them in every worker: cached too.
+
 #: A worker started a task: ``queue``, ``task``.
-task_started = Signal()
+task_started = Signal(use_caching=True)
 #: A task returned: ``queue``, ``task``, ``result``.
-task_succeeded = Signal()
+task_succeeded = Signal(use_caching=True)
 #: A task raised and will be retried: ``queue``, ``task``, ``error``.
-task_failed = Signal()
+task_failed = Signal(use_caching=True)
 #: A task used up its attempts and went to the dead-letter set: ``queue``, ``task``, ``error``.
-task_dead = Signal()
+task_dead = Signal(use_caching=True)
 
 
 @receiver(setting_changed)

@@ -21,7 +21,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_redislock import queues
-from django_redislock.queue import Queue
+from django_redislock.queue import READY, Queue
 
 from .conftest import RedisTarget
 
@@ -76,7 +76,7 @@ def test_capabilities_are_declared() -> None:
     backend = compat.task_backends["default"]
     assert isinstance(backend, RedisTaskBackend)
     assert backend.supports_defer and backend.supports_async_task and backend.supports_get_result
-    assert backend.supports_priority is False  # the queue has no priority order
+    assert backend.supports_priority is True  # mapped onto the queue's levels
 
 
 def test_enqueue_run_and_read_the_result(target: RedisTarget) -> None:
@@ -110,9 +110,26 @@ def test_run_after_defers_the_call(single: RedisTarget) -> None:
     assert single.raw.pttl(result_keys(queues["default"], later.id)[0]) > 3600 * 1000
 
 
-def test_priorities_are_refused_not_ignored() -> None:
+def test_django_priorities_order_the_queue(target: RedisTarget) -> None:
+    low = djtasks.add.using(priority=-50).enqueue(1, 1)
+    default = djtasks.add.enqueue(2, 2)
+    high = djtasks.add.using(priority=100).enqueue(3, 3)
+    mid = djtasks.add.using(priority=40).enqueue(4, 4)
+    levels = {task.id: task.priority for task in queue().tasks(READY)}
+    assert levels == {low.id: 0, default.id: 0, high.id: 9, mid.id: 4}
+    assert "processed 4, failed 0" in drain("django-tasks", "--batch", "1")
+    assert djtasks.runs() == ["add:3+3", "add:4+4", "add:1+1", "add:2+2"]
+
+
+def test_out_of_range_priorities_are_refused_by_django() -> None:
     with pytest.raises(compat.InvalidTask, match="priority"):
-        djtasks.add.using(priority=10)
+        djtasks.add.using(priority=101)
+
+
+def test_async_enqueue_keeps_the_priority(target: RedisTarget) -> None:
+    result = asyncio.run(djtasks.add.using(priority=100).aenqueue(5, 5))
+    found = queue().get(result.id)
+    assert found is not None and found.priority == 9
 
 
 def test_errors_are_recorded_and_the_call_is_dead_lettered(single: RedisTarget) -> None:

@@ -246,7 +246,7 @@ def test_restore_of_a_claimed_order_task_leaves_no_claim_behind(redis_target: Re
     take = stock.take(buyer="a")
     assert take.reservation is not None and stock.queue is not None
     [claimed] = stock.queue.pop(lease=30)
-    claims = stock.queue.script_keys[-1]
+    claims = stock.queue.claims_key
     assert redis_target.raw.hexists(claims, claimed.id)
     assert stock.restore(take.reservation)
     assert not redis_target.raw.hexists(claims, claimed.id)  # no field left for a gone task

@@ -377,8 +377,16 @@ def test_the_queue_override_of_a_settings_entry(real: RedisTarget) -> None:
 
 def test_the_leader_loop_queues_ticks_and_releases_its_lock(real: RedisTarget) -> None:
     scheduler = Scheduler([make("none", 1, "loop")], leader_ttl=3.0)
-    stats = scheduler.run(timeout=0.5)
-    assert stats.rounds >= 1
+    thread = scheduler.start_thread()
+    # stop once it has led a round, not after a fixed time: a first cluster connection on a
+    # loaded machine can take longer than any short timeout (this failed once in CI with 0.5 s)
+    deadline = time.monotonic() + 10.0
+    while scheduler.stats.rounds < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    scheduler.stop()
+    thread.join(timeout=10.0)
+    assert not thread.is_alive()
+    assert scheduler.stats.rounds >= 1
     assert not scheduler.lock.locked()  # released for a standby
     standby = Scheduler([make("none", 1, "loop")])
     assert standby.lock.acquire(timeout=0)
@@ -563,3 +571,14 @@ def test_a_leader_that_lost_its_lock_stands_by_and_a_standby_leads(real: RedisTa
         first.stop()
         thread.join(10)
     assert not thread.is_alive() and not first.lock.locked()
+
+
+def test_a_queued_tick_counts_as_enqueued_in_the_rates(real: RedisTarget) -> None:
+    from django_redislock.queue.rates import read
+
+    clock = Clock(BASE + SECOND)
+    scheduler = Scheduler([make()], clock=clock)
+    entry = scheduler.entries[0]
+    assert scheduler.send(entry, BASE, clock.now) == QUEUED
+    assert scheduler.send(entry, BASE, clock.now) == ALREADY  # a resend counts nothing
+    assert read(entry.queue).total("enqueued") == 1

@@ -117,6 +117,41 @@ class EnqueueReplace(QueueOp):
         return twin.subject.enqueue("a", {"v": 2}, replace=True)
 
 
+class EnqueuePriority(QueueOp):
+    """A prioritized enqueue: a resend keeps one entry at its level (it answers False: the
+    first copy was kept, as docs/queue.md says of any enqueue without replace)."""
+
+    def prepare(self, twin: Twin) -> None:
+        twin.subject.enqueue("a", {"v": 1})
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.enqueue("b", {"v": 2}, priority=7)
+
+    def answer(self, result: Any) -> Any:
+        return None
+
+    def state(self, twin: Twin) -> Any:
+        return priority_state(twin.subject)
+
+
+class EnqueueReplacePriority(EnqueueReplace):
+    """Replace a running task with a prioritized copy: one new entry, at the new level."""
+
+    def act(self, twin: Twin) -> Any:
+        return twin.subject.enqueue("a", {"v": 2}, replace=True, priority=6)
+
+    def state(self, twin: Twin) -> Any:
+        return priority_state(twin.subject)
+
+
+def priority_state(queue: Queue) -> Any:
+    """The queue's tasks, their levels and the sizes of the two priority keys."""
+    client = queue.backend.client
+    index, levels = queue.priority_keys
+    ready = sorted((t.id, t.priority) for t in queue.tasks(READY, count=100))
+    return queue_state(queue), ready, client.zcard(index), client.hlen(levels)
+
+
 class StockTake(QueueOp):
     def make(self, backend: Any, name: str) -> Twin:
         stock = Stock(name, order_task=inventory_tasks.record_order, queue=name, using=backend)
@@ -142,6 +177,8 @@ OPS: dict[str, QueueOp] = {
     "pop": Pop(),
     "ack": Ack(),
     "enqueue_replace": EnqueueReplace(),
+    "enqueue_priority": EnqueuePriority(),
+    "enqueue_replace_priority": EnqueueReplacePriority(),
     "stock_take": StockTake(),
 }
 
@@ -191,3 +228,29 @@ def test_queue_call_under_fault(
         assert answer == expected, "a resent call answered differently"
     else:
         assert error is not None, "a lost reply must fail the call (no resend here)"
+
+
+def test_a_cluster_that_no_node_answers_mid_call_is_a_connection_failure(
+    cluster_target: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What redis-py's cluster client raises when no node answers (seen when a script that
+    Redis no longer had was loaded again during an outage) is ``ConnectionFailed``, which
+    the worker rides out, not an error that ends it."""
+    from redis.exceptions import RedisClusterException
+
+    from .conftest import make_queue
+
+    queue = make_queue(cluster_target)
+    queue.enqueue("a")
+    client = queue.backend.client
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise RedisClusterException(
+            "Redis Cluster cannot be connected. Please provide at least one reachable node"
+        )
+
+    monkeypatch.setattr(client, "execute_command", unreachable)
+    with pytest.raises(ConnectionFailed, match="unreachable"):
+        queue.claim(1)
+    with pytest.raises(ConnectionFailed, match="unreachable"):
+        queue.enqueue("b")

@@ -3,8 +3,10 @@
 Several workers claim, ack, retry, release, extend and start tasks; tasks are
 enqueued with and without ``replace`` and with delays; leases expire (a
 one-microsecond lease has expired by the next call); stale claims and resent
-calls are replayed at random. After every step each task's state, attempts and
-payload in Redis must equal the model's, and every reply must be the model's.
+calls are replayed at random. After every step each task's state, attempts,
+payload and priority level in Redis must equal the model's (and the priority
+index must hold exactly the pending tasks of a level above 0), and every reply
+must be the model's.
 
 So: an acked task never returns, no task is lost, a stale claim changes
 nothing, attempts equal the runs recorded as started, and a task's own
@@ -51,6 +53,7 @@ class Model:
     limit: int = 0  # the max_attempts recorded at start (0: the default)
     short: bool = False
     suspect: bool = False
+    priority: int = 0
 
 
 @dataclass
@@ -70,11 +73,16 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
 
         # -- producers --------------------------------------------------------------
 
-        @rule(id=st.sampled_from(IDS), replace=st.booleans(), delayed=st.booleans())
-        def enqueue(self, id: str, replace: bool, delayed: bool) -> None:
+        @rule(
+            id=st.sampled_from(IDS),
+            replace=st.booleans(),
+            delayed=st.booleans(),
+            priority=st.sampled_from([0, 0, 4, 9]),
+        )
+        def enqueue(self, id: str, replace: bool, delayed: bool, priority: int) -> None:
             self.world.version += 1
             entry = queue.prepare(id, self.world.version, 3600 if delayed else 0)
-            call = queue._enqueue_call([entry], replace)
+            call = queue._enqueue_call([entry], replace, priority)
             [got] = queue._run(call)
             if replace:  # resent: answers the same and changes nothing
                 assert queue._run(call) == [got]
@@ -84,7 +92,8 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
                 assert got is False
                 return
             assert got is True
-            self.world.tasks[id] = Model(DELAYED if delayed else READY, self.world.version)
+            state = DELAYED if delayed else READY
+            self.world.tasks[id] = Model(state, self.world.version, priority=priority)
 
         @rule()
         def requeue_dead(self) -> None:
@@ -102,16 +111,19 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
             claim = queue._run(call)
             if resend:  # the same request again (a client retry after a lost reply)
                 again = queue._run(call)
-                assert [(t.id, t.claim, t.attempts) for t in again.tasks] == [
-                    (t.id, t.claim, t.attempts) for t in claim.tasks
+                assert [(t.id, t.claim, t.attempts, t.priority) for t in again.tasks] == [
+                    (t.id, t.claim, t.attempts, t.priority) for t in claim.tasks
                 ]
             due = sorted(i for i, m in self.world.tasks.items() if m.state == READY)
             assert sorted(t.id for t in claim.tasks) == due
+            levels = [t.priority for t in claim.tasks]  # highest level first
+            assert levels == sorted(levels, reverse=True)
             for task in claim.tasks:
                 model = self.world.tasks[task.id]
                 assert task.payload == model.payload
                 assert task.attempts == model.attempts + 1
                 assert task.suspect == model.suspect
+                assert task.priority == model.priority
                 model.state, model.token, model.short = IN_FLIGHT, task.claim, short
                 model.started, model.limit, model.suspect = start, 0, False
                 if start:
@@ -203,11 +215,21 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
                     assert found is None, id
                     continue
                 assert found is not None, id
-                assert (found.state, found.payload, found.attempts) == (
+                assert (found.state, found.payload, found.attempts, found.priority) == (
                     model.state,
                     model.payload,
                     model.attempts,
+                    model.priority,
                 ), id
+            client = queue.backend.client
+            index, levels = queue.priority_keys
+            pending = (READY, DELAYED)
+            assert {m.decode() for m in client.zrange(index, 0, -1)} == {
+                i for i, m in self.world.tasks.items() if m.priority and m.state in pending
+            }
+            assert {k.decode(): int(v) for k, v in client.hgetall(levels).items()} == {
+                i: m.priority for i, m in self.world.tasks.items() if m.priority
+            }
 
     return QueueMachine
 

@@ -298,6 +298,8 @@ def test_the_dashboard_flash_sale_panel(shop_redis: RedisTarget) -> None:
         assert cells[:4] == ["3", "2", "0", "2"]  # left, taken, restored, buyers
         assert ">orders</a>" in row and ">open<" in row
         assert cells[4] == "2"  # two order tasks ready
+        # the order queue's rate: the two takes queued two orders this minute
+        assert 'class="rate-spark"' in row and "enqueued: 2 in the last hour" in row
         live = client.get(panel_url, {"live": "1"}).json()["regions"]["sale-rows"]
         assert sale.stock.item in live
         sale.stock.take(buyer="r", data={"sale": sale.pk})

@@ -30,7 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import VIEW, Dashboard
-from . import actions, audit, locks, overview, queues, sales
+from . import actions, audit, flow, locks, overview, queues, sales, workers
 from .common import can, render
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class DashboardAdmin(ModelAdminBase):
             page(overview.overview, "changelist", ""),
             page(audit.audit_page, "audit", "audit/"),
             page(sales.sales_page, "sales", "flash-sales/"),
+            page(workers.workers_page, "workers", "workers/"),
             page(locks.locks_page, "locks", "locks/"),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),
@@ -88,6 +89,7 @@ class DashboardAdmin(ModelAdminBase):
                 "queues/<str:alias>/<str:name>/return-expired/",
             ),
             page(actions.queue_action, "purge", "queues/<str:alias>/<str:name>/purge/", purge=True),
+            page(flow.flow_action, "flow", "queues/<str:alias>/<str:name>/flow/<str:action>/"),
             page(queues.task_detail, "task", task),
             page(queues.task_payload, "payload", task + "payload/"),
             page(actions.task_action, "task_action", task + "<str:action>/"),

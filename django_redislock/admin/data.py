@@ -31,6 +31,8 @@ from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
 from ..wire import to_text
 from .common import duration, encode_id, parse_int
+from .history import history_call, parse_history
+from .trends import trend_call, trend_of, trend_or_none
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
@@ -75,6 +77,11 @@ class QueueSummary:
     next_lease_in: float | None
     #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
     error: str = ""
+    #: Paused (see :mod:`django_redislock.queue.flow`), and its rate limit as written or "".
+    paused: bool = False
+    rate_limit: str = ""
+    #: Its rates (:mod:`.trends`), when the page reads them.
+    trend: Any = None
 
     @property
     def total(self) -> int:
@@ -92,8 +99,12 @@ def broken_summary(name: str, error: str) -> QueueSummary:
     return QueueSummary(name, 0, 0, 0, 0, 0, None, None, error=error)
 
 
-def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueSummary]:
+def queue_summaries(
+    backend: Any, names: list[str] | None = None, trends: bool = False
+) -> list[QueueSummary]:
     """A summary of every queue of the alias: two round trips (names, then one pipeline).
+
+    With ``trends``, each summary also carries the queue's rates (read in the same pipeline).
 
     A queue that cannot be read (its keys hold the wrong type, its name is not
     a valid queue name) gets a summary with ``error`` set; the others are read
@@ -105,15 +116,20 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
     readable: list[str] = []
     for name in names:
         try:
-            calls.append(("admin_queue_summary", backend.queue(name).keys, []))
+            queue = backend.queue(name)
+            calls.append(("admin_queue_summary", [*queue.keys, queue.flow_key], []))
             readable.append(name)
         except (RedisLockError, ConfigurationError) as exc:
             rows.append(broken_summary(name, str(exc)))
-    for name, reply in zip(readable, run_scripts(backend, calls), strict=True):
+    if trends:
+        calls += [trend_call(backend.queue(name)) for name in readable]
+    replies = run_scripts(backend, calls)
+    rates = dict(zip(readable, replies[len(readable) :], strict=False))
+    for name, reply in zip(readable, replies, strict=False):
         if isinstance(reply, Exception):
             rows.append(broken_summary(name, str(reply)))
             continue
-        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply)
+        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
         rows.append(
             QueueSummary(
                 name=name,
@@ -124,6 +140,9 @@ def queue_summaries(backend: Any, names: list[str] | None = None) -> list[QueueS
                 expired_leases=expired,
                 oldest_due_age=(now - oldest) / 1e6 if 0 <= oldest <= now else None,
                 next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
+                paused=bool(int(reply[8])),
+                rate_limit=to_text(reply[9]),
+                trend=trend_or_none(rates[name]) if name in rates else None,
             )
         )
     order = {name: i for i, name in enumerate(names)}
@@ -146,6 +165,10 @@ class TaskRow:
     urls: dict[str, str] = field(default_factory=dict)
     #: The payload bytes as read (the download view), else b"".
     raw: bytes = b""
+    #: The priority level (0, the default, to 9; docs/queue.md "Priorities").
+    priority: int = 0
+    #: Its recorded runs, oldest first (:mod:`~django_redislock.queue.history`; the task page).
+    runs: list[Any] = field(default_factory=list)
 
     @property
     def when(self) -> datetime:
@@ -235,6 +258,8 @@ class TaskPage:
     has_next: bool
     #: Rank of the first row within its state (0 for the first page).
     start: int
+    #: The queue's rates (:mod:`.trends`), or why they could not be read.
+    trend: Any = None
 
     @property
     def first_row(self) -> int:
@@ -267,13 +292,17 @@ def task_page(
         raise InvalidArgument(f"bad page direction {direction!r}")
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
-    (reply,) = _results(queue.backend, [("queue_page", queue.keys, args)])
+    reply, trend = run_scripts(
+        queue.backend, [("queue_page", queue.script_keys, args), trend_call(queue)]
+    )
+    if isinstance(reply, Exception):
+        raise reply
     now, ready, delayed, flying, dead, start, low, high = (int(v) for v in reply[:8])
     serializer = queue.backend.options["SERIALIZER"]
     rows = []
     flat = reply[8:]
-    for i in range(0, len(flat), 6):
-        raw_id, raw_score, attempts, preview, size_, error = flat[i : i + 6]
+    for i in range(0, len(flat), 7):
+        raw_id, raw_score, attempts, preview, size_, error, level = flat[i : i + 7]
         rows.append(
             TaskRow(
                 id=to_text(raw_id),
@@ -285,22 +314,31 @@ def task_page(
                 last_error=to_text(error),
                 now=now,
                 truncated=int(size_) > PREVIEW_BYTES,
+                priority=int(level),
             )
         )
     counts = {READY: ready, DELAYED: delayed, IN_FLIGHT: flying, DEAD: dead}
     # ranks count from the start of the zset; delayed tasks follow the ready ones in it
-    return TaskPage(state, rows, counts, start > low, start + len(rows) < high, start - low)
+    return TaskPage(
+        state, rows, counts, start > low, start + len(rows) < high, start - low, trend_of(trend)
+    )
 
 
-def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | None:
+def find_task(
+    queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES, history: bool = False
+) -> TaskRow | None:
     """The task ``id`` in whatever state with up to ``cap`` bytes of its payload; one round trip.
 
-    ``cap=0`` reads the whole payload (the download view).
+    ``cap=0`` reads the whole payload (the download view); ``history`` also reads the
+    task's recorded runs (in the same pipeline).
     """
-    (reply,) = _results(queue.backend, [("admin_task_get", queue.keys, [id, cap])])
+    calls = [("admin_task_get", queue.script_keys, [id, cap])]
+    if history:
+        calls.append(history_call(queue, id))
+    reply, *runs = _results(queue.backend, calls)
     if not reply:
         return None
-    now, where, score, attempts, payload, size, error = reply
+    now, where, score, attempts, payload, size, error, level = reply
     score = int(float(score))
     state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
     serializer = queue.backend.options["SERIALIZER"]
@@ -308,6 +346,8 @@ def find_task(queue: Any, id: str, cap: int = TASK_PAYLOAD_BYTES) -> TaskRow | N
     row = TaskRow(id, state, score, int(attempts), text, int(size), to_text(error), int(now))
     row.truncated = len(payload) < int(size)
     row.raw = payload if isinstance(payload, bytes) else str(payload).encode()
+    row.priority = int(level)
+    row.runs = parse_history(runs[0]) if runs else []
     return row
 
 
@@ -327,13 +367,13 @@ def find_everywhere(backend: Any, id: str) -> list[tuple[str, TaskRow]]:
         except (RedisLockError, ConfigurationError):
             continue
         queues.append(queue)
-        calls.append(("admin_task_get", queue.keys, [id, PREVIEW_BYTES]))
+        calls.append(("admin_task_get", queue.script_keys, [id, PREVIEW_BYTES]))
     found = []
     serializer = backend.options["SERIALIZER"]
     for queue, reply in zip(queues, run_scripts(backend, calls), strict=True):
         if isinstance(reply, Exception) or not reply:
             continue
-        now, where, score, attempts, payload, size, error = reply
+        now, where, score, attempts, payload, size, error, _level = reply
         score = int(float(score))
         state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
         text = payload_text(payload, serializer)
@@ -398,14 +438,14 @@ def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
     next_cursor = f"{zset}:{scan}" if zset <= 2 else ""
     unique = list(dict.fromkeys(ids))
     calls: list[tuple[str, list[str], list[Any]]] = [
-        ("admin_task_get", queue.keys, [id, PREVIEW_BYTES]) for id in unique
+        ("admin_task_get", queue.script_keys, [id, PREVIEW_BYTES]) for id in unique
     ]
     serializer = queue.backend.options["SERIALIZER"]
     rows = []
     for id, reply in zip(unique, _results(queue.backend, calls), strict=True):
         if not reply:
             continue  # gone since the scan saw it
-        now, where_, score, attempts, payload, size, error = reply
+        now, where_, score, attempts, payload, size, error, _level = reply
         score = int(float(score))
         state = {2: IN_FLIGHT, 3: DEAD}.get(int(where_), READY if score <= int(now) else DELAYED)
         row = TaskRow(
@@ -463,7 +503,7 @@ def act(queue: Any, action: str, seen: list[tuple[str, int, int]]) -> list[int]:
     args: list[Any] = [action]
     for id, where, score in seen:
         args += [id, where, score]
-    (reply,) = _results(queue.backend, [("admin_task_action", queue.keys, args)])
+    (reply,) = _results(queue.backend, [("admin_task_action", queue.script_keys, args)])
     return [int(code) for code in reply]
 
 

@@ -1,12 +1,14 @@
 """The overview: held-lock count per lock alias and a row per queue of every queue alias.
 
 With one lock alias and one queue alias (the usual setup) the page costs
-three round trips: the lock index pipeline, the queue list, the summary
-pipeline. Every alias is read in its own thread under the page deadline
-(``REDISLOCK_ADMIN_TIMEOUT``), so a hung Redis costs the page that deadline
-once. An alias whose Redis is down shows its error in its own section, a
-queue that cannot be read shows its error in its own row; the rest renders.
-Queues are listed most troubled first (``?sort=name`` for name order).
+four round trips: the lock index pipeline, the queue list, the summary
+pipeline (which also reads each queue's rates), and the live workers count of
+the workers registry. Every alias is read in its own thread under the page
+deadline (``REDISLOCK_ADMIN_TIMEOUT``),
+so a hung Redis costs the page that deadline once. An alias whose Redis is
+down shows its error in its own section, a queue that cannot be read shows
+its error in its own row; the rest renders. Queues are listed most troubled
+first (``?sort=name`` for name order).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..metrics.deadline import admin_timeout, all_within
 from ..models import MANAGE_TASKS, PURGE_QUEUES, RELEASE_LOCKS
 from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, render, require, url
 from .data import QueueSummary, find_everywhere, queue_summaries, supports_scripts
+from .workers import listing, worker_count
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -46,6 +49,7 @@ class QueueAlias:
     alias: str
     queues: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
+    workers: int | None = None  # live workers in the registry (None: unknown)
 
 
 def count_locks(alias: str) -> int | str:
@@ -62,7 +66,7 @@ def summarize_queues(alias: str) -> list[QueueSummary] | str:
     backend = queues[alias]
     if not supports_scripts(backend):
         return f"{type(backend).__name__} is not a Redis queue backend."
-    return queue_summaries(backend)
+    return queue_summaries(backend, trends=True)
 
 
 def read_aliases(find: str = "") -> dict[str, Any]:
@@ -79,6 +83,7 @@ def read_aliases(find: str = "") -> dict[str, Any]:
         jobs[f"admin-locks:{alias}"] = partial(count_locks, alias)
     for alias in queues:
         jobs[f"admin-queues:{alias}"] = partial(summarize_queues, alias)
+        jobs[f"admin-workers:{alias}"] = partial(listing, alias, 0)  # the count only
     return all_within(admin_timeout(), jobs)
 
 
@@ -115,7 +120,7 @@ def queue_aliases(results: dict[str, Any], by_trouble: bool) -> list[QueueAlias]
     """A summary row per queue per queue alias (two round trips each)."""
     sections = []
     for alias in queues:
-        section = QueueAlias(alias)
+        section = QueueAlias(alias, workers=worker_count(results[f"admin-workers:{alias}"]))
         result = results[f"admin-queues:{alias}"]
         if isinstance(result, REDIS_ERRORS):
             section.error = str(result)
@@ -176,6 +181,7 @@ def overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse
         queue_aliases=queue_aliases(results, by_trouble),
         by_trouble=by_trouble,
         audit_url=url("audit"),
+        workers_url=url("workers"),
         sales_url=url("sales") if getattr(settings, "REDISLOCK_ADMIN_STOCKS", None) else "",
         find=find,
         found=found_rows(results, find),

@@ -18,6 +18,7 @@ from django.utils.http import content_disposition_header, urlencode
 from ..exceptions import ConfigurationError, InvalidArgument
 from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
+from ..queue.history import read as read_history
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
 from .common import (
     REDIS_ERRORS,
@@ -40,6 +41,9 @@ from .data import (
     supports_scripts,
     task_page,
 )
+from .flow import FLOW_ACTIONS, flow_of
+from .history import function_name
+from .trends import outcome_rows
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -184,6 +188,7 @@ def queue_page(
             "state-tabs": "_queue_tabs.html",
             "task-rows": "_queue_rows.html",
             "keyset": "_queue_pager.html",
+            "queue-trends": "_queue_trends.html",
         },
         queue=queue,
         alias=queue.backend.alias,
@@ -202,9 +207,12 @@ def queue_page(
         requeue_dead_url=url("requeue_dead", queue.backend.alias, queue.name),
         return_expired_url=url("return_expired", queue.backend.alias, queue.name),
         purge_url=url("purge", queue.backend.alias, queue.name),
+        flow=None if error else flow_of(queue),
+        flow_urls={a: url("flow", queue.backend.alias, queue.name, a) for a in FLOW_ACTIONS},
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),
         actions=[a for a, states in ACTIONS.items() if state in states],
+        **trend_context(page.trend if page else None),
     )
 
 
@@ -217,13 +225,16 @@ def task_detail(
     task_id = unquote(task_id)
     back = url("queue", queue.backend.alias, queue.name)
     try:
-        task = read(lambda: find_task(queue, task_id))
+        task = read(lambda: find_task(queue, task_id, history=True))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
     if task is None:
         if wants_live(request):  # the live script stops and offers a reload
             return JsonResponse({"gone": f"Task “{task_id}” is not in the queue any more."})
+        gone = gone_task(model_admin, request, queue, task_id, back)
+        if gone is not None:
+            return gone
         messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
         return HttpResponseRedirect(back)
     decorate(queue, task)
@@ -233,13 +244,15 @@ def task_detail(
         "task.html",
         f"Task “{task.id}”",
         crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task.id, "")],
-        live={"task-fields": "_task_fields.html"},
+        live={"task-fields": "_task_fields.html", "task-history": "_task_history.html"},
         task=task,
         queue=queue,
         state_label=STATE_LABELS[task.state],
         when_label=WHEN_LABELS[task.state],
         may_manage=can(request, MANAGE_TASKS),
         download_url=url("payload", queue.backend.alias, queue.name, task.id),
+        function=function_name(task.payload),
+        last_run=task.runs[-1] if task.runs else None,
     )
 
 
@@ -266,3 +279,35 @@ def task_payload(
         as_attachment=True, filename=f"task-{task.id}.{suffix}"
     )
     return response
+
+
+def trend_context(trend: Any) -> dict[str, Any]:
+    """The queue page's charts (or why they are missing)."""
+    if trend is None:
+        return {"trend": None, "trend_rows": [], "trend_error": ""}
+    if isinstance(trend, Exception):
+        return {"trend": None, "trend_rows": [], "trend_error": str(trend)}
+    return {"trend": trend, "trend_rows": outcome_rows(trend), "trend_error": ""}
+
+
+def gone_task(
+    model_admin: ModelAdmin[Any], request: HttpRequest, queue: Any, task_id: str, back: str
+) -> HttpResponse | None:
+    """The recorded runs of a task that left the queue (finished, removed), or None if none."""
+    try:
+        runs = read(lambda: read_history(queue, task_id))
+    except REDIS_ERRORS:
+        return None
+    if not runs:
+        return None
+    return render(
+        model_admin,
+        request,
+        "task_gone.html",
+        f"Task “{task_id}”",
+        crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (task_id, "")],
+        task_id=task_id,
+        queue=queue,
+        task={"runs": runs},
+        back=back,
+    )

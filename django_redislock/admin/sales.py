@@ -57,7 +57,7 @@ def stock_row(stock: Any) -> dict[str, Any]:
         )
         queue = stock.queue
         if queue is not None:
-            (summary,) = queue_summaries(queue.backend, [queue.name])
+            (summary,) = queue_summaries(queue.backend, [queue.name], trends=True)
             row["queue"] = summary
             row["queue_url"] = url("queue", queue.backend.alias, queue.name)
     except REDIS_ERRORS as exc:

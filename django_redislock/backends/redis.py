@@ -13,12 +13,18 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import redis
 from django.core import checks
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
-from ..conf import CONNECTION_OPTIONS, DEFAULT_LOCATION, LOCK_OPTIONS, QUEUE_OPTIONS
+from ..conf import (
+    CONNECTION_OPTIONS,
+    DEFAULT_LOCATION,
+    LOCK_OPTIONS,
+    QUEUE_OPTIONS,
+    heartbeat_errors,
+)
 from ..connections import (
+    CLIENT_ERRORS,
     ClientCache,
     create_async_client,
     create_client,
@@ -100,7 +106,7 @@ class RedisBackendMixin:
         """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting."""
         try:
             yield
-        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as exc:
+        except CLIENT_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise
             raise ConnectionFailed(
@@ -226,6 +232,13 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
         self._registered_pid = os.getpid()
         #: Queue names this process has recorded in :attr:`names_key` (a fork starts afresh).
         self.registered: set[str] = set()
+
+    @classmethod
+    def config_errors(cls, params: Mapping[str, Any]) -> list[str]:
+        """The base checks, and the heartbeat TTL against its interval."""
+        errors = super().config_errors(params)
+        options = params.get("OPTIONS", {})
+        return errors or heartbeat_errors(options if isinstance(options, Mapping) else {})
 
     def queue(self, name: str) -> Any:
         """Return the :class:`~django_redislock.queue.Queue` called ``name``."""

@@ -127,7 +127,7 @@ class Stock:
                 scripts: list[str] = []
             else:
                 parts = (hash_tag(queue.keys[0]), "stock", self.item)
-                public, scripts = list(queue.keys), list(queue.script_keys)
+                public, scripts = list(queue.keys), [*queue.script_keys, queue.rates_key]
             own = [backend.key(*parts, part) for part in KEY_PARTS]
             request = backend.key(*parts, "req", "")
             self._keys = StockKeys(backend, own, public, scripts, request)

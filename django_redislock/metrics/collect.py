@@ -33,6 +33,7 @@ from ..wire import to_text
 from .deadline import DeadlineExceeded, all_within, metrics_timeout
 from .families import Family
 from .histograms import timings
+from .workers import per_queue, read_workers
 
 logger = logging.getLogger("django_redislock.metrics")
 
@@ -71,6 +72,17 @@ class Families:
         self.failed = family(
             "queue_tasks_failed", "counter", "Task runs that raised (retried, dead or dropped)."
         )
+        self.paused = family("queue_paused", "gauge", "1 while a queue is paused, else 0.")
+        self.workers = family(
+            "workers",
+            "gauge",
+            "Live drain_queue workers (heartbeat within WORKER_HEARTBEAT_TTL) draining a queue.",
+        )
+        self.running = family(
+            "worker_running_tasks",
+            "gauge",
+            "Tasks of a queue that live workers were running at their last heartbeat.",
+        )
         self.held = family("locks_held", "gauge", "Locks held on an alias.")
         self.wait = family(
             "lock_wait_seconds",
@@ -98,8 +110,11 @@ class Families:
             self.oldest,
             self.lease,
             self.expired,
+            self.paused,
             self.processed,
             self.failed,
+            self.workers,
+            self.running,
             self.held,
             self.errors,
             self.wait,
@@ -139,7 +154,7 @@ def queue_rows(backend: Any) -> list[tuple[str, list[Any] | Exception]]:
         except (RedisLockError, ConfigurationError) as exc:
             rows.append((name, exc))
             continue
-        calls.append(("metrics_queue", [*queue.keys, counters_key(queue)], []))
+        calls.append(("metrics_queue", [*queue.keys, counters_key(queue), queue.flow_key], []))
         rows.append((name, []))
     replies = iter(run_scripts(backend, calls))
     return [(name, got if isinstance(got, Exception) else next(replies)) for name, got in rows]
@@ -148,7 +163,7 @@ def queue_rows(backend: Any) -> list[tuple[str, list[Any] | Exception]]:
 def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
     """Turn one ``metrics_queue`` reply into samples (all or none of them)."""
     now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
-    flat = reply[8:]
+    paused, flat = int(reply[8]), reply[9:]
     counters = {to_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
     labels = {"alias": alias, "queue": name}
     for state, count in ((READY, due), (DELAYED, pending - due), (IN_FLIGHT, flying), (DEAD, dead)):
@@ -157,9 +172,30 @@ def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
     if lease >= 0:
         out.lease.add((lease - now) / 1e6, labels)
     out.expired.add(expired, labels)
+    out.paused.add(paused, labels)
     for outcome in OUTCOMES:
         out.processed.add(counters.get(outcome, 0), {**labels, "outcome": outcome}, "_total")
     out.failed.add(counters.get("failed", 0), labels, "_total")
+
+
+def add_registries(out: Families, results: dict[str, Any]) -> None:
+    """Take the workers registry reads out of ``results`` and add their samples."""
+    for key in [key for key in results if key.startswith("workers:")]:
+        alias = key.partition(":")[2]
+        add_workers(out, alias, results.pop(key), results.get(f"queues:{alias}"))
+
+
+def add_workers(out: Families, alias: str, result: Any, queue_rows: Any) -> None:
+    """Live workers and running tasks per queue; a registry that fails is an error sample."""
+    if isinstance(result, Exception):
+        failed(out, "workers", alias, "", result)
+        return
+    if result is None:
+        return
+    known = [name for name, _ in queue_rows] if isinstance(queue_rows, list) else []
+    for name, workers, running in per_queue(result, known):
+        out.workers.add(workers, {"alias": alias, "queue": name})
+        out.running.add(running, {"alias": alias, "queue": name})
 
 
 def read_queues(alias: str) -> list[tuple[str, list[Any] | Exception]] | None:
@@ -210,9 +246,11 @@ def collect() -> list[Family]:
     jobs: dict[str, Callable[[], Any]] = {}
     for alias in queues:
         jobs[f"queues:{alias}"] = partial(read_queues, alias)
+        jobs[f"workers:{alias}"] = partial(read_workers, alias)
     for alias in locks:
         jobs[f"locks:{alias}"] = partial(read_locks, alias)
     results = all_within(metrics_timeout(), jobs)
+    add_registries(out, results)  # takes the "workers:<alias>" results out
     for key, result in results.items():
         kind, _, alias = key.partition(":")
         labels = {"kind": kind, "alias": alias}

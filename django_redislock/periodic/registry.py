@@ -69,7 +69,8 @@ def periodic_task(
     checked against the signature now. ``catch_up`` (``"none"``, ``"last"``, ``"all"``) and
     ``grace`` (seconds) decide what happens to ticks missed while no scheduler ran; see
     :class:`~django_redislock.periodic.schedules.Schedule`. ``task_options`` go to ``@task``
-    (``queue=``, ``using=``, ``max_attempts=``, ``lease=``). Bad values raise
+    (``queue=``, ``using=``, ``max_attempts=``, ``lease=``, ``priority=``: the level each
+    tick is queued at). Bad values raise
     :class:`~django_redislock.exceptions.InvalidArgument` naming the argument.
     """
 

@@ -37,6 +37,7 @@ from ..exceptions import (
 from ..handlers import locks, queues
 from ..queue.queue import Queue
 from ..queue.registry import TaskFunction, resolve
+from ..queue.results import with_result_marker
 from ..queue.validation import check_seconds
 from .registry import all_schedules, needs_croniter
 from .schedules import SECOND, Schedule, tick_label
@@ -97,7 +98,7 @@ def build_entry(item: Schedule, using: str) -> Entry:
     try:
         fn = resolve(item.task)
         queue = queues[using].queue(item.queue or fn.queue_name)
-        data = queue.encode(fn.payload(item.args, item.kwargs))
+        data = queue.encode(with_result_marker(fn, queue, fn.payload(item.args, item.kwargs)))
     except (QueueError, InvalidArgument, TypeError) as exc:
         message = str(exc).replace("; nothing was queued", "")
         raise ConfigurationError(f"periodic task {item.name!r}: {message}") from exc
@@ -175,8 +176,8 @@ class Scheduler:
         """Queue one tick through the script; the reply (QUEUED, ALREADY or KEPT)."""
         queue, name = entry.queue, entry.schedule.name
         queue.backend.register_queue(queue.name)
-        keys = [queue.keys[0], queue.keys[3], queue.signal_key, entry.state_key]
-        args = [name, tick, entry.schedule.task_id(tick), entry.data]
+        keys = [*queue.script_keys, entry.state_key, queue.rates_key]
+        args = [name, tick, entry.schedule.task_id(tick), entry.data, entry.task.priority]
         with queue.backend.errors():
             reply = int(queue.backend.script("periodic_enqueue")(keys=keys, args=args))
         if reply == ALREADY:

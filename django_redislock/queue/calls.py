@@ -17,13 +17,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
+from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
+from .flow import FLOW_PART, parse_flow
+from .history import worker_id
+from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
 from .records import (
     DEAD,
     DELAYED,
     IN_FLIGHT,
     READY,
+    Claim,
     Task,
     micros,
     optional_score,
@@ -50,8 +55,9 @@ KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "si
 CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
-#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects).
-CLAIM_HEAD = 7
+#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
+#: levels, paused, next allowed).
+CLAIM_HEAD = 10
 
 
 def cursor_of(after: Cursor) -> tuple[int, str] | None:
@@ -81,20 +87,6 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class Claim:
-    """What one claim saw: the claimed tasks and when there will be work again."""
-
-    tasks: list[Task]
-    now: int
-    next_due: int | None
-    next_lease_deadline: int | None
-    acked: int
-    recovered: int
-    #: this claim's request key (pass it as ``done_request`` to the next claim to free it)
-    request: str = ""
-
-
-@dataclass(frozen=True)
 class Call(Generic[R]):
     """One script call: its name, its ARGV and how to read its reply."""
 
@@ -105,9 +97,11 @@ class Call(Generic[R]):
     extra_keys: tuple[str, ...] = ()
 
 
-def enqueue_args(entries: Iterable[Entry], replace: bool) -> list[Any]:
-    """The enqueue script's ARGV: the replace flag, then id, delay, data per entry."""
-    args: list[Any] = ["1" if replace else "0"]
+def enqueue_args(
+    entries: Iterable[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
+) -> list[Any]:
+    """The enqueue script's ARGV: the replace flag and level, then id, delay, data per entry."""
+    args: list[Any] = [enqueue_flag(replace, check_priority(priority))]
     for entry in entries:
         args += [entry.id, entry.delay, entry.data]
     return args
@@ -156,9 +150,19 @@ class QueueCalls:
         self.name = check_name(name)
         self.serializer = get_serializer(backend.options["SERIALIZER"])
         self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
-        #: the keys every queue script takes: ``keys`` and the claims hash
-        self.script_keys = [*self.keys, backend.key(f"q:{name}", CLAIMS_PART)]
+        #: the keys every queue script takes: ``keys``, the claims hash and the priority keys
+        self.claims_key = backend.key(f"q:{name}", CLAIMS_PART)
+        #: the priority index zset and the levels hash (see queue/priority.py)
+        self.priority_keys = [backend.key(f"q:{name}", part) for part in PRIORITY_PARTS]
+        self.script_keys = [*self.keys, self.claims_key, *self.priority_keys]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
+        #: pause and rate limit (see :mod:`.flow`), read by every claim
+        self.flow_key = backend.key(f"q:{name}", FLOW_PART)
+        #: the rate buckets (:mod:`.rates`): the enqueue scripts' key after ``script_keys``
+        self.rates_key = backend.key(f"q:{name}", "rates")
+        #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
+        self.history_key = backend.key(f"q:{name}", "history")
+        self.history_index_key = backend.key(f"q:{name}", "history-index")
         #: (client, EVALSHA head, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
 
@@ -183,7 +187,7 @@ class QueueCalls:
                 )
             except redis.exceptions.NoScriptError:
                 reply = script(keys=keys, args=call.args)  # loads it, runs it
-        except (redis.ConnectionError, redis.TimeoutError):
+        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -192,7 +196,7 @@ class QueueCalls:
         script = self.backend.script(call.script, self.backend.async_client())
         try:
             reply = await script(keys=[*self.script_keys, *call.extra_keys], args=call.args)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -210,15 +214,19 @@ class QueueCalls:
         then, or again after it was forgotten, rather than checked on every call.
         """
         backend = self.backend
-        if args[0] == "1":  # replacing is not the hot path: a request key makes a resend harmless
+        # replacing (the flag's first character) is not the hot path: a request key makes a
+        # resend harmless
+        if args[0][:1] == "1":
             backend.register_queue(self.name)
-            return self._run(Call("queue_enqueue", args, parse_flags, (self.request_key(),)))
+            extra = (self.rates_key, self.request_key())
+            return self._run(Call("queue_enqueue", args, parse_flags, extra))
         client = backend.client
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
             backend.register_queue(self.name)
             script = backend.script("queue_enqueue", client)
-            head = ("EVALSHA", script.sha, len(self.script_keys), *self.script_keys)
+            keys = [*self.script_keys, self.rates_key]
+            head = ("EVALSHA", script.sha, len(keys), *keys)
             hot = self._enqueue_head = (client, head, direct_sender(client, head))
         try:  # a plain try, not backend.errors(), as in _run
             try:
@@ -228,8 +236,9 @@ class QueueCalls:
                 else:
                     reply = client.execute_command(*hot[1], *args)
             except redis.exceptions.NoScriptError:
-                reply = backend.script("queue_enqueue", client)(keys=self.script_keys, args=args)
-        except (redis.ConnectionError, redis.TimeoutError):
+                keys = [*self.script_keys, self.rates_key]
+                reply = backend.script("queue_enqueue", client)(keys=keys, args=args)
+        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with backend.errors():
                 raise
         return parse_flags(reply)
@@ -286,10 +295,12 @@ class QueueCalls:
 
     # -- one builder per script ----------------------------------------------------------
 
-    def _enqueue_call(self, entries: list[Entry], replace: bool) -> Call[list[bool]]:
+    def _enqueue_call(
+        self, entries: list[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
+    ) -> Call[list[bool]]:
         """The enqueue request (a replacing one carries a request key: safe to resend)."""
-        extra = (self.request_key(),) if replace else ()
-        return Call("queue_enqueue", enqueue_args(entries, replace), parse_flags, extra)
+        extra = (self.rates_key, self.request_key()) if replace else (self.rates_key,)
+        return Call("queue_enqueue", enqueue_args(entries, replace, priority), parse_flags, extra)
 
     def _claim_call(
         self,
@@ -319,12 +330,20 @@ class QueueCalls:
                 task.claim = claim
             for position in reply[6]:
                 tasks[int(position) - 1].suspect = True
+            levels = reply[7]
+            for i in range(0, len(levels), 2):
+                tasks[int(levels[i]) - 1].priority = int(levels[i + 1])
             next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
             acked, recovered = int(reply[3]), int(reply[4])
-            return Claim(tasks, now, next_due, next_deadline, acked, recovered, request)
+            paused, allowed = bool(int(reply[8])), optional_score(reply[9])
+            return Claim(
+                tasks, now, next_due, next_deadline, acked, recovered, request, paused, allowed
+            )
 
         request = self.request_key()
-        extra = (request,) if done_request is None else (request, self._own_key(done_request))
+        extra: tuple[str, ...] = (self.flow_key, request)
+        if done_request is not None:
+            extra += (self._own_key(done_request),)
         return Call("queue_pop", args, parse, extra)
 
     def _own_key(self, key: str) -> str:
@@ -347,17 +366,25 @@ class QueueCalls:
         args = [state, "first" if cursor is None else "after", score, id, count, 0]
 
         def parse(reply: list[Any]) -> list[Task]:
-            # queue_page sends six fields per task; the fifth (the payload size) is not kept
-            flat = [value for i, value in enumerate(reply[8:]) if i % 6 != 4]
+            # queue_page sends seven fields per task; the fifth (the payload size) is not
+            # kept, the seventh is the priority level
+            rows = reply[8:]
+            flat = [value for i, value in enumerate(rows) if i % 7 < 4 or i % 7 == 5]
             tasks = parse_tasks(self.name, flat, self.serializer.loads, lambda _score: state)
-            for task in tasks:
+            for task, level in zip(tasks, rows[6::7], strict=True):
                 task.lease_deadline = task.score if state == IN_FLIGHT else None
+                task.priority = int(level)
             return tasks
 
         return Call("queue_page", args, parse)
 
     def _retry_call(
-        self, task: Task, delay: float | None, error: str, max_attempts: int | None
+        self,
+        task: Task,
+        delay: float | None,
+        error: str,
+        max_attempts: int | None,
+        runtime: float | None = None,
     ) -> Call[str]:
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by pop(), got {task!r}")
@@ -366,8 +393,10 @@ class QueueCalls:
         check_count(limit, "max_attempts")
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-        args = [task.id, task.claim, micros(seconds), error[:4000], limit]
-        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)])
+        took = "" if runtime is None else micros(check_seconds(runtime, "runtime"))
+        args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
+        extra = (self.history_key, self.history_index_key)
+        return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
         return Call("queue_ack", ack_refs(tasks), int, (self.request_key(),))
@@ -413,7 +442,8 @@ class QueueCalls:
             if not reply:
                 return None
             now, where = int(reply[0]), int(reply[1])
-            [task] = parse_tasks(self.name, [id, *reply[2:]], self.serializer.loads, str)
+            [task] = parse_tasks(self.name, [id, *reply[2:6]], self.serializer.loads, str)
+            task.priority = int(reply[6])
             default = READY if task.score <= now else DELAYED
             task.state = {2: IN_FLIGHT, 3: DEAD}.get(where, default)
             task.lease_deadline = task.score if where == 2 else None
@@ -430,10 +460,10 @@ class QueueCalls:
         return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
 
     def _stats_call(self) -> Call[dict[str, Any]]:
-        return Call("queue_stats", [], self._parse_stats)
+        return Call("queue_stats", [], self._parse_stats, (self.flow_key,))
 
     def _parse_stats(self, reply: list[Any]) -> dict[str, Any]:
-        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply)
+        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply[:7])
         age = 0.0
         if 0 <= oldest <= now:
             age = (now - oldest) / 1_000_000
@@ -445,4 +475,5 @@ class QueueCalls:
             "dead": dead,
             "expired_leases": expired,
             "oldest_due_age": age,
+            **parse_flow(reply[7:]),
         }

@@ -16,6 +16,7 @@ Keys (all share the hash tag ``{q:<name>}``)::
     <prefix>:{q:<name>}:signal     list  wake-up tokens for idle workers
     <prefix>:{q:<name>}:claims     hash  id -> claim token of an in-flight task (and
                                          whether its run was recorded as started)
+    <prefix>:{q:<name>}:flow       hash  pause and rate limit (see :mod:`.flow`)
     <prefix>:{q:<name>}:req:<hex>  list  the answer of one claim, ack or replacing
                                          enqueue, for a resend of that request
 
@@ -31,12 +32,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Claim, Cursor, Entry, QueueCalls, TaskRef, enqueue_args
-from .records import READY, Task, micros
+from .calls import Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .flow import FlowMixin
+from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
+from .records import READY, Claim, Task, micros
 from .validation import check_count, check_id, check_seconds
 
 
-class Queue(QueueCalls):
+class Queue(QueueCalls, FlowMixin):
     """One named queue; build it with ``queues["default"].queue("orders")``."""
 
     def __repr__(self) -> str:
@@ -45,56 +48,89 @@ class Queue(QueueCalls):
     # -- seed 000: enqueue / top / pop / dequeue ------------------------------------------
 
     def enqueue(
-        self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
+        self,
+        id: str,
+        payload: Any = None,
+        delay: float = 0,
+        replace: bool = False,
+        priority: int = DEFAULT_PRIORITY,
     ) -> bool:
         """Queue ``id`` to be due in ``delay`` seconds; False if it is already queued.
 
         One entry per id (seed 000): while ``id`` is ready, delayed or in flight a
         second enqueue keeps the first copy and returns False, unless
-        ``replace=True`` reschedules it with the new payload and delay.
+        ``replace=True`` reschedules it with the new payload, delay and priority.
+        ``priority`` is a level from 0 (the default, lowest) to 9: due tasks of a
+        higher level are claimed first (docs/queue.md, "Priorities").
         """
         check_id(id)  # prepare()'s checks, in its order, without building an Entry
         due_in = micros(check_seconds(delay, "delay"))
-        return self.send_entries(["1" if replace else "0", id, due_in, self.encode(payload)])[0]
+        flag = "1" if replace else "0"
+        if type(priority) is not int or priority:
+            flag = enqueue_flag(replace, check_priority(priority))
+        return self.send_entries([flag, id, due_in, self.encode(payload)])[0]
 
     async def enqueue_async(
-        self, id: str, payload: Any = None, delay: float = 0, replace: bool = False
+        self,
+        id: str,
+        payload: Any = None,
+        delay: float = 0,
+        replace: bool = False,
+        priority: int = DEFAULT_PRIORITY,
     ) -> bool:
         """The asyncio twin of :meth:`enqueue`."""
         entry = self.prepare(id, payload, delay)
+        check_priority(priority)
         await self.backend.register_queue_async(self.name)
-        return (await self._arun(self._enqueue_call([entry], replace)))[0]
+        return (await self._arun(self._enqueue_call([entry], replace, priority)))[0]
 
     def enqueue_many(
-        self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
+        self,
+        items: Iterable[Any],
+        delay: float = 0,
+        replace: bool = False,
+        batch_size: int = 1000,
+        priority: int = DEFAULT_PRIORITY,
     ) -> list[bool]:
         """Queue ``(id, payload)`` or ``(id, payload, delay)`` items, one round trip per batch.
 
         Every item is validated and serialized before the first batch is sent, so
         a bad item leaves Redis untouched. Returns one flag per item, as
         :meth:`enqueue` would (a repeated id in the same call keeps the first).
+        Every item gets ``priority``.
         """
+        check_priority(priority)
         batches = self.batches(items, delay, batch_size)
         return [
-            flag for batch in batches for flag in self.send_entries(enqueue_args(batch, replace))
+            flag
+            for batch in batches
+            for flag in self.send_entries(enqueue_args(batch, replace, priority))
         ]
 
     async def enqueue_many_async(
-        self, items: Iterable[Any], delay: float = 0, replace: bool = False, batch_size: int = 1000
+        self,
+        items: Iterable[Any],
+        delay: float = 0,
+        replace: bool = False,
+        batch_size: int = 1000,
+        priority: int = DEFAULT_PRIORITY,
     ) -> list[bool]:
         """The asyncio twin of :meth:`enqueue_many`."""
+        check_priority(priority)
         batches = self.batches(items, delay, batch_size)
         if batches:
             await self.backend.register_queue_async(self.name)
         flags: list[bool] = []
         for batch in batches:
-            sent = await self._arun(self._enqueue_call(batch, replace))
+            sent = await self._arun(self._enqueue_call(batch, replace, priority))
             flags.extend(sent)
         return flags
 
-    def enqueue_prepared(self, entries: list[Entry], replace: bool = False) -> list[bool]:
+    def enqueue_prepared(
+        self, entries: list[Entry], replace: bool = False, priority: int = DEFAULT_PRIORITY
+    ) -> list[bool]:
         """Send entries built by :meth:`prepare` (the ``@task`` registry validates early)."""
-        return self.send_entries(enqueue_args(entries, replace))
+        return self.send_entries(enqueue_args(entries, replace, priority))
 
     def top(self, count: int = 1) -> list[Task]:
         """Due tasks, oldest first, without claiming them (seed 000's ``top``)."""
@@ -201,6 +237,7 @@ class Queue(QueueCalls):
         delay: float | None = None,
         error: str = "",
         max_attempts: int | None = None,
+        runtime: float | None = None,
     ) -> str:
         """Run a failed claimed task again later, or dead-letter it after ``max_attempts``.
 
@@ -208,8 +245,10 @@ class Queue(QueueCalls):
         ``max_attempts`` to ``OPTIONS['MAX_ATTEMPTS']``. Returns ``"retried"``,
         ``"dead"`` or ``"lost"``: the claim is no longer current (its lease expired,
         or a newer copy was queued with ``replace=True``) and nothing changed.
+        The failed run joins the task's history (:mod:`.history`), with ``runtime``
+        (seconds the run took) when given.
         """
-        return self._run(self._retry_call(task, delay, error, max_attempts))
+        return self._run(self._retry_call(task, delay, error, max_attempts, runtime))
 
     async def retry_async(
         self,
@@ -217,9 +256,10 @@ class Queue(QueueCalls):
         delay: float | None = None,
         error: str = "",
         max_attempts: int | None = None,
+        runtime: float | None = None,
     ) -> str:
         """The asyncio twin of :meth:`retry`."""
-        return await self._arun(self._retry_call(task, delay, error, max_attempts))
+        return await self._arun(self._retry_call(task, delay, error, max_attempts, runtime))
 
     def release(self, tasks: Iterable[Task]) -> int:
         """Give claimed, unstarted tasks back in their old place; the claim is not an attempt.

@@ -75,6 +75,9 @@ class Task:
     claim: str = ""
     #: A claimed task whose previous lease expired (its worker may have died running it).
     suspect: bool = False
+    #: The priority level (0, the default, to 9, the highest; see docs/queue.md "Priorities"):
+    #: known for tasks returned by ``get``, ``tasks``, ``pop`` and ``claim``.
+    priority: int = 0
     loads: Loads | None = field(default=None, repr=False, compare=False)
     _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
 
@@ -164,3 +167,38 @@ def optional_score(value: Any) -> int | None:
     """A score from a script, where -1 means "none"."""
     score = int(float(value))
     return None if score < 0 else score
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one claim saw: the claimed tasks and when there will be work again."""
+
+    tasks: list[Task]
+    now: int
+    next_due: int | None
+    next_lease_deadline: int | None
+    acked: int
+    recovered: int
+    #: this claim's request key (pass it as ``done_request`` to the next claim to free it)
+    request: str = ""
+    #: the queue is paused: nothing was claimed, and nothing will be until it is resumed
+    paused: bool = False
+    #: the queue's rate limit held tasks back: the server time (µs) it admits the next one
+    next_allowed: int | None = None
+
+    @property
+    def held_back(self) -> bool:
+        """Due tasks are waiting that the queue's rate limit did not admit yet."""
+        due = self.next_due is not None and self.next_due <= self.now
+        return due and self.next_allowed is not None and not self.paused
+
+    @property
+    def next_work(self) -> int | None:
+        """When a claim may next get a task (µs of server time); None: wait for a wake-up.
+
+        The next due task, but not before the rate limit admits one, and never while
+        the queue is paused (a resume wakes idle workers through the signal list).
+        """
+        if self.paused or self.next_due is None:
+            return None
+        return self.next_due if self.next_allowed is None else max(self.next_due, self.next_allowed)

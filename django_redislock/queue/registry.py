@@ -42,16 +42,24 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
 from ..handlers import queues
+from .calls import Entry, enqueue_args
+from .flow import parse_rate
+from .handles import ResultHandle
+from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import micros
+from .results import MARKER, Outcome, eager_outcome, marked_sender, marker, send_marked
 from .validation import check_count, check_id, check_name, check_seconds
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Enqueued(str):
+class Enqueued(str, ResultHandle):
     """The id of a call queued with ``@task``: a ``str``, plus whether it was queued.
+
+    It is also the call's handle (:class:`~django_redislock.queue.handles.ResultHandle`):
+    ``status``, ``result(timeout)`` and ``result_async(timeout)``.
 
     ``queued`` is True when the call was queued (or, with ``replace=True``,
     rescheduled), False when a copy with the same id was already queued or
@@ -63,9 +71,17 @@ class Enqueued(str):
 
     queued: bool | None
 
-    def __new__(cls, id: str, queued: bool | None = None) -> Enqueued:
+    def __new__(
+        cls,
+        id: str,
+        queued: bool | None = None,
+        queue: Queue | None = None,
+        known: Outcome | None = None,
+    ) -> Enqueued:
         made = super().__new__(cls, id)
         made.queued = queued
+        made._where = None if queue is None else (queue.backend.alias, queue.name)
+        made._known = known
         return made
 
     def __repr__(self) -> str:
@@ -94,6 +110,10 @@ class TaskFunction(Generic[P, R]):
         retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
+        rate_limit: str | None = None,
+        priority: int = DEFAULT_PRIORITY,
+        store_result: bool | None = None,
+        result_ttl: float | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -113,6 +133,15 @@ class TaskFunction(Generic[P, R]):
             else check_seconds(retry_backoff_max, "retry_backoff_max")
         )
         self.unique = unique
+        #: runs of this task across all workers at most this often (see :mod:`.throttle`)
+        self.rate_limit = None if rate_limit is None else parse_rate(rate_limit, "rate_limit")
+        self.priority = check_priority(priority)
+        if store_result is not None and not isinstance(store_result, bool):
+            raise InvalidArgument(f"store_result must be True or False, got {store_result!r}")
+        self.store_result = store_result
+        self.result_ttl = None
+        if result_ttl is not None:
+            self.result_ttl = check_seconds(result_ttl, "result_ttl", allow_zero=False)
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -141,7 +170,8 @@ class TaskFunction(Generic[P, R]):
         """
         self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
-        return self._send({"task": self.path, "args": list(args), "kwargs": kwargs}, None, 0, False)
+        payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
+        return self._send(payload, None, 0, False, self.priority)
 
     def enqueue(
         self,
@@ -151,8 +181,11 @@ class TaskFunction(Generic[P, R]):
         id: str | None = None,
         delay: float = 0,
         replace: bool = False,
+        priority: int | None = None,
     ) -> Enqueued:
         """Queue a call; returns its id (see :class:`Enqueued`). Validation happens now.
+
+        ``priority`` (0-9) overrides the task's ``@task(priority=...)`` for this call.
 
         ``id`` gives a stable id for deduplication (with ``unique=True`` the id
         is derived from the arguments): ``.queued`` of the result is False when
@@ -161,10 +194,11 @@ class TaskFunction(Generic[P, R]):
         ``"immediate"``; with ``OPTIONS['EAGER']`` the call runs inline instead.
         Arguments the function could not take raise ``TypeError``.
         """
-        return self._send(self.payload(args, kwargs), id, delay, replace)
+        level = self.priority if priority is None else check_priority(priority)
+        return self._send(self.payload(args, kwargs), id, delay, replace, level)
 
     def _send(
-        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool
+        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool, priority: int
     ) -> Enqueued:
         """Validate and queue one envelope (or run it, or wait for the commit); its id.
 
@@ -175,21 +209,42 @@ class TaskFunction(Generic[P, R]):
         task_id = self.task_id(payload, id)
         queue = self.queue
         due_in = micros(check_seconds(delay, "delay"))
+        ttl = self.ttl_of_results(queue)
+        if ttl is not None:  # after task_id: a unique id does not depend on the generation
+            payload = {**payload, MARKER: marker(queue, ttl)}
         data = queue.encode(payload)
         options = queue.backend.options
         if options["EAGER"]:
-            self.run(queue.serializer.loads(data))
-            return Enqueued(task_id)
-        args = ["1" if replace else "0", task_id, due_in, data]
+            value = self.run(queue.serializer.loads(data))
+            return Enqueued(task_id, queue=queue, known=eager_outcome(queue, value, ttl))
+        flag = enqueue_flag(replace, priority) if priority else "1" if replace else "0"
+        args = [flag, task_id, due_in, data]
+        sender = queue.send_entries if ttl is None else marked_sender(queue, payload, ttl, due_in)
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
-            result = Enqueued(task_id)
+            result = Enqueued(task_id, queue=queue)
 
             def send() -> None:
-                result.queued = queue.send_entries(args)[0]
+                result.queued = sender(args)[0]
 
             transaction.on_commit(send)
             return result
-        return Enqueued(task_id, queue.send_entries(args)[0])
+        return Enqueued(task_id, sender(args)[0], queue)
+
+    def ttl_of_results(self, queue: Queue) -> float | None:
+        """Seconds a result of this task is kept, or None when results are not stored.
+
+        ``store_result``/``result_ttl`` of ``@task``, else the alias's
+        ``OPTIONS['STORE_RESULTS']``/``OPTIONS['RESULT_TTL']``.
+        """
+        options = queue.backend.options
+        stores = options["STORE_RESULTS"] if self.store_result is None else self.store_result
+        if not stores:
+            return None
+        return float(options["RESULT_TTL"] if self.result_ttl is None else self.result_ttl)
+
+    def result_of(self, id: str) -> Enqueued:
+        """The handle of the call ``id`` of this task (its ``status``, ``result()``)."""
+        return Enqueued(check_id(id), queue=self.queue)
 
     def enqueue_many(
         self,
@@ -197,6 +252,7 @@ class TaskFunction(Generic[P, R]):
         *,
         delay: float = 0,
         batch_size: int = 1000,
+        priority: int | None = None,
     ) -> list[Enqueued]:
         """Queue many ``(args, kwargs)`` calls, one round trip per ``batch_size``; their ids.
 
@@ -206,20 +262,33 @@ class TaskFunction(Generic[P, R]):
         """
         queue = self.queue
         check_count(batch_size, "batch_size")
-        entries = []
+        level = self.priority if priority is None else check_priority(priority)
+        ttl = self.ttl_of_results(queue)
+        entries, gens = [], []
         for args, kwargs in calls:
             payload = self.payload(args, kwargs)
-            entries.append(queue.prepare(self.task_id(payload, None), payload, delay))
+            task_id = self.task_id(payload, None)
+            if ttl is not None:
+                payload[MARKER] = marker(queue, ttl)
+                gens.append(payload[MARKER]["gen"])
+            entries.append(queue.prepare(task_id, payload, delay))
         options = queue.backend.options
-        results = [Enqueued(entry.id) for entry in entries]
+        results = [Enqueued(entry.id, queue=queue) for entry in entries]
         if options["EAGER"]:
-            for entry in entries:
-                self.run(queue.serializer.loads(entry.data))
+            for result, entry in zip(results, entries, strict=True):
+                value = self.run(queue.serializer.loads(entry.data))
+                result._known = eager_outcome(queue, value, ttl)
             return results
+
+        def send_batch(batch: list[Entry], start: int) -> list[bool]:
+            if ttl is None:
+                return queue.enqueue_prepared(batch, False, level)
+            marks = [(e.id, e.data, gens[start + i]) for i, e in enumerate(batch)]
+            return send_marked(queue, enqueue_args(batch, False, level), marks, ttl + delay)
 
         def send() -> None:
             for start in range(0, len(entries), batch_size):
-                flags = queue.enqueue_prepared(entries[start : start + batch_size])
+                flags = send_batch(entries[start : start + batch_size], start)
                 for result, flag in zip(results[start:], flags, strict=False):
                     result.queued = flag
 
@@ -322,6 +391,10 @@ def task(
     retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
+    rate_limit: str | None = None,
+    priority: int = DEFAULT_PRIORITY,
+    store_result: bool | None = None,
+    result_ttl: float | None = None,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
 
@@ -334,7 +407,14 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
     override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
     the delay before a failed run is retried; ``unique=True`` derives the id from
-    the arguments so the same call is queued once at a time.
+    the arguments so the same call is queued once at a time; ``rate_limit``
+    (``"10/s"``, ``"100/m"``, ``"5/h"``) bounds how often it runs across all
+    ``drain_queue`` workers (tasks over it wait in the queue, uncharged);
+    ``priority`` (0, the default and lowest, to 9) is the level its calls are queued
+    at (``enqueue(..., priority=)`` overrides it per call). ``store_result=True``
+    keeps the return value (or the error of a dead-lettered call) for ``result_ttl``
+    seconds for the handle ``delay()`` returns (defaults: ``OPTIONS['STORE_RESULTS']``
+    and ``OPTIONS['RESULT_TTL']``).
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

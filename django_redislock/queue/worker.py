@@ -50,11 +50,15 @@ from django.db import close_old_connections
 
 from .. import signals
 from ..exceptions import ConnectionFailed
-from .calls import Claim
+from .heartbeat import register
+from .history import add_to_pipeline as add_runs
 from .keeper import LeaseKeeper
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
-from .records import Task
+from .rates import add_to_pipeline, type_name
+from .records import Claim, Task
+from .results import store_failure, store_success
+from .throttle import admit
 from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
@@ -184,6 +188,8 @@ class Worker:
         self._keeper = LeaseKeeper()
         self._rest: tuple[list[Task], float] = ([], 0.0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
+        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage: float | None = None
@@ -230,11 +236,12 @@ class Worker:
 
     def run(self) -> Summary:
         """Drain until stopped, bounded, or (with ``burst``) out of due tasks."""
+        registration = register(self)  # the workers registry (see .heartbeat)
         try:
             while not self._done():
                 try:
                     if not self._round() and not self._done():
-                        if self.burst:
+                        if self.burst and not any(c.held_back for c in self._hints.values()):
                             break
                         self._wait()
                     self._flush_counters()
@@ -243,6 +250,7 @@ class Worker:
                     continue
                 self._reconnected()
         finally:
+            registration.stop()
             self._keeper.stop()
             self._last_words()
             self.summary.elapsed = self._elapsed()
@@ -406,9 +414,13 @@ class Worker:
                 key = counters_key(queue)
                 for outcome, value in counts.items():
                     pipe.hincrby(key, outcome, value)
+                add_to_pipeline(pipe, queue, counts, self._types[queue.name])
+                add_runs(pipe, queue, self._runs[queue.name])
             pipe.execute()
-        for _, counts in pending:
+        for queue, counts in pending:
             counts.clear()
+            self._types[queue.name].clear()
+            self._runs[queue.name].clear()
 
     # -- one task -------------------------------------------------------------------------
 
@@ -424,18 +436,25 @@ class Worker:
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
+        if not admit(queue, task, fn):  # given back by its rate limit: no longer ours
+            if not self._keeper.lost:
+                self._keeper.clear()  # its watch of the task before would renew this one
+            return
         if not self._begin(queue, task, fn):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         self._keep_rest(queue, task, fn)
         verbose = logger.isEnabledFor(logging.INFO)
-        began = time.monotonic() if verbose else 0.0
+        began = time.monotonic()
         try:
             result = fn.run(task.payload)
         except Exception as exc:
-            self._failed(queue, task, fn, exc)
+            self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
+            store_success(queue, task, result)  # store_result tasks only: before the ack
             self._acks[queue.name].append(task)
+            if task.last_error:  # it failed before: its history ends with this run
+                self._runs[queue.name].append((task.id, task.attempts, time.monotonic() - began))
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
             if verbose:
@@ -467,6 +486,7 @@ class Worker:
         """Dead-letter a task that can never run here (see :mod:`.payloads`), and keep going."""
         error = f"{type(exc).__name__}: {exc}"
         queue.retry(task, delay=0, error=error, max_attempts=1)
+        store_failure(queue, task, exc)
         self.summary.dead += 1
         self._counts[queue.name]["dead"] += 1
         logger.error("task %s of %r failed (dead): %s", task.id, queue.name, error)
@@ -488,7 +508,9 @@ class Worker:
         self._record_failure(queue, task, outcome, exc)
         self._count()
 
-    def _failed(self, queue: Queue, task: Task, fn: Runnable, exc: Exception) -> None:
+    def _failed(
+        self, queue: Queue, task: Task, fn: Runnable, exc: Exception, runtime: float
+    ) -> None:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         outcome = queue.retry(
@@ -496,6 +518,7 @@ class Worker:
             delay=queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max),
             error=f"{error}\n\n{detail[-3000:]}",
             max_attempts=fn.max_attempts,
+            runtime=runtime,
         )
         logger.log(
             logging.ERROR if outcome == "dead" else logging.WARNING,
@@ -513,7 +536,9 @@ class Worker:
         self.summary.failed += 1
         self._counts[queue.name]["failed"] += 1
         self._counts[queue.name][outcome] += 1
+        self._types[queue.name][type_name(exc)] += 1
         if outcome == "dead":
+            store_failure(queue, task, exc)
             self.summary.dead += 1
             signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         else:
@@ -551,7 +576,7 @@ class Worker:
         if self.timeout is not None:
             cap = min(cap, self.timeout - self._elapsed())
         for claim in self._hints.values():
-            for moment in (claim.next_due, claim.next_lease_deadline):
+            for moment in (claim.next_work, claim.next_lease_deadline):
                 if moment is not None:
                     cap = min(cap, (moment - claim.now) / 1e6)
         return max(cap, 0.01)

@@ -1,12 +1,15 @@
 -- An admin action on tasks the operator saw, refused for any task that changed since.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash, KEYS[9] priority index zset, KEYS[10] levels hash (see the priority
+-- fragment: a task run now or requeued keeps its level)
 -- ARGV[1] action: "run" (a delayed task becomes due now; a ready one keeps its place),
 --         "requeue" (a dead task goes back to ready with fresh attempts, its last error kept)
 --         or "delete"
 -- ARGV[2..] triples: id, the zset it was seen in (1 pending, 2 in flight, 3 dead), its score
 -- returns one code per task: 1 done, 0 gone, -1 changed since it was seen (state or score),
 --         -2 the action does not apply to that state (run in flight, requeue a live task)
+-- include: priority
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local action = ARGV[1]
@@ -25,23 +28,31 @@ for i = 2, #ARGV, 3 do
     code = -1
   elseif action == 'run' then
     if where ~= 1 then code = -2 else
-      if tonumber(score) > now then redis.call('ZADD', KEYS[1], 'XX', now, id) end
+      if tonumber(score) > now then
+        redis.call('ZADD', KEYS[1], 'XX', now, id)
+        prio_back(id, now)
+      end
       woken = true
     end
   elseif action == 'requeue' then
     if where ~= 3 then code = -2 else
       redis.call('ZREM', KEYS[3], id)
       redis.call('HDEL', KEYS[5], id)
-      if not redis.call('ZSCORE', KEYS[1], id) then redis.call('ZADD', KEYS[1], now, id) end
+      if not redis.call('ZSCORE', KEYS[1], id) then
+        redis.call('ZADD', KEYS[1], now, id)
+        prio_back(id, now)
+      end
       woken = true
     end
   elseif action == 'delete' then
     redis.call('ZREM', KEYS[where], id)
+    if where == 1 then redis.call('ZREM', KEYS[9], id) end
     if not (redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
         or redis.call('ZSCORE', KEYS[3], id)) then
       redis.call('HDEL', KEYS[4], id)
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
+      prio_forget({id})
     end
   else
     return redis.error_reply('unknown action ' .. action)

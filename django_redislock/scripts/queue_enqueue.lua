@@ -5,9 +5,12 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash (fields are task ids)
 -- KEYS[7] signal list (a wake-up token that idle workers BLPOP)
 -- KEYS[8] claims hash (id -> claim token of an in-flight task; see the claims fragment)
--- KEYS[9] (optional, sent with replace) this request's key: a resent call (same key) answers
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] rates hash (the enqueued count goes to its time buckets; see the rates fragment)
+-- KEYS[12] (optional, sent with replace) this request's key: a resent call (same key) answers
 --         the first call's reply and changes nothing
--- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy
+-- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy;
+--         followed by the tasks' priority level when it is not 0 ("05": level 5)
 -- ARGV[2..] triples: id, delay in microseconds (>= 0), serialized payload
 -- returns one integer per task: 1 queued (or rescheduled), 0 an earlier copy was kept
 --
@@ -18,8 +21,10 @@
 -- Every script keeps a payload field exactly while the id is in one of the three zsets, so
 -- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
-if #KEYS >= 9 then
-  local seen = redis.call('LRANGE', KEYS[9], 0, -1)
+-- include: priority
+-- include: rates
+if #KEYS >= 12 then
+  local seen = redis.call('LRANGE', KEYS[12], 0, -1)
   if #seen > 0 then
     for i = 1, #seen do seen[i] = tonumber(seen[i]) end
     return seen
@@ -27,7 +32,8 @@ if #KEYS >= 9 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local replace = ARGV[1] == '1'
+local replace = string.sub(ARGV[1], 1, 1) == '1'
+local level = tonumber(string.sub(ARGV[1], 2)) or 0
 local out = {}
 local added = 0
 local total = (#ARGV - 1) / 3
@@ -39,6 +45,7 @@ for i = 2, #ARGV, 3 do
   local queued = 1
   if redis.call('HSETNX', KEYS[4], id, ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[1], score, id)
+    if level > 0 then prio_set(id, score, level) end
   else
     local live = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
     if live and not replace then
@@ -52,6 +59,7 @@ for i = 2, #ARGV, 3 do
       redis.call('HSET', KEYS[4], id, ARGV[i + 2])
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
+      prio_set(id, score, level)
     end
   end
   added = added + queued
@@ -60,10 +68,11 @@ end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
-if #KEYS >= 9 then
+if added > 0 then rate_count(KEYS[11], tonumber(t[1]), 'enqueued', added) end
+if #KEYS >= 12 then
   for i = 1, #out, 1000 do
-    redis.call('RPUSH', KEYS[9], unpack(out, i, math.min(i + 999, #out)))
+    redis.call('RPUSH', KEYS[12], unpack(out, i, math.min(i + 999, #out)))
   end
-  redis.call('PEXPIRE', KEYS[9], 60000)
+  redis.call('PEXPIRE', KEYS[12], 60000)
 end
 return out

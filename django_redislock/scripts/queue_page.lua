@@ -4,13 +4,14 @@
 -- page costs O(log N + page size) whatever the queue holds, and equal scores are never skipped.
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash, KEYS[9] priority index zset, KEYS[10] levels hash
 -- ARGV[1] state: "ready", "delayed", "in_flight" or "dead"
 -- ARGV[2] direction: "first", "last", "after" or "before" (the cursor)
 -- ARGV[3] cursor score, ARGV[4] cursor id (ignored for "first" and "last")
 -- ARGV[5] page size, ARGV[6] bytes of each payload to return (a preview; 0: all of it)
 -- returns {now, ready, delayed, in flight, dead, rank of the first row, first rank of the
 --          state, end rank of the state, then per task: id, score, attempts, payload preview,
---          payload size, last error}
+--          payload size, last error, priority level (0-9)}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local due = redis.call('ZCOUNT', KEYS[1], '-inf', now)
@@ -63,6 +64,7 @@ for i = 1, #page / 2 do ids[i] = page[2 * i - 1] end
 local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
 local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
 local errors = redis.call('HMGET', KEYS[6], unpack(ids))
+local levels = redis.call('HMGET', KEYS[10], unpack(ids))
 local preview = tonumber(ARGV[6])
 for i = 1, #ids do
   local payload = payloads[i] or ''
@@ -72,5 +74,6 @@ for i = 1, #ids do
   out[#out + 1] = preview > 0 and string.sub(payload, 1, preview) or payload
   out[#out + 1] = #payload
   out[#out + 1] = errors[i] or ''
+  out[#out + 1] = tonumber(levels[i] or '0')
 end
 return out

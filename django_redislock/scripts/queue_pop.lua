@@ -2,10 +2,14 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
--- KEYS[9] (optional) this request's key: a resent call (same key) answers what the first
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] flow hash: pause and rate limit (see the flow fragment); a paused queue claims
+--         nothing, a rate-limited one at most what its limit admits (acks and expired
+--         leases are handled either way)
+-- KEYS[12] (optional) this request's key: a resent call (same key) answers what the first
 --         call claimed, those of its claims that are still current, and claims nothing new
 --         (kept 60 s)
--- KEYS[10] (optional) the request key of the caller's previous claim, deleted: its answer
+-- KEYS[13] (optional) the request key of the caller's previous claim, deleted: its answer
 --         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
@@ -20,9 +24,14 @@
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
 --          claim tokens: the first (the others follow one by one) or, for a resend, a list,
 --          positions (1-based) of the suspects (see the claims fragment),
+--          {position, level, ...} of the claimed tasks of levels 1-9 (the priority fragment),
+--          1 if the queue is paused else 0, the server time (µs) at which its rate limit
+--          admits the next task if this claim used the limit up else -1,
 --          then per claimed task: id, due score, this run's attempt number, payload,
 --          last error}
 -- include: claims
+-- include: priority
+-- include: flow
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local count = tonumber(ARGV[1])
@@ -31,12 +40,16 @@ local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
 local acked = ack(ARGV, 7)
-if #KEYS >= 10 then redis.call('DEL', KEYS[10]) end
+if #KEYS >= 13 then redis.call('DEL', KEYS[13]) end
+local quota, paused, limit = flow_quota(now, count)
 
-local function wake_and_hints(out)
+-- held: paused, or the rate limit is used up: no idle worker is woken (they wait for the
+-- resume's wake-up, or until the limit admits the next task)
+local function wake_and_hints(out, held)
+  out[9], out[10] = paused and 1 or 0, held or -1
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if first[2] then out[2] = first[2] end
-  if not first[2] or tonumber(first[2]) > now then
+  if not first[2] or tonumber(first[2]) > now or paused or held then
     redis.call('DEL', KEYS[7])
   elseif redis.call('LLEN', KEYS[7]) == 0 then
     redis.call('LPUSH', KEYS[7], 1)  -- work is left: wake the next idle worker
@@ -46,10 +59,10 @@ local function wake_and_hints(out)
   return out
 end
 
-if #KEYS >= 9 then
-  local rows = redis.call('LRANGE', KEYS[9], 0, -1)
+if #KEYS >= 12 then
+  local rows = redis.call('LRANGE', KEYS[12], 0, -1)
   if #rows > 0 then
-    local out = {now, -1, -1, acked, 0, {}, {}}
+    local out = {now, -1, -1, acked, 0, {}, {}, {}, 0, -1}
     -- the record: first token, due scores and suspect flags (comma-separated), then the ids
     local first = tonumber(rows[1])
     local scores, flags = {}, {}
@@ -63,6 +76,8 @@ if #KEYS >= 9 then
         if not started(v) then attempts = attempts + 1 end
         out[6][#out[6] + 1] = token
         if flags[k - 3] == 1 then out[7][#out[7] + 1] = #out[6] end
+        local level = redis.call('HGET', KEYS[10], id)
+        if level then table.insert(out[8], #out[6]); table.insert(out[8], tonumber(level)) end
         out[#out + 1] = id
         out[#out + 1] = scores[k - 3]
         out[#out + 1] = attempts
@@ -70,7 +85,7 @@ if #KEYS >= 9 then
         out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
       end
     end
-    return wake_and_hints(out)
+    return wake_and_hints(out, nil)
   end
 end
 
@@ -90,19 +105,22 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', KEYS[8], id)
     else
       redis.call('ZADD', KEYS[1], now, id)
+      prio_back(id, now)
       redis.call('HSET', KEYS[8], id, '?')
     end
   else
     redis.call('HSET', KEYS[6], id, 'lease expired before a run was recorded as started '
       .. '(its worker died or stalled); no attempt counted')
     redis.call('ZADD', KEYS[1], now, id)
+    prio_back(id, now)
     redis.call('HSET', KEYS[8], id, '?')
   end
 end
 
-local out = {now, -1, -1, acked, #expired, 0, {}}
-if count > 0 then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
+local out = {now, -1, -1, acked, #expired, 0, {}, {}, 0, -1}
+local claimed = 0
+if quota > 0 then
+  local due, levels = prio_claimable(now, quota)
   local n = #due / 2
   if n > 0 then
     local ids = {}
@@ -116,12 +134,22 @@ if count > 0 then
     end
     for i = m + 1, n do ids[i] = nil end
     n = m
+    claimed = n
     local claims = {}
     for i = 1, n do
       claims[2 * i - 1] = now + lease
       claims[2 * i] = ids[i]
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+    if #levels == 0 then
+      redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+    else  -- prioritized tasks first: not pending's first ranks
+      redis.call('ZREM', KEYS[1], unpack(ids))
+      redis.call('ZREM', KEYS[9], unpack(ids))
+      for i = 1, math.min(#levels, n) do
+        table.insert(out[8], i)
+        table.insert(out[8], levels[i])
+      end
+    end
     for i = 1, 2 * n, 1000 do
       redis.call('ZADD', KEYS[2], unpack(claims, i, math.min(i + 999, 2 * n)))
     end
@@ -147,13 +175,13 @@ if count > 0 then
       scores[i] = due[2 * i]
       flags[i] = held[i] == '?' and 1 or 0
     end
-    if #KEYS >= 9 then
+    if #KEYS >= 12 then
       local head = string.format('%d', last - n + 1)
-      redis.call('RPUSH', KEYS[9], head, table.concat(scores, ','), table.concat(flags, ','))
+      redis.call('RPUSH', KEYS[12], head, table.concat(scores, ','), table.concat(flags, ','))
       for i = 1, n, 1000 do
-        redis.call('RPUSH', KEYS[9], unpack(ids, i, math.min(i + 999, n)))
+        redis.call('RPUSH', KEYS[12], unpack(ids, i, math.min(i + 999, n)))
       end
-      redis.call('PEXPIRE', KEYS[9], 60000)
+      redis.call('PEXPIRE', KEYS[12], 60000)
     end
     for i = 1, 2 * n, 1000 do
       redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))
@@ -164,4 +192,4 @@ if count > 0 then
   end
 end
 
-return wake_and_hints(out)
+return wake_and_hints(out, flow_charge(limit, claimed))

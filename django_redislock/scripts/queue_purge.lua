@@ -3,7 +3,9 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- ARGV[1] chunk size
+-- include: priority
 -- ARGV[2] (optional) tasks the caller confirmed may be deleted (the admin's confirmation page);
 --         when the queue holds more than that, nothing is deleted
 -- returns {deleted in this call, tasks left}, or {-1, tasks now} when ARGV[2] is given and the
@@ -26,6 +28,7 @@ for k = 1, 3 do
       redis.call('HDEL', KEYS[5], unpack(ids))
       redis.call('HDEL', KEYS[6], unpack(ids))
       redis.call('HDEL', KEYS[8], unpack(ids))
+      prio_forget(ids)
       deleted = deleted + #ids
       budget = budget - #ids
     end
@@ -33,5 +36,5 @@ for k = 1, 3 do
 end
 local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
   + redis.call('ZCARD', KEYS[3])
-if left == 0 then redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) end
+if left == 0 then redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) end
 return {deleted, left}

@@ -2,11 +2,13 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- ARGV[1..] triples: id, claim token ("" for whatever claim is current), the due score it had
 -- before it was claimed
 -- returns how many were given back (an attempt recorded for the claim is given back too);
 -- a claim that is no longer current changes nothing
 -- include: claims
+-- include: priority
 local released = 0
 for i = 1, #ARGV - 2, 3 do
   local id = ARGV[i]
@@ -19,6 +21,7 @@ for i = 1, #ARGV - 2, 3 do
       redis.call('HINCRBY', KEYS[5], id, -1)
     end
     redis.call('ZADD', KEYS[1], ARGV[i + 2], id)
+    prio_back(id, ARGV[i + 2])
   end
 end
 if released > 0 then

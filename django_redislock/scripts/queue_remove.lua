@@ -2,8 +2,10 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- ARGV[1..] task ids
 -- returns how many of them existed
+-- include: priority
 local removed = 0
 for _, id in ipairs(ARGV) do
   local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
@@ -13,5 +15,6 @@ for _, id in ipairs(ARGV) do
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
   redis.call('HDEL', KEYS[8], id)
+  prio_forget({id})
 end
 return removed

@@ -2,12 +2,18 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- ARGV[1] id, ARGV[2] claim token ("" for whatever claim is current), ARGV[3] delay in
 -- microseconds, ARGV[4] error text, ARGV[5] attempts after which the task is dead-lettered
 -- returns 1 retried, 2 dead-lettered, 0 lost: the claim is no longer current (its lease
 --         expired, or a newer copy was queued with replace=True) and nothing changed
+-- KEYS[11], KEYS[12] (optional) the queue's history hash and index: the failed run is added to
+-- the task's history (see the history fragment), with ARGV[6] the worker ("host:pid") and
+-- ARGV[7] the run's duration in µs ("" when unknown)
 -- The failed run counts as an attempt (here, unless its start was recorded already).
 -- include: claims
+-- include: priority
+-- include: history
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local id = ARGV[1]
@@ -18,10 +24,16 @@ redis.call('HDEL', KEYS[8], id)
 local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
 if not started(v) then attempts = redis.call('HINCRBY', KEYS[5], id, 1) end
 redis.call('HSET', KEYS[6], id, ARGV[4])
-if attempts >= tonumber(ARGV[5]) then
+local dead = attempts >= tonumber(ARGV[5])
+if #KEYS >= 12 then
+  history_add(KEYS[11], KEYS[12], id, attempts, now, ARGV[7] or '', ARGV[6] or '',
+    dead and 'dead' or 'retried', ARGV[4])
+end
+if dead then
   redis.call('ZADD', KEYS[3], now, id)
   return 2
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
+prio_back(id, now + tonumber(ARGV[3]))
 if redis.call('LLEN', KEYS[7]) == 0 then redis.call('LPUSH', KEYS[7], 1) end
 return 1

@@ -4,9 +4,10 @@
 -- KEYS[4] reservations hash (reservation id -> "<qty>:<taken at µs>:<buyer>")
 -- KEYS[5] this request's key: a take that took records its answer there, so a resent take
 --   (same key) answers exactly what the first answered and changes nothing
--- KEYS[6..13] optional: the order queue's keys in the queue scripts' order (pending, inflight,
---   dead, payload, attempts, errors, signal, claims); they share the stock's hash tag (one
---   slot)
+-- KEYS[6..15] optional: the order queue's keys in the queue scripts' order (pending, inflight,
+--   dead, payload, attempts, errors, signal, claims, priority index, levels); they share the
+--   stock's hash tag (one slot); KEYS[16] the order queue's rates hash (the queued order
+--   counts as enqueued; order tasks are queued at level 0)
 -- ARGV[1] quantity (>= 1), ARGV[2] buyer id, ARGV[3] reservation id (also the order task's id)
 -- ARGV[4] serialized order task payload (ignored without the queue keys)
 -- ARGV[5] how long the request's record is kept, in milliseconds
@@ -15,6 +16,7 @@
 --   5 no such stock (never set); a resend of a take that took answers {0, the same units
 --   left, the same time}. A refusal changes nothing and records nothing: its resend is
 --   simply a new take.
+-- include: rates
 local seen = redis.call('GET', KEYS[5])
 if seen then
   local left, at = string.match(seen, '^(%d+):(%d+)$')
@@ -45,5 +47,6 @@ if #KEYS >= 13 then
   redis.call('ZADD', KEYS[6], now, ARGV[3])
   redis.call('HSET', KEYS[9], ARGV[3], ARGV[4])
   if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end
+  if #KEYS >= 16 then rate_count(KEYS[16], tonumber(t[1]), 'enqueued', 1) end
 end
 return {0, left, now}

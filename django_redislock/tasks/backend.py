@@ -12,9 +12,10 @@ app's own ``@task`` calls. What the backend supports (the capability flags):
 * ``supports_get_result``: results (status, times, return value, errors, worker
   ids) are stored in Redis for ``OPTIONS["RESULT_TTL"]`` seconds after the
   last change and read with ``get_result`` from any process;
-* ``supports_priority`` is **False**: the queue runs due tasks oldest first and
-  has no priority order, so a task with a priority other than 0 is refused by
-  Django's own validation instead of being silently reordered.
+* ``supports_priority``: Django's priority (-100 to 100, default 0) becomes the
+  queue's priority level (:func:`~django_redislock.queue.priority.from_django`:
+  0 and below run at the default level 0, the lowest; 1-100 spread over levels
+  1-9), so due calls of a higher priority run first (docs/tasks.md).
 
 Failures: a call that raises is recorded (``errors``), and is run again with the
 queue's backoff while attempts remain (``OPTIONS["MAX_ATTEMPTS"]``, default 1:
@@ -35,6 +36,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from ..conf import TASK_OPTIONS, option_errors, with_defaults
+from ..queue.priority import from_django
 from .compat import (
     BaseTaskBackend,
     Task,
@@ -84,7 +86,7 @@ class RedisTaskBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False
+    supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -107,7 +109,7 @@ class RedisTaskBackend(BaseTaskBackend):
 
     def _prepare(
         self, task: Task[Any, Any], args: Any, kwargs: Any
-    ) -> tuple[TaskResult[Any], Any, Any, float]:
+    ) -> tuple[TaskResult[Any], Any, Any, float, int]:
         """Validate, build the READY result and the queue entry; nothing is sent yet."""
         self.validate_task(task)
         now = timezone.now()
@@ -135,7 +137,7 @@ class RedisTaskBackend(BaseTaskBackend):
         }
         queue = self.queue_backend.queue(task.queue_name)
         entry = queue.prepare(result.id, payload, delay)
-        return result, queue, entry, delay
+        return result, queue, entry, delay, from_django(task.priority)
 
     @staticmethod
     def delay_of(run_after: datetime | None, now: datetime) -> float:
@@ -146,21 +148,21 @@ class RedisTaskBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any]:
         """Store the READY result, then queue the call; one round trip each."""
-        result, queue, entry, delay = self._prepare(task, args, kwargs)
+        result, queue, entry, delay, level = self._prepare(task, args, kwargs)
         fields = initial_fields(result)
         call = write_call(self.queue_backend, result.id, delay + self.result_ttl, fields)
         run_call(self.queue_backend, call)
-        queue.enqueue_prepared([entry])
+        queue.enqueue_prepared([entry], priority=level)
         task_enqueued.send(type(self), task_result=result)
         return result
 
     async def aenqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any]:
         """The asyncio twin of :meth:`enqueue` (no thread hop: it uses the asyncio client)."""
-        result, queue, entry, delay = self._prepare(task, args, kwargs)
+        result, queue, entry, delay, level = self._prepare(task, args, kwargs)
         fields = initial_fields(result)
         call = write_call(self.queue_backend, result.id, delay + self.result_ttl, fields)
         await run_call_async(self.queue_backend, call)
-        await queue.enqueue_async(entry.id, result_payload(entry, queue), delay)
+        await queue.enqueue_async(entry.id, result_payload(entry, queue), delay, priority=level)
         task_enqueued.send(type(self), task_result=result)
         return result
 

@@ -335,7 +335,7 @@ def test_purge_of_a_claimed_task_leaves_no_claim_behind(dashboard: Dashboard) ->
     q = dashboard.queue()
     q.enqueue("claimed", 1)
     assert len(q.pop(1)) == 1
-    claims = q.script_keys[-1]
+    claims = q.claims_key
     assert q.backend.client.hexists(claims, "claimed")
     assert purge_confirmed(q, 1) == (1, False)
     assert not q.backend.client.hexists(claims, "claimed")
@@ -361,12 +361,12 @@ def test_live_polls_get_the_regions_as_json(dashboard: Dashboard, admin_client: 
     q = dashboard.queue()
     q.enqueue("first", 1)
     page = admin_client.get(Q).content.decode()
-    assert 'data-regions="state-tabs task-rows keyset"' in page
+    assert 'data-regions="state-tabs task-rows keyset queue-trends"' in page
     q.enqueue("second", 2)
     live = admin_client.get(Q, {"live": "1"})
     assert live["Content-Type"] == "application/json"
     regions = live.json()["regions"]
-    assert set(regions) == {"state-tabs", "task-rows", "keyset"}
+    assert set(regions) == {"state-tabs", "task-rows", "keyset", "queue-trends"}
     assert ">second</a>" in regions["task-rows"] and "<tbody" not in regions["task-rows"]
     overview = admin_client.get(BASE, {"live": "1"}).json()["regions"]
     assert (

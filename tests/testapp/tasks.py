@@ -92,3 +92,16 @@ def kills_worker_once(tag: str) -> None:
 def kills_worker_thrice(tag: str) -> None:
     record(f"kill:{tag}:{os.getpid()}")
     os._exit(137)
+
+
+@task(queue="limited", rate_limit="20/s")
+def rate_limited(tag: str) -> None:
+    """Runs at most 20 times a second across all workers (tests/test_flow_process.py)."""
+    record(tag)
+
+
+@task(queue="tests", priority=7)
+def urgent(tag: str) -> str:
+    """Queued at priority level 7 unless a call says otherwise (tests/test_priority_*.py)."""
+    record(f"urgent:{tag}")
+    return tag

@@ -1,0 +1,35 @@
+"""The workers registry in the metrics scrape: live workers and running tasks per queue.
+
+One read-only ``workers_list`` script per queue alias, read in parallel with the
+alias's queues under the same deadline (``REDISLOCK_METRICS_TIMEOUT``). Series are
+per queue, never per worker: worker ids change with every restart, and a label
+per worker would grow Prometheus's series without bound. The per-queue outcome
+counters (``redislock_queue_tasks_processed_total``) already sum every worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..queue.workers import WorkerList, count_by_queue, list_workers
+
+
+def read_workers(alias: str) -> WorkerList | None:
+    """The registry of a queue alias (counts only), or None for a backend without one."""
+    from ..handlers import queues
+
+    backend = queues[alias]
+    if not hasattr(backend, "key"):
+        return None
+    return list_workers(backend)
+
+
+def per_queue(listing: WorkerList, known: Iterable[str]) -> list[tuple[str, int, int]]:
+    """``(queue, live workers, running tasks)`` for every known queue and every queue drained.
+
+    A known queue that no worker drains gets ``0``, so "fewer workers than expected"
+    alerts see the zero instead of a missing series.
+    """
+    counts = count_by_queue(listing)
+    names = sorted(set(known) | set(counts))
+    return [(name, *counts.get(name, (0, 0))) for name in names]

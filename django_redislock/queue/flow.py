@@ -1,0 +1,203 @@
+"""Flow control of a queue: pause and resume, and its rate limit, kept in Redis.
+
+Both live in one hash per queue, ``<prefix>:{q:<name>}:flow`` (fields ``paused``;
+``rate``, ``interval``, ``burst`` and ``tat`` of the rate limit), under the
+queue's hash tag. The claim script (``queue_pop.lua``, through the ``flow``
+fragment) reads it on every claim, so every worker of every host obeys a change
+at its next claim, whatever its settings file says: a pause or a limit is
+operational state (an incident, a struggling downstream API) that an operator
+changes at run time from the admin, a command or the shell, not a deploy.
+
+The limit is a GCRA (generic cell rate algorithm, a token bucket kept as one
+timestamp): a rate ``N/period`` admits one task every ``period / N`` of server
+time, and up to a tenth of a second's worth at once (at least one), so a fast
+limit still lets a worker claim small batches. Tasks over the limit stay queued:
+nothing is charged, and the claim tells the worker when the next one is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..exceptions import InvalidArgument
+
+if TYPE_CHECKING:
+    from .calls import Call
+    from .records import Task
+
+R = TypeVar("R")
+#: The hash of a queue's flow state (pause, rate limit), next to its other keys.
+FLOW_PART = "flow"
+#: Seconds per period letter of a rate string.
+PERIODS = {"s": 1, "m": 60, "h": 3600}
+#: How much of a second's worth of tasks a limit admits at once (at least one task).
+BURST_WINDOW = 0.1
+#: Outcomes of :meth:`FlowMixin.throttle`, from the throttle script's reply codes.
+RUN, DEFERRED, LOST = "run", "deferred", "lost"
+THROTTLE_RESULTS = {1: RUN, 2: DEFERRED, 0: LOST}
+_RATE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([smh])\s*")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A parsed rate limit: ``text`` as written, µs between two tasks, tasks at once."""
+
+    text: str
+    interval: int
+    burst: int
+
+    @property
+    def per_second(self) -> float:
+        return 1_000_000 / self.interval
+
+
+def parse_rate(value: Any, option: str = "rate") -> Rate:
+    """Parse ``"N/s"``, ``"N/m"`` or ``"N/h"`` (N a positive number, at most 1,000,000/s).
+
+    Anything else raises :class:`~django_redislock.exceptions.InvalidArgument`
+    naming ``option`` (the argument or setting the value came from).
+    """
+    found = _RATE.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        raise InvalidArgument(
+            f'{option} must be a rate like "100/m": a positive number, "/" and s, m or h; '
+            f"got {value!r}"
+        )
+    count, period = float(found.group(1)), found.group(2)
+    interval = PERIODS[period] * 1_000_000 / count if count > 0 else math.inf
+    if not 1 <= interval <= PERIODS["h"] * 1_000_000 * 1000:
+        raise InvalidArgument(
+            f"{option} must be between 1/1000h and 1000000/s, and positive; got {value!r}"
+        )
+    burst = max(1, int(BURST_WINDOW * 1_000_000 // interval))
+    return Rate(f"{found.group(1)}/{period}", round(interval), burst)
+
+
+def parse_flow(reply: list[Any]) -> dict[str, Any]:
+    """The ``queue_flow`` reply: ``{"paused": bool, "rate_limit": str | None}``."""
+    rate = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+    return {"paused": bool(int(reply[0])), "rate_limit": rate or None}
+
+
+class FlowMixin:
+    """The pause/resume and rate-limit methods of :class:`~django_redislock.queue.Queue`.
+
+    Each is one call of ``queue_flow.lua`` (one round trip, atomic). Resending one
+    (redis-py retries after a timeout) does the same thing twice, which ends in the
+    same state: they are idempotent.
+    """
+
+    flow_key: str
+
+    if TYPE_CHECKING:  # provided by QueueCalls
+
+        def _run(self, call: Call[R]) -> R: ...
+
+        async def _arun(self, call: Call[R]) -> R: ...
+
+        def request_key(self) -> str: ...
+
+    def _flow_call(self, *args: Any) -> Call[dict[str, Any]]:
+        from .calls import Call
+
+        return Call("queue_flow", list(args), parse_flow, (self.flow_key,))
+
+    def _limit_call(self, rate: str | None) -> Call[dict[str, Any]]:
+        if rate is None:
+            return self._flow_call("unlimit")
+        parsed = parse_rate(rate)
+        return self._flow_call("limit", parsed.interval, parsed.burst, parsed.text)
+
+    def pause(self) -> None:
+        """Stop handing out this queue's tasks until :meth:`resume`; enqueueing goes on.
+
+        Claims (``pop``, workers) take nothing from a paused queue; running tasks
+        finish and are acked, and expired leases still come back to the queue.
+        """
+        self._run(self._flow_call("pause"))
+
+    async def pause_async(self) -> None:
+        """The asyncio twin of :meth:`pause`."""
+        await self._arun(self._flow_call("pause"))
+
+    def resume(self) -> None:
+        """Hand out tasks again after :meth:`pause`, waking an idle worker at once."""
+        self._run(self._flow_call("resume"))
+
+    async def resume_async(self) -> None:
+        """The asyncio twin of :meth:`resume`."""
+        await self._arun(self._flow_call("resume"))
+
+    def flow_state(self) -> dict[str, Any]:
+        """``{"paused": bool, "rate_limit": "100/m" or None}`` in one round trip."""
+        return self._run(self._flow_call("read"))
+
+    async def flow_state_async(self) -> dict[str, Any]:
+        """The asyncio twin of :meth:`flow_state`."""
+        return await self._arun(self._flow_call("read"))
+
+    def is_paused(self) -> bool:
+        """True while the queue is paused."""
+        return bool(self._run(self._flow_call("read"))["paused"])
+
+    async def is_paused_async(self) -> bool:
+        """The asyncio twin of :meth:`is_paused`."""
+        return bool((await self._arun(self._flow_call("read")))["paused"])
+
+    def set_rate_limit(self, rate: str | None) -> None:
+        """Hand out at most ``rate`` tasks (``"100/m"``, ``"20/s"``, ``"5/h"``); None: no limit.
+
+        Stored in Redis, so every worker obeys it from its next claim. A different
+        limit starts afresh (a first burst is admitted at once); the same one again
+        keeps its state, so a resent call admits nothing extra.
+        """
+        self._run(self._limit_call(rate))
+
+    async def set_rate_limit_async(self, rate: str | None) -> None:
+        """The asyncio twin of :meth:`set_rate_limit`."""
+        await self._arun(self._limit_call(rate))
+
+    def rate_limit(self) -> str | None:
+        """The queue's rate limit as it was set (``"100/m"``), or None."""
+        rate: str | None = self._run(self._flow_call("read"))["rate_limit"]
+        return rate
+
+    async def rate_limit_async(self) -> str | None:
+        """The asyncio twin of :meth:`rate_limit`."""
+        rate: str | None = (await self._arun(self._flow_call("read")))["rate_limit"]
+        return rate
+
+    # -- a task's own rate limit -----------------------------------------------------------
+
+    def _throttle_call(self, task: Task, name: str, rate: Rate) -> Call[str]:
+        from .calls import Call
+        from .records import Task
+        from .validation import check_id
+
+        if not isinstance(task, Task):
+            raise InvalidArgument(f"task must be a Task returned by claim(), got {task!r}")
+        if not isinstance(rate, Rate):
+            raise InvalidArgument(f"rate must be a Rate from parse_rate(), got {rate!r}")
+        field = f"task:{check_id(name, 'name')}"
+        args = [task.id, task.claim, field, rate.interval, rate.burst, "1" if task.suspect else "0"]
+        extra = (self.flow_key, self.request_key())
+        return Call("queue_throttle", args, lambda reply: THROTTLE_RESULTS[int(reply[0])], extra)
+
+    def throttle(self, task: Task, name: str, rate: Rate) -> str:
+        """Check a claimed task against the rate limit ``name`` (``rate``) before running it.
+
+        Returns ``"run"`` (counted against the limit: run it now), ``"deferred"``
+        (over the limit: the task is back in the queue, due when the limit admits it,
+        its claim ended and no attempt counted: do not run it) or ``"lost"`` (the
+        claim is no longer current: do not run it). ``drain_queue`` calls it for
+        every task declared with ``@task(rate_limit=...)``, naming the limit by the
+        task's path. Safe to resend (a request key keeps the first answer).
+        """
+        return self._run(self._throttle_call(task, name, rate))
+
+    async def throttle_async(self, task: Task, name: str, rate: Rate) -> str:
+        """The asyncio twin of :meth:`throttle`."""
+        return await self._arun(self._throttle_call(task, name, rate))

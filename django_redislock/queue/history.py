@@ -1,0 +1,121 @@
+"""Task history: the last runs of each task, for the dashboard's task page.
+
+Kept per queue in a hash (``Queue.history_key``: id -> JSON list of the task's
+last :data:`RUNS` runs) and a sorted set (``Queue.history_index_key``: id -> time
+of its last recorded run) that bounds the hash to the :data:`TASKS` tasks with
+the most recent runs: older ones are dropped as new ones come, so memory is
+bounded whatever a queue does, a task retried 5,000 times included (its last 10
+runs). Each run's error is capped at 1,500 characters (the message and the end
+of the traceback). Both keys expire a week after their last write.
+
+Written by the retry script (``queue_retry.lua``, via the ``history`` fragment)
+in the same call that retries or dead-letters the task: no round trip of its
+own. The success of a task that had failed before (it carries a last error) is
+recorded by the worker in its counters pipeline, once a second
+(:func:`add_to_pipeline`), so the history of a finished task ends with it
+(first successes are not recorded: they have no history to end). A lease that
+expired (its worker died) is not a run here: the attempt numbers show the gap,
+and the task's last error says so.
+History is not deleted with the task (the ack, remove and purge scripts are
+untouched): it ages out as above, and a task queued again under an old id
+starts a new history at its first failed run (an attempt number that does not
+follow the last one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone as dt_timezone
+from functools import cache
+from typing import Any
+
+from ..scripts import source
+
+#: Runs kept per task, tasks kept per queue (as in ``fragments/history.lua``).
+RUNS = 10
+TASKS = 1000
+
+
+@cache
+def _host() -> str:
+    return socket.gethostname()
+
+
+def worker_id() -> str:
+    """``host:pid`` of this process (recomputed after a fork)."""
+    return f"{_host()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded run of a task."""
+
+    attempt: int
+    ended: datetime
+    runtime: float | None
+    worker: str
+    outcome: str
+    error: str
+
+    @property
+    def started(self) -> datetime | None:
+        """When the run began (its end minus its duration), if the duration is known."""
+        if self.runtime is None:
+            return None
+        return datetime.fromtimestamp(self.ended.timestamp() - self.runtime, dt_timezone.utc)
+
+
+def parse(raw: Any) -> list[Run]:
+    """The runs in a history field (oldest first); junk written by others gives no runs."""
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except (ValueError, TypeError):
+        return []
+    if not isinstance(items, list):
+        return []
+    runs = []
+    for item in items:
+        try:
+            runtime = item.get("runtime")
+            runs.append(
+                Run(
+                    attempt=int(item["attempt"]),
+                    ended=datetime.fromtimestamp(int(item["end"]) / 1000, dt_timezone.utc),
+                    runtime=None if runtime is None else float(runtime) / 1e6,
+                    worker=str(item.get("worker", "")),
+                    outcome=str(item.get("outcome", "")),
+                    error=str(item.get("error", "")),
+                )
+            )
+        except (KeyError, ValueError, TypeError, AttributeError, OverflowError, OSError):
+            continue
+    return runs
+
+
+def add_to_pipeline(pipe: Any, queue: Any, runs: list[tuple[str, int, float]]) -> None:
+    """Queue the script that records ``runs`` (id, attempt, seconds) as succeeded on ``pipe``.
+
+    ``EVAL`` with the script's text, like the rates (see :mod:`.rates`): a pipeline
+    that met ``NOSCRIPT`` could not be sent again without counting twice.
+    """
+    if not runs:
+        return
+    args: list[Any] = [worker_id()]
+    for id, attempt, seconds in runs:
+        args += [id, attempt, round(seconds * 1e6)]
+    keys = [queue.history_key, queue.history_index_key]
+    pipe.execute_command("EVAL", source("history_add"), 2, *keys, *args)
+
+
+def read(queue: Any, id: str) -> list[Run]:
+    """The recorded runs of task ``id`` (one script call)."""
+    backend = queue.backend
+    with backend.errors():
+        raw = backend.script("history_get")(keys=[queue.history_key], args=[id])
+    return parse(raw)

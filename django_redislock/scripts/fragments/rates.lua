@@ -1,0 +1,89 @@
+-- Fragment: a queue's rates in fixed-size time buckets, all in ONE hash (the queue's "rates"
+-- key; see django_redislock/queue/rates.py, which reads it).
+-- Two rings of slots: "m" 60 slots of one minute, "s" 180 slots of one second. Slot k of
+-- ring r has the field "<r><k>" = the bucket it holds (minutes or seconds since the epoch,
+-- server TIME) and "<r><k>:<outcome>" = that bucket's counts. Writing to a slot that holds an
+-- older bucket clears the slot first, so the hash never holds more than its 240 slots (and
+-- a reader skips a slot whose bucket is not one of the last 60 minutes / 180 seconds).
+-- Minute slots also count failures per exception type: "m<k>:t" = the type names seen in
+-- that minute (newline-separated, at most RATE_TYPES), "m<k>:t:<name>" = how many; further
+-- names of that minute are counted as "(other)".
+-- The hash expires RATE_TTL ms after the last second it was written in: an idle queue
+-- leaves nothing behind.
+-- A key of another type is left alone (nothing is counted), so it never fails an enqueue.
+local RATE_RINGS = {{'m', 60, 60}, {'s', 1, 180}}
+local RATE_TYPES = 20
+local RATE_TTL = 7200000
+local RATE_OUTCOMES = {'enqueued', 'succeeded', 'failed', 'retried', 'dead'}
+-- rate_reset(key, slot, bucket): clear a slot that holds an older bucket and give it bucket;
+-- the hash's expiry is renewed here (at most once a second), not on every write
+local function rate_reset(key, slot, bucket)
+  local stale = {}
+  for _, outcome in ipairs(RATE_OUTCOMES) do stale[#stale + 1] = slot .. ':' .. outcome end
+  local seen = redis.call('HGET', key, slot .. ':t')
+  if seen then
+    stale[#stale + 1] = slot .. ':t'
+    for name in string.gmatch(seen, '[^\n]+') do stale[#stale + 1] = slot .. ':t:' .. name end
+  end
+  redis.call('HDEL', key, unpack(stale))
+  redis.call('HSET', key, slot, bucket)
+  redis.call('PEXPIRE', key, RATE_TTL)
+end
+-- rate_count(key, now_s, outcome, n): add n to one outcome in both rings, the enqueue scripts'
+-- fast path (about as much Lua as the three commands it sends: HMGET, two HINCRBY)
+local function rate_count(key, now_s, outcome, n)
+  local minute = math.floor(now_s / 60)
+  local m, s = 'm' .. (minute % 60), 's' .. (now_s % 180)
+  -- another program's key of another type there: count nothing rather than fail the caller
+  local held = redis.pcall('HMGET', key, m, s)
+  if held.err then return end
+  local mb, sb = tostring(minute), tostring(now_s)
+  if held[1] ~= mb then rate_reset(key, m, mb) end
+  if held[2] ~= sb then rate_reset(key, s, sb) end
+  redis.call('HINCRBY', key, m .. ':' .. outcome, n)
+  redis.call('HINCRBY', key, s .. ':' .. outcome, n)
+end
+-- rate_add(key, now_s, counts, types): add counts (outcome -> n) to the buckets of now_s in
+-- both rings, and types (exception type name -> n, failures) to the minute's type counts.
+-- Three commands in the common case (HMGET, two HINCRBY): it runs in every enqueue.
+local function rate_add(key, now_s, counts, types)
+  local slots, buckets = {}, {}
+  for i, ring in ipairs(RATE_RINGS) do
+    local bucket = math.floor(now_s / ring[2])
+    buckets[i] = string.format('%d', bucket)
+    slots[i] = ring[1] .. string.format('%d', bucket % ring[3])
+  end
+  -- another program's key of another type there: count nothing rather than fail the caller
+  -- (a script that errors half-way keeps what it wrote: the tasks would be queued anyway)
+  local held = redis.pcall('HMGET', key, slots[1], slots[2])
+  if held.err then return end
+  for i = 1, #slots do
+    if held[i] ~= buckets[i] then rate_reset(key, slots[i], buckets[i]) end
+  end
+  for i = 1, #slots do
+    for outcome, n in pairs(counts) do
+      if n ~= 0 then redis.call('HINCRBY', key, slots[i] .. ':' .. outcome, n) end
+    end
+  end
+  local minute = slots[1]
+  if types then
+    local seen = redis.call('HGET', key, minute .. ':t') or ''
+    local names = {}
+    for name in string.gmatch(seen, '[^\n]+') do names[name] = true end
+    local known = 0
+    for _ in pairs(names) do known = known + 1 end
+    for name, n in pairs(types) do
+      name = string.gsub(name, '\n', ' ')
+      if not names[name] then
+        if known >= RATE_TYPES then name = '(other)' end
+        if not names[name] then
+          names[name] = true
+          known = known + 1
+          seen = seen .. name .. '\n'
+        end
+      end
+      redis.call('HINCRBY', key, minute .. ':t:' .. name, n)
+    end
+    redis.call('HSET', key, minute .. ':t', seen)
+  end
+end

@@ -6,6 +6,7 @@ tasks are in :mod:`tests.pool_tasks`; each records which child (pid) ran it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -437,3 +438,21 @@ def test_the_pool_gives_up_with_its_workers(own: tuple[RedisProcess, Pool]) -> N
     assert "longer than the worker's give-up time of 1.5s" in err
     assert "the process pool stopped: Redis stayed unreachable" in err
     assert 1.4 < time.monotonic() - killed_at < 20
+
+
+def test_every_child_registers_in_the_workers_registry(pool: Pool) -> None:
+    def listed() -> list[dict[str, Any]]:
+        out = io.StringIO()
+        call_command("list_workers", "--json", stdout=out)
+        workers: list[dict[str, Any]] = json.loads(out.getvalue())["workers"]
+        return workers
+
+    process = pool.spawn()
+    try:
+        wait_for(lambda: len(listed()) == 2, 30, "both children to register")
+        pids = {worker["pid"] for worker in listed()}
+        code, _, err = stop(process)
+    finally:
+        process.kill()
+    assert code == 0, err
+    assert len(pids) == 2 and process.pid not in pids  # the children, not the supervisor

@@ -311,6 +311,18 @@ QUEUE_OPTIONS: dict[str, Option] = {
         "catch it to clean up. Must be below TASK_TIME_LIMIT; without one, below "
         "VISIBILITY_TIMEOUT. None: no limit.",
     ),
+    "WORKER_MAX_TASKS_PER_CHILD": Option(
+        None,
+        optional_positive_int,
+        "drain_queue --pool process replaces a child after it ran this many tasks (None: "
+        "never; --max-tasks-per-child overrides it).",
+    ),
+    "WORKER_MAX_MEMORY_PER_CHILD": Option(
+        None,
+        optional_positive_int,
+        "drain_queue --pool process replaces a child, between two tasks, once its resident "
+        "memory passes this many megabytes (None: never; --max-memory-per-child overrides it).",
+    ),
     "WORKER_HEARTBEAT": Option(
         5.0,
         positive_seconds,

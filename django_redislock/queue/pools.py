@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InvalidArgument
-from .calls import Claim
+from .records import Claim
 
 if TYPE_CHECKING:
     from .worker import Worker

@@ -174,8 +174,6 @@ class Worker(Runs):
         #: failures by exception type and the runs that end a task's history (see .outcomes)
         self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
-        self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
-        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage: float | None = None

@@ -11,6 +11,7 @@ from ...exceptions import InvalidArgument, RedisLockError
 from ...queue.registry import autodiscover, queues_of
 from ...queue.worker import POOLS, ForcedStop, Summary, Worker, check_pool, logger
 from ._logging import log_to_stderr
+from ._pool import add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
 
@@ -53,18 +54,20 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--pool",
-            choices=POOLS,
+            choices=(*POOLS, "process"),
             default=None,
-            help="How tasks run: solo (one at a time), thread (--concurrency threads) or "
-            "async (one event loop, --concurrency in flight) (default: OPTIONS['WORKER_POOL'], "
-            "solo).",
+            help="How tasks run: solo (one at a time), thread (--concurrency threads), async "
+            "(one event loop, --concurrency in flight) or process (a supervisor that forks "
+            "--concurrency worker processes and replaces any that dies) "
+            "(default: OPTIONS['WORKER_POOL'], solo).",
         )
         parser.add_argument(
             "--concurrency",
             type=int,
             default=None,
             help="Tasks run at once by the thread or async pool "
-            "(default: OPTIONS['WORKER_CONCURRENCY'], 8).",
+            "(default: OPTIONS['WORKER_CONCURRENCY'], 8), or worker processes of the process "
+            "pool (default: the number of CPUs).",
         )
         parser.add_argument(
             "--scheduler",
@@ -77,6 +80,7 @@ class Command(BaseCommand):
             default=1000,
             help="Log a line every N tasks when not on a terminal (default: %(default)s).",
         )
+        add_pool_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         for name in ("max_tasks", "batch", "log_every", "concurrency"):
@@ -86,16 +90,20 @@ class Command(BaseCommand):
             value = options.get(name)
             if value is not None and not 0 < value < float("inf"):
                 raise CommandError(f"--{name.replace('_', '-')} must be a number of seconds > 0")
+        check_pool_options(options)
         with log_to_stderr(logger, self.stderr, options["verbosity"]):
             for module, error in autodiscover().items():
                 logger.error(
                     "task module %r failed to import (its tasks are retried): %s", module, error
                 )
-            worker = self.build_worker(options)
-            names = ", ".join(queue.name for queue in worker.queues)
-            self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
-            with scheduler_thread(options):
-                summary = self.run_worker(worker)
+            if options["pool"] == "process":
+                summary = self.run_process_pool(options)
+            else:
+                worker = self.build_worker(options)
+                names = ", ".join(queue.name for queue in worker.queues)
+                self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
+                with scheduler_thread(options):
+                    summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
 
     def build_worker(self, options: dict[str, Any]) -> Worker:
@@ -120,6 +128,11 @@ class Command(BaseCommand):
             pool=pool,
             concurrency=concurrency,
         )
+
+    def run_process_pool(self, options: dict[str, Any]) -> Summary:
+        names = options["queues"] or self.known_queues(options["using"])
+        self.stdout.write(f"Draining {', '.join(names)} ({options['using']}) with a process pool.")
+        return run_pool(self, names, options)
 
     def known_queues(self, alias: str) -> list[str]:
         try:

@@ -285,6 +285,44 @@ QUEUE_OPTIONS: dict[str, Option] = {
         "Seconds a drain_queue worker keeps reconnecting to an unreachable Redis before it "
         "exits (drain_queue --give-up overrides it).",
     ),
+    "WORKER_POOL": Option(
+        "solo",
+        one_of("solo", "thread", "async"),
+        "How drain_queue runs tasks: 'solo' (one at a time in the main thread), 'thread' "
+        "(WORKER_CONCURRENCY threads) or 'async' (one event loop, WORKER_CONCURRENCY tasks in "
+        "flight); drain_queue --pool overrides it.",
+    ),
+    "WORKER_CONCURRENCY": Option(
+        None,
+        optional_positive_int,
+        "Tasks run at once by a thread or async pool (None: 8; solo runs 1); "
+        "drain_queue --concurrency overrides it.",
+    ),
+    "TASK_TIME_LIMIT": Option(
+        None,
+        optional_positive_seconds,
+        "Hard time limit (seconds) of a run of a task without its own time_limit: the run is "
+        "ended and recorded as a failed attempt (TimeLimitExceeded). None: no limit.",
+    ),
+    "TASK_SOFT_TIME_LIMIT": Option(
+        None,
+        optional_positive_seconds,
+        "Soft time limit (seconds): SoftTimeLimitExceeded is raised inside the run, which may "
+        "catch it to clean up. Must be below TASK_TIME_LIMIT; without one, below "
+        "VISIBILITY_TIMEOUT. None: no limit.",
+    ),
+    "WORKER_MAX_TASKS_PER_CHILD": Option(
+        None,
+        optional_positive_int,
+        "drain_queue --pool process replaces a child after it ran this many tasks (None: "
+        "never; --max-tasks-per-child overrides it).",
+    ),
+    "WORKER_MAX_MEMORY_PER_CHILD": Option(
+        None,
+        optional_positive_int,
+        "drain_queue --pool process replaces a child, between two tasks, once its resident "
+        "memory passes this many megabytes (None: never; --max-memory-per-child overrides it).",
+    ),
     "WORKER_HEARTBEAT": Option(
         5.0,
         positive_seconds,

@@ -122,3 +122,21 @@ class InventoryError(RedisLockError):
 
 class StockNotFound(InventoryError):
     """The stock was never set (or was cleared): ``add``/``remaining`` need ``set()`` first."""
+
+
+class SoftTimeLimitExceeded(QueueError):
+    """Raised inside a task that ran past its ``soft_time_limit``: catch it to clean up.
+
+    An ``Exception``, so a task may catch it (to save progress, say) and end
+    before its hard ``time_limit``; uncaught, it fails the run like any error.
+    Where each pool can raise it: see docs/workers.md, "Time limits".
+    """
+
+
+class TimeLimitExceeded(BaseException):
+    """Raised inside a task that ran past its hard ``time_limit``; the run is a failed attempt.
+
+    A ``BaseException`` like ``KeyboardInterrupt``, so a task's ``except Exception``
+    does not swallow it. The worker records the run with the error
+    ``TimeLimitExceeded: ran longer than N s`` and retries or dead-letters it.
+    """

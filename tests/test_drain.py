@@ -322,7 +322,10 @@ def test_connections_are_checked_between_tasks(alias: RedisTarget) -> None:
 
     for i in range(3):
         tasks.remember.delay(f"t{i}")
-    with mock.patch("django_redislock.queue.worker.close_old_connections") as close:
+    with (
+        mock.patch("django_redislock.queue.worker.close_old_connections") as close,
+        mock.patch("django_redislock.queue.runs.close_old_connections", close),
+    ):
         Worker([queue()], burst=True, batch=10).run()
     assert close.call_count == 4  # before each of the 3 tasks and after the last
 

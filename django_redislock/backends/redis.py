@@ -22,6 +22,7 @@ from ..conf import (
     LOCK_OPTIONS,
     QUEUE_OPTIONS,
     heartbeat_errors,
+    with_defaults,
 )
 from ..connections import (
     CLIENT_ERRORS,
@@ -235,10 +236,18 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
 
     @classmethod
     def config_errors(cls, params: Mapping[str, Any]) -> list[str]:
-        """The base checks, and the heartbeat TTL against its interval."""
+        """The base checks, then the time-limit options as a pair and the heartbeat TTL
+        against its interval."""
+        from ..queue.limits import option_limit_errors
+
         errors = super().config_errors(params)
         options = params.get("OPTIONS", {})
-        return errors or heartbeat_errors(options if isinstance(options, Mapping) else {})
+        if errors:
+            return errors
+        options = options if isinstance(options, Mapping) else {}
+        return option_limit_errors(with_defaults(options, cls.option_schema)) or heartbeat_errors(
+            options
+        )
 
     def queue(self, name: str) -> Any:
         """Return the :class:`~django_redislock.queue.Queue` called ``name``."""

@@ -8,7 +8,12 @@ each run, records the running task's start (one attempt, with the task's own
 ``max_attempts``) and moves its deadline to its start plus its lease (so every run gets
 its whole lease), and renews the others every third of the lease while the running
 task is within its lease. Once the running task overstays, it renews nothing, so a hung
-worker does not hold its batch forever.
+worker does not hold its batch forever. A run with a hard time limit is renewed up to
+that limit plus a grace (:func:`~.limits.keep_for`), and a run the worker could not
+end (:meth:`LeaseKeeper.hold`) for as long as this process lives.
+
+The ``thread`` and ``async`` pools watch every running task at once (one
+:class:`Watch` each); the ``solo`` loop watches its one running task.
 
 When Redis answers that a claim is no longer current (its lease expired and the task
 went to another worker, or a newer copy replaced it), :attr:`LeaseKeeper.lost` is set:
@@ -20,6 +25,7 @@ jitter) up to a third of the lease, so it never waits past a renewal it needs.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -47,10 +53,10 @@ class Watch:
 
 
 class LeaseKeeper:
-    """One daemon thread per worker; :meth:`watch` before each task, :meth:`stop` at the end."""
+    """One daemon thread per worker; :meth:`watch` each run, :meth:`unwatch` it, :meth:`stop`."""
 
     def __init__(self) -> None:
-        self._watch: Watch | None = None
+        self._watches: dict[int, Watch] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = 0  # renewals failed in a row
@@ -67,17 +73,33 @@ class LeaseKeeper:
         run_for: float,
         *,
         max_attempts: int | None = None,
-    ) -> None:
+    ) -> Watch:
         """``current`` starts now and may run ``run_for`` s; keep ``tasks()`` leased meanwhile."""
         now = time.monotonic()
-        self._watch = Watch(queue, current, tasks, lease, now + run_for, now, max_attempts)
+        watch = Watch(queue, current, tasks, lease, now + run_for, now, max_attempts)
+        self._watches[id(watch)] = watch
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="redislock-leases", daemon=True)
             self._thread.start()
+        return watch
+
+    def unwatch(self, watch: Watch | None) -> None:
+        """The run of ``watch`` ended: stop renewing it."""
+        if watch is not None:
+            self._watches.pop(id(watch), None)
+
+    @staticmethod
+    def hold(watch: Watch) -> None:
+        """Renew ``watch``'s run for as long as this process lives (a run that cannot be ended)."""
+        watch.until = math.inf
+
+    def clear_watches(self) -> None:
+        """Stop renewing every run (keeps :attr:`lost`)."""
+        self._watches.clear()
 
     def clear(self) -> None:
         """Nothing to keep alive (between batches)."""
-        self._watch = None
+        self._watches.clear()
         self.lost = False
 
     def stop(self) -> None:
@@ -89,26 +111,28 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval()):
-            watch = self._watch
-            if watch is None or time.monotonic() >= watch.until:
-                continue
-            now = time.monotonic()
-            if now - watch.renewed >= watch.lease / 3 and now >= self._next_try:
-                self._renew(watch)
+            for watch in list(self._watches.values()):
+                now = time.monotonic()
+                if now >= watch.until:
+                    continue
+                if now - watch.renewed >= watch.lease / 3 and now >= self._next_try:
+                    self._renew(watch)
 
     def _interval(self) -> float:
-        watch = self._watch
-        return 0.5 if watch is None else min(max(watch.lease / 6, 0.01), 0.5)
+        leases = [watch.lease for watch in list(self._watches.values())]
+        return 0.5 if not leases else min(max(min(leases) / 6, 0.01), 0.5)
 
     def _renew(self, watch: Watch) -> None:
         started = time.monotonic()
         try:
             held = True
             if not watch.current_set:
-                run_for = max(watch.until - started, 0.001)
-                held = watch.queue.start(watch.current, run_for, watch.max_attempts)
+                run_for = watch.lease if math.isinf(watch.until) else watch.until - started
+                held = watch.queue.start(watch.current, max(run_for, 0.001), watch.max_attempts)
                 watch.current_set = True
             tasks = watch.tasks()
+            if math.isinf(watch.until):  # held: renew the run itself too, until the exit
+                tasks = [watch.current, *tasks]
             if tasks:
                 held = watch.queue.extend_lease(tasks, watch.lease) and held
         except Exception as exc:  # the main thread meets the same outage and rides it out
@@ -122,5 +146,5 @@ class LeaseKeeper:
         if self._failing:
             logger.info("renewing leases of queue %r again", watch.queue.name)
         self._failing = 0
-        if not held and self._watch is watch:
+        if not held and id(watch) in self._watches:
             self.lost = True

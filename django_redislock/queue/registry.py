@@ -45,6 +45,7 @@ from ..handlers import queues
 from .calls import Entry, enqueue_args
 from .flow import parse_rate
 from .handles import ResultHandle
+from .limits import check_limits
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import micros
@@ -110,6 +111,8 @@ class TaskFunction(Generic[P, R]):
         retry_backoff_max: float | None = None,
         unique: bool = False,
         name: str | None = None,
+        time_limit: float | None = None,
+        soft_time_limit: float | None = None,
         rate_limit: str | None = None,
         priority: int = DEFAULT_PRIORITY,
         store_result: bool | None = None,
@@ -133,6 +136,9 @@ class TaskFunction(Generic[P, R]):
             else check_seconds(retry_backoff_max, "retry_backoff_max")
         )
         self.unique = unique
+        self.time_limit, self.soft_time_limit = check_limits(
+            time_limit, soft_time_limit, self.lease
+        )
         #: runs of this task across all workers at most this often (see :mod:`.throttle`)
         self.rate_limit = None if rate_limit is None else parse_rate(rate_limit, "rate_limit")
         self.priority = check_priority(priority)
@@ -391,6 +397,8 @@ def task(
     retry_backoff_max: float | None = None,
     unique: bool = False,
     name: str | None = None,
+    time_limit: float | None = None,
+    soft_time_limit: float | None = None,
     rate_limit: str | None = None,
     priority: int = DEFAULT_PRIORITY,
     store_result: bool | None = None,
@@ -414,7 +422,11 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     at (``enqueue(..., priority=)`` overrides it per call). ``store_result=True``
     keeps the return value (or the error of a dead-lettered call) for ``result_ttl``
     seconds for the handle ``delay()`` returns (defaults: ``OPTIONS['STORE_RESULTS']``
-    and ``OPTIONS['RESULT_TTL']``).
+    and ``OPTIONS['RESULT_TTL']``). ``time_limit`` and ``soft_time_limit`` (seconds)
+    bound one run (default ``OPTIONS['TASK_TIME_LIMIT']`` and
+    ``OPTIONS['TASK_SOFT_TIME_LIMIT']``): past the soft one ``SoftTimeLimitExceeded`` is
+    raised inside the run, past the hard one it is ended and recorded as a failed
+    attempt (see docs/workers.md, "Time limits").
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

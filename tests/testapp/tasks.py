@@ -105,3 +105,116 @@ def urgent(tag: str) -> str:
     """Queued at priority level 7 unless a call says otherwise (tests/test_priority_*.py)."""
     record(f"urgent:{tag}")
     return tag
+
+
+# -- pools and time limits: tasks of the pool tests (tests/test_pools*.py) -------------------
+
+
+def stamp(entry: str) -> None:
+    """Record ``entry`` with this process's pid and the wall time (for overlap checks)."""
+    record(f"{entry}:{os.getpid()}:{time.time():.4f}")
+
+
+@task(queue="pool")
+def wait_io(tag: str, seconds: float) -> str:
+    stamp(f"start:{tag}")
+    time.sleep(seconds)
+    stamp(f"end:{tag}")
+    return tag
+
+
+@task(queue="pool")
+async def wait_io_async(tag: str, seconds: float) -> str:
+    stamp(f"start:{tag}")
+    await asyncio.sleep(seconds)
+    stamp(f"end:{tag}")
+    return tag
+
+
+@task(queue="pool", max_attempts=2, retry_backoff=0.01, retry_backoff_max=0.01)
+def fails_once(tag: str) -> str:
+    """Fails its first run, succeeds on the retry (runs counted in Redis, across processes)."""
+    client = queues["default"].client  # type: ignore[attr-defined]
+    if client.incr(f"test:{{runs}}:fails-once:{tag}") == 1:
+        stamp(f"fail:{tag}")
+        raise ValueError(f"first run of {tag} fails")
+    stamp(f"ok:{tag}")
+    return tag
+
+
+@task(queue="pool", max_attempts=1)
+def fails_always(tag: str) -> None:
+    stamp(f"fail:{tag}")
+    raise ValueError(f"always fails: {tag}")
+
+
+@task(queue="pool", time_limit=1.0, max_attempts=1)
+def spins(tag: str) -> None:
+    """Python code that never ends by itself: any pool's hard limit ends it."""
+    stamp(f"start:{tag}")
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stamp(f"cleanup:{tag}")
+
+
+@task(queue="pool", time_limit=1.0, max_attempts=1)
+def sleeps_long(tag: str) -> None:
+    """One blocking call: SIGALRM (solo) interrupts it; a thread's limit cannot."""
+    stamp(f"start:{tag}")
+    time.sleep(20)
+    stamp(f"end:{tag}")
+
+
+@task(queue="pool", time_limit=1.0, max_attempts=1)
+async def sleeps_long_async(tag: str) -> None:
+    stamp(f"start:{tag}")
+    await asyncio.sleep(20)
+    stamp(f"end:{tag}")
+
+
+@task(queue="pool", soft_time_limit=0.5, time_limit=5.0)
+def cleans_up(tag: str) -> str:
+    """Catches its soft limit and returns early."""
+    from django_redislock.exceptions import SoftTimeLimitExceeded
+
+    stamp(f"start:{tag}")
+    try:
+        for _ in range(1000):
+            time.sleep(0.01)
+    except SoftTimeLimitExceeded:
+        stamp(f"soft:{tag}")
+        return "cleaned up"
+    stamp(f"end:{tag}")
+    return "not interrupted"
+
+
+@task(queue="pool", time_limit=1.0, max_attempts=2, lease=1.0)
+def hangs_in_c(tag: str, seconds: float = 8.0) -> None:
+    """A call that a thread's limit cannot interrupt (it ends by itself after ``seconds``)."""
+    stamp(f"start:{tag}")
+    time.sleep(seconds)
+    stamp(f"end:{tag}")
+
+
+@task(queue="pool", time_limit=1.0, lease=1.0)
+def ignores_alarm(tag: str) -> None:
+    """Blocks SIGALRM, then sleeps: a solo worker's limit cannot interrupt it."""
+    block_alarm_and_sleep(tag)
+
+
+@task(queue="pool", time_limit=1.0)
+def ignores_alarm_on_the_claim_lease(tag: str) -> None:
+    """The same without settings of its own: its start is recorded only by the keeper."""
+    block_alarm_and_sleep(tag)
+
+
+def block_alarm_and_sleep(tag: str) -> None:
+    import signal
+
+    stamp(f"start:{tag}")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    time.sleep(15)
+    stamp(f"end:{tag}")

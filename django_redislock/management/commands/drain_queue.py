@@ -7,22 +7,25 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...exceptions import RedisLockError
+from ...exceptions import InvalidArgument, RedisLockError
 from ...queue.registry import autodiscover, queues_of
-from ...queue.worker import ForcedStop, Summary, Worker, logger
+from ...queue.worker import POOLS, ForcedStop, Summary, Worker, check_pool, logger
 from ._logging import log_to_stderr
+from ._pool import add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
 
 
 class Command(BaseCommand):
     help = (
-        "Claim tasks in batches and run them, acking or retrying each. SIGTERM/SIGINT finish "
-        "the running task and give the unstarted ones back at once; a second one stops at "
-        "once. Rides out Redis outages (reconnecting with backoff) for up to --give-up "
-        "seconds. A task whose module fails to import is retried with backoff; one whose "
-        "payload cannot be decoded or names no registered task is dead-lettered. Failures are "
-        "logged with their traceback (-v 0: nothing; -v 2: a line per task)."
+        "Claim tasks and run them, acking or retrying each. --pool thread|async with "
+        "--concurrency N runs N tasks at once (claiming only for free slots); a task's "
+        "time_limit ends a run that takes too long. SIGTERM/SIGINT finish the running tasks "
+        "and give the unstarted ones back at once; a second one stops at once. Rides out "
+        "Redis outages (reconnecting with backoff) for up to --give-up seconds. A task whose "
+        "module fails to import is retried with backoff; one whose payload cannot be decoded "
+        "or names no registered task is dead-lettered. Failures are logged with their "
+        "traceback (-v 0: nothing; -v 2: a line per task)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -50,6 +53,23 @@ class Command(BaseCommand):
             "(default: OPTIONS['WORKER_GIVE_UP'], 300).",
         )
         parser.add_argument(
+            "--pool",
+            choices=(*POOLS, "process"),
+            default=None,
+            help="How tasks run: solo (one at a time), thread (--concurrency threads), async "
+            "(one event loop, --concurrency in flight) or process (a supervisor that forks "
+            "--concurrency worker processes and replaces any that dies) "
+            "(default: OPTIONS['WORKER_POOL'], solo).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=None,
+            help="Tasks run at once by the thread or async pool "
+            "(default: OPTIONS['WORKER_CONCURRENCY'], 8), or worker processes of the process "
+            "pool (default: the number of CPUs).",
+        )
+        parser.add_argument(
             "--scheduler",
             action="store_true",
             help="Also run the periodic-task scheduler in a thread (see run_scheduler).",
@@ -60,33 +80,44 @@ class Command(BaseCommand):
             default=1000,
             help="Log a line every N tasks when not on a terminal (default: %(default)s).",
         )
+        add_pool_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for name in ("max_tasks", "batch", "log_every"):
+        for name in ("max_tasks", "batch", "log_every", "concurrency"):
             if options[name] is not None and options[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
         for name in ("timeout", "give_up"):
             value = options.get(name)
             if value is not None and not 0 < value < float("inf"):
                 raise CommandError(f"--{name.replace('_', '-')} must be a number of seconds > 0")
+        check_pool_options(options)
         with log_to_stderr(logger, self.stderr, options["verbosity"]):
             for module, error in autodiscover().items():
                 logger.error(
                     "task module %r failed to import (its tasks are retried): %s", module, error
                 )
-            worker = self.build_worker(options)
-            names = ", ".join(queue.name for queue in worker.queues)
-            self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
-            with scheduler_thread(options):
-                summary = self.run_worker(worker)
+            if options["pool"] == "process":
+                summary = self.run_process_pool(options)
+            else:
+                worker = self.build_worker(options)
+                names = ", ".join(queue.name for queue in worker.queues)
+                self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
+                with scheduler_thread(options):
+                    summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
 
     def build_worker(self, options: dict[str, Any]) -> Worker:
         alias = options["using"]
         names = options["queues"] or self.known_queues(alias)
         progress = self.progress_reporter(options["log_every"])
+        queues = [queue_of(alias, name) for name in names]
+        pool, concurrency = options.get("pool"), options.get("concurrency")
+        try:
+            check_pool(pool or queues[0].backend.options["WORKER_POOL"], concurrency or 1)
+        except InvalidArgument as exc:
+            raise CommandError(f"--concurrency {concurrency} needs --pool thread or async") from exc
         return Worker(
-            [queue_of(alias, name) for name in names],
+            queues,
             batch=options["batch"],
             burst=options["burst"],
             max_tasks=options["max_tasks"],
@@ -94,7 +125,14 @@ class Command(BaseCommand):
             lease=options["lease"],
             progress=progress,
             give_up=options.get("give_up"),
+            pool=pool,
+            concurrency=concurrency,
         )
+
+    def run_process_pool(self, options: dict[str, Any]) -> Summary:
+        names = options["queues"] or self.known_queues(options["using"])
+        self.stdout.write(f"Draining {', '.join(names)} ({options['using']}) with a process pool.")
+        return run_pool(self, names, options)
 
     def known_queues(self, alias: str) -> list[str]:
         try:

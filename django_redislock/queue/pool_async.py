@@ -1,0 +1,248 @@
+"""The ``async`` pool: one event loop with up to N tasks in flight.
+
+The claim loop is the thread pool's (:class:`~.pool_thread.ThreadPool`: the main
+thread claims for the free slots, waits, stops, rides out outages); only the
+runs differ. Each claimed task becomes a coroutine on one event loop, in its own
+thread:
+
+* an ``async def`` task is awaited on that loop, its hard limit enforced by
+  ``asyncio.wait_for`` (the coroutine is cancelled); a soft limit cannot be raised
+  into a coroutine (asyncio delivers only ``CancelledError``), so it does not apply;
+* a sync task runs in a daemon thread of its own (like ``asyncio.to_thread``, but a
+  thread that cannot be ended must not hold up the process's exit), with the
+  thread pool's limits.
+
+The task's own Redis calls (``start`` of a suspect, ``retry`` of a failure, the
+suspect's early acks, giving back an unstarted task) use the queue's asyncio API
+on that loop. An ``async def`` task that blocks the loop (a sync sleep) blocks
+every task of the pool, and no timeout can fire: the limit watch then ends the
+worker as for a hung thread (see :mod:`.limits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from django.db import connections
+
+from .. import signals
+from ..exceptions import TimeLimitExceeded
+from .limits import Run, limits_of
+from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
+from .pool_thread import ThreadPool
+from .queue import Queue
+from .records import Task
+from .results import store_success_async
+from .throttle import admit
+from .worker import OUTAGES, Worker
+
+logger = logging.getLogger("django_redislock.worker")
+
+R = TypeVar("R")
+
+
+class AsyncPool(ThreadPool):
+    """The thread pool's claim loop, with the runs on one event loop."""
+
+    kind = "async"
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(worker)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def submit(self, queue: Queue, task: Task, lease: float) -> None:
+        with self._slots:
+            self.running += 1
+        asyncio.run_coroutine_threadsafe(self._serve_one(queue, task, lease), self._ensure_loop())
+
+    def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=self._loop.run_forever, name="redislock-async", daemon=True
+            )
+            thread.start()
+        return self._loop
+
+    async def _serve_one(self, queue: Queue, task: Task, lease: float) -> None:
+        worker = self.worker
+        try:
+            if worker._stopping:
+                released = await queue.release_async([task])
+                with worker._lock:
+                    worker.summary.released += released
+                return
+            await execute_async(worker, queue, task, lease)
+        except OUTAGES as exc:
+            logger.warning(
+                "task %s of %r: its outcome could not be recorded, Redis is unreachable (%s); "
+                "it comes back after its lease",
+                task.id,
+                queue.name,
+                exc,
+            )
+        except (Exception, TimeLimitExceeded):
+            logger.exception("task %s of %r: the worker failed around the run", task.id, queue.name)
+        finally:
+            with self._slots:
+                self.running -= 1
+                self._slots.notify_all()
+
+
+async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) -> None:
+    """The asyncio twin of :meth:`Worker._execute <.worker.Worker._execute>`."""
+    try:
+        fn = runnable(task)
+    except TRANSIENT as exc:
+        error: Exception = exc
+        await in_thread(lambda: worker._postpone(queue, task, error))
+        return
+    except HOPELESS as exc:
+        hopeless: Exception = exc
+        await in_thread(lambda: worker._bury(queue, task, hopeless))
+        return
+    if not await in_thread(lambda: admit(queue, task, fn)):  # given back by its rate limit
+        return
+    if not await begin_async(worker, queue, task, fn, lease):
+        return
+    signals.task_started.send(sender=Queue, queue=queue, task=task)
+    limits = limits_of(fn, queue.backend.options)
+    watch = worker._watch_run(queue, task, fn, lease, limits[0])
+    began = time.monotonic()
+    worker._started(task)
+    try:
+        result = await call_async(worker, queue, task, fn, limits=limits, watch=watch)
+    except (Exception, TimeLimitExceeded) as exc:
+        runtime = time.monotonic() - began
+        args = worker._retry_args(queue, task, fn, exc, runtime)
+        outcome = await queue.retry_async(task, **args)
+        worker._log_failure(queue, task, outcome, exc)
+    else:
+        await store_success_async(queue, task, result)  # store_result tasks only: before the ack
+        worker._succeeded(queue, task, result, time.monotonic() - began)
+    finally:
+        worker._ended(task, watch)
+        worker._count()
+
+
+async def begin_async(worker: Worker, queue: Queue, task: Task, fn: Runnable, lease: float) -> bool:
+    """:meth:`Worker._begin <.worker.Worker._begin>` with the asyncio API."""
+    if not (task.suspect or fn.lease is not None or fn.max_attempts is not None):
+        return True
+    if task.suspect:
+        await flush_acks_async(worker)
+    started: bool = await queue.start_async(
+        task, fn.lease if fn.lease is not None else lease or None, fn.max_attempts
+    )
+    return started
+
+
+async def flush_acks_async(worker: Worker) -> None:
+    """Send every finished task's ack now (a suspect's neighbours go first)."""
+    for queue in worker.queues:
+        tasks = worker._take_acks(queue)
+        if tasks:
+            try:
+                await queue.ack_async(tasks)
+            except BaseException:
+                worker._keep_acks(queue, tasks)
+                raise
+
+
+async def call_async(
+    worker: Worker,
+    queue: Queue,
+    task: Task,
+    fn: Runnable,
+    *,
+    limits: tuple[float | None, float | None],
+    watch: Any,
+) -> Any:
+    """Await an ``async def`` task within its hard limit, or run a sync one in a thread."""
+    coroutine = coroutine_of(fn, task.payload)
+    if coroutine is None:
+        runner = sync_run
+        return await in_thread(lambda: runner(worker, queue, task, fn, limits=limits, watch=watch))
+    hard = limits[0]
+    if hard is None:
+        return await coroutine
+    # the limit watch only notices a coroutine that blocks the loop past hard + grace
+    run = Run(None, hard, f"task {task.id} ({task_path(task)}) of {queue.name!r}")
+    run.raise_in_thread, run.watch = False, watch
+    worker._limits.add(run)
+    try:
+        return await asyncio.wait_for(coroutine, hard)
+    except asyncio.TimeoutError:
+        if time.monotonic() - run.started >= hard:  # not a TimeoutError of the task's own
+            raise run.hard_error() from None
+        raise
+    finally:
+        run.active = False
+        worker._limits.discard(run)
+
+
+def sync_run(
+    worker: Worker,
+    queue: Queue,
+    task: Task,
+    fn: Runnable,
+    *,
+    limits: tuple[float | None, float | None],
+    watch: Any,
+) -> Any:
+    """A sync task in its thread, within its limits; the thread's DB connections closed after."""
+    try:
+        return worker._call(queue, task, fn, limits, watch)
+    finally:
+        connections.close_all()
+
+
+def coroutine_of(fn: Runnable, payload: Any) -> Coroutine[Any, Any, Any] | None:
+    """The coroutine of an ``async def`` ``@task`` call, or None for anything else."""
+    target = getattr(fn, "fn", None)
+    if not inspect.iscoroutinefunction(target) or not isinstance(payload, dict):
+        return None
+    coroutine: Coroutine[Any, Any, Any] = target(
+        *payload.get("args", ()), **payload.get("kwargs", {})
+    )
+    return coroutine
+
+
+async def in_thread(call: Callable[[], R]) -> R:
+    """Run ``call`` in a new daemon thread and await its result (the loop goes on meanwhile).
+
+    Not ``asyncio.to_thread``: its executor's threads are joined when the process
+    exits, so one task that cannot be ended would keep a stopping worker alive.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[R] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def target() -> None:
+        try:
+            result = call()
+        except BaseException as exc:  # handed to the awaiting coroutine, which records it
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=target, name="redislock-sync", daemon=True).start()
+    return await future

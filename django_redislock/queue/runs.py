@@ -1,0 +1,197 @@
+"""One run of one claimed task, the path every pool shares, and what a hung run does.
+
+:meth:`Runs._execute` decodes the task, records its start when it must
+(:meth:`Runs._begin`), lets the lease keeper watch it, runs it within its time
+limits (:mod:`.limits`) and hands the outcome to :mod:`.outcomes`. The ``solo``
+loop calls it on the main thread, the ``thread`` pool from its threads; the
+``async`` pool has an asyncio twin (:func:`.pool_async.execute_async`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from django.db import close_old_connections
+
+from .. import signals
+from ..exceptions import TimeLimitExceeded
+from .keeper import LeaseKeeper, Watch
+from .limits import LimitWatch, Run, alarm, keep_for, limits_of
+from .outcomes import Outcomes
+from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
+from .queue import Queue
+from .records import Task
+from .results import store_success
+from .throttle import admit
+
+logger = logging.getLogger("django_redislock.worker")
+
+#: The exit status of a solo worker whose running task outlived its hard limit.
+EXIT_HUNG = 70
+
+
+class Runs(Outcomes):
+    """The run-one-task half of :class:`~.worker.Worker` (a mixin: it owns no loop)."""
+
+    _keeper: LeaseKeeper
+    _limits: LimitWatch
+    _executor: Any
+    _rest: tuple[list[Task], float]
+    _current: dict[str, float]
+    _hung: list[Run]
+    _claim_lost: bool
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def _begin(self, queue: Queue, task: Task, fn: Runnable, lease: float) -> bool:
+        """Record the start of a suspect, or of a task with its own settings, before it runs.
+
+        One round trip for these only: a suspect may be the task that killed its last
+        worker, so its neighbours' acks go first and its run is charged now; a task
+        with its own ``max_attempts`` or ``lease`` gets them kept with its claim. False
+        when the claim is no longer current (the task is not run).
+        """
+        if not (task.suspect or fn.lease is not None or fn.max_attempts is not None):
+            return True
+        if task.suspect:
+            self._flush_acks(force=True)
+        if queue.start(task, fn.lease if fn.lease is not None else lease or None, fn.max_attempts):
+            return True
+        self._claim_lost = True
+        return False
+
+    def _execute(self, queue: Queue, task: Task, lease: float) -> None:
+        """Run one claimed task in this thread and record its outcome."""
+        try:
+            fn = runnable(task)
+        except TRANSIENT as exc:
+            self._postpone(queue, task, exc)
+            return
+        except HOPELESS as exc:
+            self._bury(queue, task, exc)
+            return
+        # as around a request: one call between two tasks closes what the previous one left
+        # unusable and readies the next; _run_batch makes the call after the last task
+        close_old_connections()
+        if not admit(queue, task, fn):  # given back by its rate limit: no longer ours
+            if self._executor is None and not self._keeper.lost:
+                self._keeper.clear()  # solo: a watch of the batch would renew this task too
+            return
+        if not self._begin(queue, task, fn, lease):
+            return
+        signals.task_started.send(sender=Queue, queue=queue, task=task)
+        limits = limits_of(fn, queue.backend.options)
+        watch = self._watch_run(queue, task, fn, lease, limits[0])
+        began = time.monotonic()
+        self._started(task)
+        try:
+            result = self._call(queue, task, fn, limits, watch)
+        except (Exception, TimeLimitExceeded) as exc:
+            self._failed(queue, task, fn, exc, time.monotonic() - began)
+        else:
+            store_success(queue, task, result)  # store_result tasks only: before the ack
+            self._succeeded(queue, task, result, time.monotonic() - began)
+        finally:
+            self._ended(task, watch)
+            self._count()
+
+    def _started(self, task: Task) -> None:
+        with self._lock:
+            self._current[task.id] = time.time()
+
+    def _ended(self, task: Task, watch: Watch | None) -> None:
+        with self._lock:
+            self._current.pop(task.id, None)
+        if self._executor is not None:  # solo: _run_batch clears the keeper after the batch
+            self._keeper.unwatch(watch)
+
+    def _call(
+        self,
+        queue: Queue,
+        task: Task,
+        fn: Runnable,
+        limits: tuple[float | None, float | None],
+        watch: Watch | None,
+    ) -> Any:
+        """``fn.run(payload)``, within the run's time limits (see :mod:`.limits`)."""
+        hard, soft = limits
+        if hard is None and soft is None:
+            return fn.run(task.payload)
+        main = threading.current_thread() is threading.main_thread()
+        label = f"task {task.id} ({task_path(task)}) of {queue.name!r}"
+        run = Run(soft, hard, label, raise_in_thread=not main)
+        run.watch = watch
+        self._limits.add(run)
+        try:
+            with alarm(run) if main else contextlib.nullcontext():
+                return run.call(lambda: fn.run(task.payload))
+        finally:
+            self._limits.discard(run)
+
+    def _watch_run(
+        self, queue: Queue, task: Task, fn: Runnable, lease: float, hard: float | None
+    ) -> Watch | None:
+        """Let the keeper give this run its whole lease (solo: and keep the batch leased)."""
+        if lease <= 0:
+            return None
+        run_for = keep_for(fn.lease or lease, hard)
+        if hard is not None and fn.lease is not None:
+            # renewed within its own lease, which may be far shorter than the claim's
+            lease = min(lease, fn.lease)
+        if self._executor is not None:
+            return self._keeper.watch(
+                queue, task, list, lease, run_for, max_attempts=fn.max_attempts
+            )
+        rest = self._rest[0]
+        self._keeper.clear_watches()  # solo: the one running task replaces the last one
+        return self._keeper.watch(
+            queue,
+            task,
+            lambda: rest + self._acks[queue.name],
+            lease,
+            run_for,
+            max_attempts=fn.max_attempts,
+        )
+
+    def _on_hung(self, run: Run) -> None:
+        """A run outlived its hard limit + grace (called by the limit watch's thread)."""
+        if run.watch is not None:
+            self._keeper.hold(run.watch)  # nobody else may run it while it still runs here
+            self._charge(run.watch)
+        self._hung.append(run)
+        self.stop()
+        if self._executor is None and run.raise_in_thread is False:
+            self._abandon_solo()
+
+    @staticmethod
+    def _charge(watch: Watch) -> None:
+        """Record the hung run's start now if the keeper had not yet (its one attempt)."""
+        if watch.current_set:
+            return
+        try:
+            watch.queue.start(watch.current, watch.lease, watch.max_attempts)
+            watch.current_set = True
+        except Exception as exc:  # the keeper records it at its next renewal
+            logger.error("could not record the start of a hung run: %s", exc)
+
+    def _abandon_solo(self) -> None:
+        """The main thread is stuck in the task: give the batch back and end the process."""
+        try:
+            rest = self._rest[0]
+            for queue in self.queues:
+                mine = [task for task in rest if task.queue == queue.name]
+                if mine:
+                    queue.release(mine)
+            self._flush_acks(force=True)
+            self._flush_counters(force=True)
+        except Exception as exc:  # the exit must happen whatever Redis does
+            logger.error("could not give back the batch before exiting: %s", exc)
+        logger.critical("exiting with status %d so the worker can be replaced", EXIT_HUNG)
+        logging.shutdown()
+        os._exit(EXIT_HUNG)

@@ -1,0 +1,254 @@
+"""The thread and async pools and time limits of the worker, in this process.
+
+Each test runs on fakeredis, a real server and a real cluster (``redis_target``),
+except where a real server is needed. The process-level tests (signals, a hung
+task, two workers) are in tests/test_pools_process.py.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from django_redislock import queues, task
+from django_redislock.backends.redis import RedisQueueBackend
+from django_redislock.exceptions import InvalidArgument
+from django_redislock.queue import Queue
+from django_redislock.queue.worker import Worker
+
+from .conftest import RedisTarget
+from .testapp import tasks
+
+# the worker calls close_old_connections() around every task, which touches the database
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def alias(redis_target: RedisTarget) -> Iterator[RedisTarget]:
+    options = {"RETRY_BACKOFF": 0.01, "RETRY_JITTER": False, "SOCKET_TIMEOUT": 3.0}
+    params = {**redis_target.params(**options), "KEY_PREFIX": "test"}
+    tasks.CALLS.clear()
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        pool_queue().purge()
+        yield redis_target
+
+
+def pool_queue() -> Queue:
+    found: Queue = queues["default"].queue("pool")
+    return found
+
+
+def stamps(kind: str) -> list[tuple[str, float]]:
+    """``(tag, wall time)`` of the recorded ``kind`` entries (start, end, fail, ...)."""
+    found = []
+    for entry in tasks.runs():
+        parts = entry.split(":")
+        if parts[0] == kind and len(parts) == 4:
+            found.append((parts[1], float(parts[3])))
+    return found
+
+
+def most_at_once() -> int:
+    """The largest number of runs that were going at the same moment."""
+    events = [(t, 1) for _, t in stamps("start")] + [(t, -1) for _, t in stamps("end")]
+    running = peak = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def mixed_workload() -> None:
+    for i in range(6):
+        tasks.wait_io.enqueue(args=[f"s{i}", 0.05], id=f"s{i}")
+        tasks.wait_io_async.enqueue(args=[f"a{i}", 0.05], id=f"a{i}")
+    tasks.fails_once.enqueue(args=["flaky"], id="flaky")
+    tasks.fails_always.enqueue(args=["bad"], id="bad")
+
+
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_each_pool_runs_a_mixed_workload_to_completion(alias: RedisTarget, pool: str) -> None:
+    mixed_workload()
+    concurrency = 1 if pool == "solo" else 4
+    worker = Worker([pool_queue()], pool=pool, concurrency=concurrency, burst=True, timeout=30)
+    # the retried task is due again 0.01 s later: a second burst runs it
+    summary = worker.run()
+    if pool_queue().stats()["delayed"] or pool_queue().stats()["ready"]:
+        time.sleep(0.1)
+        summary = Worker([pool_queue()], pool=pool, concurrency=concurrency, burst=True).run()
+    ends = sorted(tag for tag, _ in stamps("end"))
+    assert ends == sorted([f"s{i}" for i in range(6)] + [f"a{i}" for i in range(6)])
+    assert [tag for tag, _ in stamps("ok")] == ["flaky"]
+    assert sorted(tag for tag, _ in stamps("fail")) == ["bad", "flaky"]
+    stats = pool_queue().stats()
+    assert (stats["ready"], stats["delayed"], stats["in_flight"], stats["dead"]) == (0, 0, 0, 1)
+    dead = pool_queue().tasks("dead")
+    assert [t.id for t in dead] == ["bad"] and "always fails: bad" in dead[0].last_error
+    assert summary.processed >= 1
+
+
+@pytest.mark.parametrize("pool", ["thread", "async"])
+def test_io_bound_tasks_overlap(alias: RedisTarget, pool: str) -> None:
+    make = tasks.wait_io if pool == "thread" else tasks.wait_io_async
+    for i in range(32):
+        make.enqueue(args=[f"t{i}", 0.2], id=f"t{i}")
+    worker = Worker([pool_queue()], pool=pool, concurrency=16, burst=True, timeout=60)
+    started = time.monotonic()
+    summary = worker.run()
+    elapsed = time.monotonic() - started
+    assert summary.processed == 32 and summary.succeeded == 32
+    assert len(stamps("end")) == 32
+    # one at a time would be 6.4 s; 16 at once: two waves of 0.2 s plus overhead
+    assert most_at_once() >= 8
+    assert elapsed < 32 * 0.2 / 2, elapsed
+    assert pool_queue().stats()["in_flight"] == 0
+
+
+def test_claims_never_exceed_the_free_slots(alias: RedisTarget) -> None:
+    for i in range(12):
+        tasks.wait_io.enqueue(args=[f"t{i}", 0.3], id=f"t{i}")
+    q = pool_queue()
+    worker = Worker([q], pool="thread", concurrency=3, timeout=30, max_tasks=12)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    seen: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while thread.is_alive() and time.monotonic() < deadline:
+            seen.append(q.stats()["in_flight"])
+            running = worker.current
+            assert len(running) <= 3 and all(isinstance(t, float) for t in running.values())
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+        thread.join(10)
+    # in flight = running + finished but not yet acked (acked within a third of a second)
+    assert max(seen) <= 6, seen
+    assert worker.summary.processed == 12
+    assert (worker.pool, worker.concurrency) == ("thread", 3)
+
+
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_a_hard_limit_ends_a_run_as_a_failed_attempt(alias: RedisTarget, pool: str) -> None:
+    make = tasks.sleeps_long_async if pool == "async" else tasks.spins
+    make.enqueue(args=["hung"], id="hung")
+    tasks.wait_io.enqueue(args=["next", 0], id="next")
+    concurrency = 1 if pool == "solo" else 2
+    started = time.monotonic()
+    summary = Worker(
+        [pool_queue()], pool=pool, concurrency=concurrency, burst=True, timeout=30
+    ).run()
+    assert time.monotonic() - started < 10
+    assert (summary.failed, summary.dead, summary.succeeded) == (1, 1, 1)
+    [dead] = pool_queue().tasks("dead")
+    assert dead.id == "hung"
+    assert "TimeLimitExceeded: ran longer than 1 s (time_limit)" in dead.last_error
+    if pool != "async":
+        assert [tag for tag, _ in stamps("cleanup")] == ["hung"]  # its finally ran
+
+
+def test_solo_interrupts_a_blocking_call_with_sigalrm(alias: RedisTarget) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    tasks.sleeps_long.enqueue(args=["sleeper"], id="sleeper")
+    started = time.monotonic()
+    summary = Worker([pool_queue()], burst=True, timeout=30).run()
+    assert time.monotonic() - started < 8  # not the task's 20 s
+    assert (summary.failed, summary.dead) == (1, 1)
+    [dead] = pool_queue().tasks("dead")
+    assert "TimeLimitExceeded: ran longer than 1 s" in dead.last_error
+    assert stamps("end") == []
+
+
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_a_soft_limit_is_raised_inside_the_task(alias: RedisTarget, pool: str) -> None:
+    tasks.cleans_up.enqueue(args=["c"], id="c")
+    results: list[Any] = []
+
+    def receiver(sender: Any, result: Any, **kwargs: Any) -> None:
+        results.append(result)
+
+    from django_redislock import signals
+
+    signals.task_succeeded.connect(receiver)
+    try:
+        concurrency = 1 if pool == "solo" else 2
+        summary = Worker([pool_queue()], pool=pool, concurrency=concurrency, burst=True).run()
+    finally:
+        signals.task_succeeded.disconnect(receiver)
+    assert summary.succeeded == 1 and results == ["cleaned up"]
+    assert [tag for tag, _ in stamps("soft")] == ["c"]
+
+
+def test_bad_pool_and_concurrency_are_refused(alias: RedisTarget) -> None:
+    q = pool_queue()
+    with pytest.raises(InvalidArgument, match="pool must be one of solo, thread, async"):
+        Worker([q], pool="greenlet")
+    with pytest.raises(InvalidArgument, match="concurrency must be a positive integer"):
+        Worker([q], pool="thread", concurrency=0)
+    with pytest.raises(InvalidArgument, match="concurrency must be 1 with the solo pool"):
+        Worker([q], pool="solo", concurrency=4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"time_limit": 0}, "time_limit must be > 0"),
+        ({"time_limit": -1.0}, "time_limit must be > 0"),
+        ({"soft_time_limit": "5"}, "soft_time_limit must be a number of seconds"),
+        ({"time_limit": 5, "soft_time_limit": 5}, r"soft_time_limit \(5 s\) must be below"),
+        ({"soft_time_limit": 30, "lease": 10}, "is not below the lease"),
+    ],
+)
+def test_bad_time_limits_are_refused_at_decoration(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        task(name="tests.never.registered", **kwargs)(lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"TASK_TIME_LIMIT": 0}, "OPTIONS\\['TASK_TIME_LIMIT'\\] must be > 0"),
+        ({"TASK_TIME_LIMIT": 5, "TASK_SOFT_TIME_LIMIT": 9}, "must be below OPTIONS"),
+        ({"TASK_SOFT_TIME_LIMIT": 90}, "not below OPTIONS\\['VISIBILITY_TIMEOUT'\\]"),
+        ({"WORKER_POOL": "process2"}, "OPTIONS\\['WORKER_POOL'\\] must be one of"),
+        ({"WORKER_CONCURRENCY": 0}, "OPTIONS\\['WORKER_CONCURRENCY'\\] must be a positive"),
+    ],
+)
+def test_bad_worker_options_are_configuration_errors(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=message):
+        RedisQueueBackend("x", {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": options})
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--pool", "thread", "--concurrency", "0"], "--concurrency must be at least 1"),
+        (["--concurrency", "4"], "--concurrency 4 needs --pool thread or async"),
+        (["--pool", "greenlet"], "invalid choice: 'greenlet'"),
+    ],
+)
+def test_drain_queue_refuses_bad_pool_options(
+    alias: RedisTarget, args: list[str], message: str
+) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("drain_queue", "pool", "--burst", *args, stdout=io.StringIO())
+
+
+def test_drain_queue_runs_a_thread_pool(alias: RedisTarget) -> None:
+    for i in range(8):
+        tasks.wait_io.enqueue(args=[f"t{i}", 0.1], id=f"t{i}")
+    out = io.StringIO()
+    call_command(
+        "drain_queue", "pool", "--burst", "--pool", "thread", "--concurrency", "8", stdout=out
+    )
+    assert "processed 8, failed 0" in out.getvalue()
+    assert most_at_once() >= 4

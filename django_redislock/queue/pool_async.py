@@ -35,12 +35,12 @@ from .. import signals
 from ..exceptions import TimeLimitExceeded
 from .limits import Run, limits_of
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
-from .pool_thread import ThreadPool
+from .pool_thread import ThreadPool, contained
 from .queue import Queue
 from .records import Task
 from .results import store_success_async
 from .throttle import admit
-from .worker import OUTAGES, Worker
+from .worker import Worker
 
 logger = logging.getLogger("django_redislock.worker")
 
@@ -78,22 +78,13 @@ class AsyncPool(ThreadPool):
     async def _serve_one(self, queue: Queue, task: Task, lease: float) -> None:
         worker = self.worker
         try:
-            if worker._stopping:
-                released = await queue.release_async([task])
-                with worker._lock:
-                    worker.summary.released += released
-                return
-            await execute_async(worker, queue, task, lease)
-        except OUTAGES as exc:
-            logger.warning(
-                "task %s of %r: its outcome could not be recorded, Redis is unreachable (%s); "
-                "it comes back after its lease",
-                task.id,
-                queue.name,
-                exc,
-            )
-        except (Exception, TimeLimitExceeded):
-            logger.exception("task %s of %r: the worker failed around the run", task.id, queue.name)
+            with contained(queue, task):
+                if worker._stopping:
+                    released = await queue.release_async([task])
+                    with worker._lock:
+                        worker.summary.released += released
+                    return
+                await execute_async(worker, queue, task, lease)
         finally:
             with self._slots:
                 self.running -= 1

@@ -18,10 +18,12 @@ once (``release``); running tasks finish; then :meth:`ThreadPool.finish` returns
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue as stdlib_queue
 import threading
 import time
+from collections.abc import Iterator
 
 from django.db import close_old_connections
 
@@ -32,6 +34,28 @@ from .records import Task
 from .worker import OUTAGES, Interrupted, Worker
 
 logger = logging.getLogger("django_redislock.worker")
+
+
+@contextlib.contextmanager
+def contained(queue: Queue, task: Task) -> Iterator[None]:
+    """Log what goes wrong around a run (recording its outcome, giving it back): a pool's
+    thread or event loop must outlive it. The run's own failures are recorded before this.
+
+    A Redis outage leaves the task to its lease: it comes back, at least once.
+    """
+    try:
+        yield
+    except OUTAGES as exc:
+        logger.warning(
+            "task %s of %r: its outcome could not be recorded, Redis is unreachable (%s); "
+            "it comes back after its lease",
+            task.id,
+            queue.name,
+            exc,
+        )
+    except (Exception, TimeLimitExceeded):
+        logger.exception("task %s of %r: the worker failed around the run", task.id, queue.name)
+
 
 #: Longest single wait of the main thread for a free slot (it then flushes acks, checks limits).
 SLOT_WAIT = 0.2
@@ -165,20 +189,11 @@ class ThreadPool:
         """Run one task in this thread; what goes wrong around it never ends the thread."""
         worker = self.worker
         try:
-            if worker._stopping:
-                self.give_back(queue, task)
-                return
-            worker._execute(queue, task, lease)
-        except OUTAGES as exc:
-            logger.warning(
-                "task %s of %r: its outcome could not be recorded, Redis is unreachable (%s); "
-                "it comes back after its lease",
-                task.id,
-                queue.name,
-                exc,
-            )
-        except (Exception, TimeLimitExceeded):
-            logger.exception("task %s of %r: the worker failed around the run", task.id, queue.name)
+            with contained(queue, task):
+                if worker._stopping:
+                    self.give_back(queue, task)
+                    return
+                worker._execute(queue, task, lease)
         finally:
             close_old_connections()
 

@@ -232,7 +232,7 @@ def test_bad_worker_options_are_configuration_errors(options: dict[str, Any], me
     ("args", "message"),
     [
         (["--pool", "thread", "--concurrency", "0"], "--concurrency must be at least 1"),
-        (["--concurrency", "4"], "--concurrency 4 needs --pool thread or async"),
+        (["--concurrency", "4"], "--concurrency 4 needs --pool thread, async or process"),
         (["--pool", "greenlet"], "invalid choice: 'greenlet'"),
     ],
 )

@@ -373,7 +373,7 @@ def test_a_hung_task_is_killed_and_recorded_failed(pool: Pool) -> None:
         (["--pool", "process", "--concurrency", "0"], "--concurrency must be at least 1"),
         (["--pool", "process", "--max-tasks-per-child", "0"], "--max-tasks-per-child must be"),
         (["--pool", "process", "--max-memory-per-child", "-5"], "--max-memory-per-child must"),
-        (["--concurrency", "2"], "--concurrency needs --pool process"),
+        (["--concurrency", "2"], "--concurrency 2 needs --pool thread, async or process"),
         (["--max-memory-per-child", "100"], "--max-memory-per-child needs --pool process"),
         (["--pool", "process", "--max-tasks", "3"], "use --max-tasks-per-child"),
     ],

@@ -17,8 +17,8 @@ import pytest
 
 from django_redislock import task
 from django_redislock.queue import Queue
+from django_redislock.queue import outcomes as outcomes_module
 from django_redislock.queue import rates as rates_module
-from django_redislock.queue import worker as worker_module
 from django_redislock.queue.rates import OUTCOMES, parse, read
 from django_redislock.queue.worker import Worker, counters_key
 from django_redislock.scripts import fragment
@@ -236,7 +236,7 @@ def test_a_drain_of_10000_tasks_gives_exact_counts(target: RedisTarget) -> None:
     bare = backend.queue("drain-bare")
     fill(bare)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(worker_module, "add_to_pipeline", lambda *args: None)
+        patch.setattr(outcomes_module, "add_to_pipeline", lambda *args: None)
         bare_summary, bare_trips = drain(bare)
     assert bare_summary.processed == summary.processed
     assert read(bare).total("succeeded") == 0  # the patch did leave the rates out

@@ -115,7 +115,9 @@ class Command(BaseCommand):
         try:
             check_pool(pool or queues[0].backend.options["WORKER_POOL"], concurrency or 1)
         except InvalidArgument as exc:
-            raise CommandError(f"--concurrency {concurrency} needs --pool thread or async") from exc
+            raise CommandError(
+                f"--concurrency {concurrency} needs --pool thread, async or process"
+            ) from exc
         return Worker(
             queues,
             batch=options["batch"],

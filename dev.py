@@ -50,6 +50,17 @@ TEST_EXTRAS = "embedded,fakeredis,demo,tasks,celery,prometheus,periodic"
 PIP_WITH_GROUPS = (25, 1)
 
 
+def workers() -> list[str]:
+    """pytest-xdist's options for a whole run: one test process per CPU, two to four.
+
+    Most of a test's time is spent waiting on Redis servers and on child processes, so a
+    second test process nearly halves the run; more than four would start more private
+    servers than they save. The slow multi-process tests stay in one group, run one after
+    another (see ``pytest_collection_modifyitems`` in tests/conftest.py).
+    """
+    return ["-n", str(min(max(os.cpu_count() or 1, 2), 4)), "--dist", "loadgroup"]
+
+
 def pip_version(python: Path) -> tuple[int, ...]:
     """The version of pip in the environment of ``python`` (``(0,)`` when it has none)."""
     probe = subprocess.run(
@@ -122,7 +133,7 @@ def test() -> None:
     run(BIN / "mypy", "django_redislock", "tests")
     run(BIN / "sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html")
     # the whole run reports its slowest tests, so the suite's time can be kept in check
-    run(BIN / "pytest", *(sys.argv[2:] or ["--durations=15"]))
+    run(BIN / "pytest", *(sys.argv[2:] or [*workers(), "--durations=15"]))
     if sys.argv[2:]:
         return  # a focused run (python3 dev.py test -k ...) skips the compatibility runs
     for version, django in COMPAT:
@@ -134,7 +145,16 @@ def test() -> None:
         where = ROOT / f".venv-py{version}-{name}"
         bin_dir = ensure_venv(TEST_EXTRAS, ("test",), where, python, (django,))
         ignore = [f"--ignore={path}" for path in COMPAT_IGNORE]
-        run(bin_dir / "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider", *ignore)
+        run(
+            bin_dir / "pytest",
+            "-q",
+            "-m",
+            "not slow",
+            "-p",
+            "no:cacheprovider",
+            *workers(),
+            *ignore,
+        )
 
 
 def demo() -> None:

@@ -180,6 +180,18 @@ def artifacts_dir() -> Path:
     return path
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup``, the slow tests run one after another.
+
+    They start worker processes and measure rates and deadlines against the clock: two of
+    them at once on a 2-CPU machine would each take the other's CPU. The rest of the suite
+    runs beside them in the other test processes.
+    """
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.xdist_group("slow"))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and report.passed:
         for kind in KINDS:

@@ -157,7 +157,17 @@ def test_scrape_cost_does_not_grow_with_queue_size(single_target: RedisTarget) -
         scrape()
         big = raw.info("commandstats")
     assert not any(name in big for name in ("cmdstat_scan", "cmdstat_keys"))
-    assert {k: v["calls"] for k, v in small.items()} == {k: v["calls"] for k, v in big.items()}
+    assert calls_per_scrape(small) == calls_per_scrape(big)
+
+
+#: What a new connection sends before its first command: whether the scrape's pools open one
+#: depends on what ran before (the order of the tests), not on the queue's size.
+HANDSHAKE = ("cmdstat_hello", "cmdstat_ping", "cmdstat_client|setinfo", "cmdstat_select")
+
+
+def calls_per_scrape(stats: dict[str, Any]) -> dict[str, int]:
+    """Calls per command of one scrape, without the handshakes of new connections."""
+    return {k: v["calls"] for k, v in stats.items() if k not in HANDSHAKE}
 
 
 def test_access_needs_a_token_or_staff(target: RedisTarget) -> None:

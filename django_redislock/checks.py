@@ -57,6 +57,8 @@ CHECKS: dict[str, str] = {
     "redislock.W002": "A queue alias stores payloads with pickle.",
     "redislock.W003": "A Redlock alias lists an even number of masters (no extra safety; use 3 "
     "or 5).",
+    "redislock.W004": "The metrics URLs are mounted but `prometheus_client` is missing (the "
+    "`prometheus` extra); the Prometheus endpoint answers 501, the JSON one works.",
 }
 
 TASK_BACKEND = "django_redislock.tasks.RedisTaskBackend"
@@ -81,6 +83,14 @@ def check_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         if isinstance(params, Mapping) and params.get("BACKEND") in TASK_BACKEND_PATHS:
             messages.extend(_guarded(f"TASKS[{alias!r}]", _check_task_alias, alias, params))
     return messages
+
+
+@register("redislock")
+def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when the metrics URLs are mounted without ``prometheus_client`` (W004)."""
+    from .metrics.checks import check_prometheus
+
+    return check_prometheus()
 
 
 def _guarded(

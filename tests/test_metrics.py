@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_redislock import locks, queues
-from django_redislock.exceptions import ConfigurationError, LockLost
+from django_redislock.exceptions import ConfigurationError, LockLost, MissingDependency
 from django_redislock.metrics import render_text, timings
 from django_redislock.metrics.families import Family
 from django_redislock.queue import Queue
@@ -394,3 +395,50 @@ def test_the_deadline_setting_is_checked(target: RedisTarget) -> None:
         pytest.raises(ConfigurationError, match="REDISLOCK_METRICS_TIMEOUT"),
     ):
         scrape()
+
+
+# -- without prometheus_client ------------------------------------------------------------
+
+
+@pytest.fixture
+def no_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``import prometheus_client`` fail, as on a project without the extra."""
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.delitem(sys.modules, "django_redislock.metrics.prometheus", raising=False)
+
+
+@pytest.mark.usefixtures("no_prometheus_client")
+def test_without_prometheus_client_the_text_endpoint_names_the_extra(target: RedisTarget) -> None:
+    queues["default"].queue("tests").enqueue("t")
+    assert Client().get("/redislock/metrics").status_code == 403  # access is checked first
+    response = scrape()
+    assert response.status_code == 501
+    assert "django-redislock[prometheus]" in response.content.decode()
+    data = scrape(path="/redislock/metrics.json").json()  # the JSON twin needs nothing more
+    labels = {"alias": "default", "queue": "tests", "state": "ready"}
+    assert {"name": "redislock_queue_tasks", "labels": labels, "value": 1} in (
+        data["redislock_queue_tasks"]["samples"]
+    )
+    with pytest.raises(MissingDependency, match=r"django-redislock\[prometheus\]"):
+        render_text([])
+
+
+def test_the_check_warns_when_the_urls_are_mounted_without_prometheus_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django_redislock.checks import check_metrics
+
+    assert check_metrics() == []  # installed (tests.metrics_urls mounts the URLs)
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    assert [message.id for message in check_metrics()] == ["redislock.W004"]
+    assert "django-redislock[prometheus]" in (check_metrics()[0].hint or "")
+    with override_settings(ROOT_URLCONF="tests.lock_urls"):  # no metrics URLs: nothing to say
+        assert check_metrics() == []
+
+
+def test_a_family_with_mixed_label_names_is_refused() -> None:
+    family = Family("redislock_x", "gauge", "help")
+    family.add(1, {"alias": "a"})
+    family.add(2, {"queue": "q"})
+    with pytest.raises(ValueError, match="redislock_x"):
+        render_text([family])

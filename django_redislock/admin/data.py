@@ -30,6 +30,7 @@ from ..locks.index import HeldLock
 from ..locks.pipeline import run_scripts
 from ..queue.flow import parse_flow
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
+from ..queue.stats import QueueStats, stats_or_error, summary_call
 from ..wire import to_text
 from .common import duration, encode_id, parse_int
 from .history import history_call, parse_history
@@ -66,27 +67,59 @@ def _results(backend: Any, calls: list[tuple[str, list[str], list[Any]]]) -> lis
 
 @dataclass(frozen=True)
 class QueueSummary:
-    """One queue's row on the overview."""
+    """One queue's row on the overview: its :class:`QueueStats`, or why it could not be read.
+
+    The counts read as 0 and the times as None for a queue that could not be read.
+    """
 
     name: str
-    ready: int
-    delayed: int
-    in_flight: int
-    dead: int
-    expired_leases: int
-    oldest_due_age: float | None
-    next_lease_in: float | None
+    stats: QueueStats | None = None
     #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
     error: str = ""
-    #: Paused (see :mod:`django_redislock.queue.flow`), and its rate limit as written or "".
-    paused: bool = False
-    rate_limit: str = ""
     #: Its rates (:mod:`.trends`), when the page reads them.
     trend: Any = None
 
     @property
+    def ready(self) -> int:
+        return self.stats.ready if self.stats else 0
+
+    @property
+    def delayed(self) -> int:
+        return self.stats.delayed if self.stats else 0
+
+    @property
+    def in_flight(self) -> int:
+        return self.stats.in_flight if self.stats else 0
+
+    @property
+    def dead(self) -> int:
+        return self.stats.dead if self.stats else 0
+
+    @property
+    def expired_leases(self) -> int:
+        return self.stats.expired_leases if self.stats else 0
+
+    @property
+    def oldest_due_age(self) -> float | None:
+        return self.stats.oldest_due_age if self.stats else None
+
+    @property
+    def next_lease_in(self) -> float | None:
+        return self.stats.next_lease_in if self.stats else None
+
+    @property
+    def paused(self) -> bool:
+        """Paused (see :mod:`django_redislock.queue.flow`)."""
+        return bool(self.stats and self.stats.paused)
+
+    @property
+    def rate_limit(self) -> str:
+        """Its rate limit as written, or ""."""
+        return (self.stats.rate_limit if self.stats else None) or ""
+
+    @property
     def total(self) -> int:
-        return self.ready + self.delayed + self.in_flight + self.dead
+        return self.stats.total if self.stats else 0
 
     @property
     def trouble(self) -> tuple[int, float, int]:
@@ -94,10 +127,6 @@ class QueueSummary:
         tasks, then the longest wait of a due task, then depth."""
         urgent = int(bool(self.error)) * 4 + int(self.expired_leases > 0) * 2 + int(self.dead > 0)
         return (-urgent, -(self.oldest_due_age or 0.0), -self.total)
-
-
-def broken_summary(name: str, error: str) -> QueueSummary:
-    return QueueSummary(name, 0, 0, 0, 0, 0, None, None, error=error)
 
 
 def queue_summaries(
@@ -117,35 +146,21 @@ def queue_summaries(
     readable: list[str] = []
     for name in names:
         try:
-            queue = backend.queue(name)
-            calls.append(("admin_queue_summary", [*queue.keys, queue.flow_key], []))
+            calls.append(summary_call(backend.queue(name)))
             readable.append(name)
         except (RedisLockError, ConfigurationError) as exc:
-            rows.append(broken_summary(name, str(exc)))
+            rows.append(QueueSummary(name, error=str(exc)))
     if trends:
         calls += [trend_call(backend.queue(name)) for name in readable]
     replies = run_scripts(backend, calls)
     rates = dict(zip(readable, replies[len(readable) :], strict=False))
     for name, reply in zip(readable, replies, strict=False):
-        if isinstance(reply, Exception):
-            rows.append(broken_summary(name, str(reply)))
+        stats = stats_or_error(name, reply)
+        if isinstance(stats, Exception):
+            rows.append(QueueSummary(name, error=str(stats)))
             continue
-        now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
-        rows.append(
-            QueueSummary(
-                name=name,
-                ready=due,
-                delayed=pending - due,
-                in_flight=flying,
-                dead=dead,
-                expired_leases=expired,
-                oldest_due_age=(now - oldest) / 1e6 if 0 <= oldest <= now else None,
-                next_lease_in=(lease - now) / 1e6 if lease >= 0 else None,
-                paused=bool(int(reply[8])),
-                rate_limit=to_text(reply[9]),
-                trend=trend_or_none(rates[name]) if name in rates else None,
-            )
-        )
+        trend = trend_or_none(rates[name]) if name in rates else None
+        rows.append(QueueSummary(name, stats, trend=trend))
     order = {name: i for i, name in enumerate(names)}
     return sorted(rows, key=lambda row: order[row.name])
 

@@ -3,7 +3,7 @@
 Pausing is reversible and loses nothing (tasks keep arriving; running ones
 finish), so it needs ``manage_tasks``, the permission of the other task actions,
 not ``purge_queues``. The queue page and the overview read the flag with the
-counts they already fetch (see :func:`flow_of` and the ``admin_queue_summary``
+counts they already fetch (see :func:`flow_of` and the ``queue_summary``
 script).
 """
 

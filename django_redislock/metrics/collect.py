@@ -1,8 +1,9 @@
 """Read the numbers of every queue and lock alias, in a fixed number of round trips.
 
-Per queue alias: one ``SMEMBERS`` of the queue list, then one ``metrics_queue``
-script per queue in one pipeline (one request per master on a Cluster). Per
-lock alias: one pipeline over the lock index buckets (``held_lock_count``).
+Per queue alias: one ``SMEMBERS`` of the queue list, then one ``queue_summary``
+script per queue in one pipeline (one request per master on a Cluster), each
+read as a :class:`~django_redislock.queue.stats.QueueStats`. Per lock alias:
+one pipeline over the lock index buckets (``held_lock_count``).
 Every script is counts and first members of sorted sets, never a scan, so a
 scrape costs the same with a million queued tasks as with ten.
 
@@ -23,13 +24,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-import redis
-
 from ..exceptions import ConfigurationError, ConnectionFailed, RedisLockError
 from ..locks.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY
-from ..queue.worker import counters_key
-from ..wire import to_text
+from ..queue.stats import QueueStats, stats_or_error, summary_call
 from .deadline import DeadlineExceeded, all_within, metrics_timeout
 from .families import Family
 from .histograms import timings
@@ -39,6 +37,8 @@ logger = logging.getLogger("django_redislock.metrics")
 
 #: Outcomes in the counters hash that end a run, as ``redislock_queue_tasks_processed_total``.
 OUTCOMES = ("succeeded", "retried", "dead", "dropped", "lost")
+#: The counters a scrape reads: the outcomes and the runs that raised.
+COUNTERS = (*OUTCOMES, "failed")
 
 
 class Families:
@@ -138,44 +138,47 @@ def reason(exc: BaseException) -> str:
     return "error"
 
 
-def queue_rows(backend: Any) -> list[tuple[str, list[Any] | Exception]]:
-    """``(queue name, metrics_queue reply or the error of that queue)`` for every queue.
+def queue_rows(backend: Any) -> list[tuple[str, QueueStats | Exception]]:
+    """``(queue name, its stats or the error of that queue)`` for every queue of the alias.
 
     A queue whose keys hold the wrong type (or whose script fails) gets its
-    exception instead of a reply; the other queues of the alias are unaffected.
+    exception instead of stats; the other queues of the alias are unaffected.
     Errors of the whole alias (unreachable, BUSY on the queue list) are raised.
     """
     names = backend.queue_names()
     calls: list[tuple[str, list[str], list[Any]]] = []
-    rows: list[tuple[str, list[Any] | Exception]] = []
+    rows: list[tuple[str, Exception | None]] = []
     for name in names:
         try:
-            queue = backend.queue(name)
+            calls.append(summary_call(backend.queue(name), COUNTERS))
+            rows.append((name, None))
         except (RedisLockError, ConfigurationError) as exc:
             rows.append((name, exc))
-            continue
-        calls.append(("metrics_queue", [*queue.keys, counters_key(queue), queue.flow_key], []))
-        rows.append((name, []))
     replies = iter(run_scripts(backend, calls))
-    return [(name, got if isinstance(got, Exception) else next(replies)) for name, got in rows]
+    return [
+        (name, stats_or_error(name, next(replies), COUNTERS) if got is None else got)
+        for name, got in rows
+    ]
 
 
-def add_queue(out: Families, alias: str, name: str, reply: list[Any]) -> None:
-    """Turn one ``metrics_queue`` reply into samples (all or none of them)."""
-    now, due, pending, flying, dead, oldest, lease, expired = (int(float(v)) for v in reply[:8])
-    paused, flat = int(reply[8]), reply[9:]
-    counters = {to_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-    labels = {"alias": alias, "queue": name}
-    for state, count in ((READY, due), (DELAYED, pending - due), (IN_FLIGHT, flying), (DEAD, dead)):
+def add_queue(out: Families, alias: str, stats: QueueStats) -> None:
+    """Turn one queue's stats into samples."""
+    labels = {"alias": alias, "queue": stats.queue}
+    for state, count in (
+        (READY, stats.ready),
+        (DELAYED, stats.delayed),
+        (IN_FLIGHT, stats.in_flight),
+        (DEAD, stats.dead),
+    ):
         out.tasks.add(count, {**labels, "state": state})
-    out.oldest.add((now - oldest) / 1e6 if 0 <= oldest <= now else 0.0, labels)
-    if lease >= 0:
-        out.lease.add((lease - now) / 1e6, labels)
-    out.expired.add(expired, labels)
-    out.paused.add(paused, labels)
+    out.oldest.add(stats.oldest_due_age or 0.0, labels)
+    if stats.next_lease_in is not None:
+        out.lease.add(stats.next_lease_in, labels)
+    out.expired.add(stats.expired_leases, labels)
+    out.paused.add(int(stats.paused), labels)
     for outcome in OUTCOMES:
-        out.processed.add(counters.get(outcome, 0), {**labels, "outcome": outcome}, "_total")
-    out.failed.add(counters.get("failed", 0), labels, "_total")
+        out.processed.add(stats.counters.get(outcome, 0), {**labels, "outcome": outcome}, "_total")
+    out.failed.add(stats.counters.get("failed", 0), labels, "_total")
 
 
 def add_registries(out: Families, results: dict[str, Any]) -> None:
@@ -198,7 +201,7 @@ def add_workers(out: Families, alias: str, result: Any, queue_rows: Any) -> None
         out.running.add(running, {"alias": alias, "queue": name})
 
 
-def read_queues(alias: str) -> list[tuple[str, list[Any] | Exception]] | None:
+def read_queues(alias: str) -> list[tuple[str, QueueStats | Exception]] | None:
     from ..handlers import queues
 
     backend = queues[alias]
@@ -266,13 +269,11 @@ def collect() -> list[Family]:
         if result is None:
             continue  # a queue backend that cannot list its queues
         out.up.add(1, labels)
-        for name, reply in result:
-            try:
-                if isinstance(reply, Exception):
-                    raise reply
-                add_queue(out, alias, name, reply)
-            except (RedisLockError, redis.RedisError, ValueError, TypeError, IndexError) as exc:
-                failed(out, kind, alias, name, exc)
+        for name, stats in result:
+            if isinstance(stats, Exception):
+                failed(out, kind, alias, name, stats)
+            else:
+                add_queue(out, alias, stats)
     for table, family in ((timings.wait, out.wait), (timings.hold, out.hold)):
         for alias, histogram in sorted(table.items()):
             buckets, total, count = histogram.snapshot()

@@ -10,6 +10,11 @@ process stands for its peers); Prometheus sums them with ``sum by (le)``.
 Keeping them in memory costs a dict operation and a bisect per lock event and
 no Redis round trip; they are labelled by alias only, because lock names are
 unbounded (an ``order:{id}`` lock would create a series per order).
+
+They are counted here rather than in a ``prometheus_client.Histogram`` because
+the JSON endpoint exports them too and must work without the ``prometheus``
+extra; the text endpoint hands them to ``HistogramMetricFamily`` (see
+:mod:`.prometheus`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The metrics views: Prometheus text and its JSON twin, for a token or a staff user.
 
+The Prometheus view needs ``prometheus_client`` (the ``prometheus`` extra) and
+answers 501 naming the extra without it; the JSON view needs nothing more.
+
 Access is granted to a request that sends ``Authorization: Bearer <token>`` with
 a token from ``REDISLOCK_METRICS_TOKEN`` (a string, or a list to rotate tokens),
 or to a logged-in active staff user. Without either the answer is 401 (a token
@@ -17,8 +20,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ..exceptions import MissingDependency
 from .collect import collect
-from .families import CONTENT_TYPE, render_json, render_text
+from .families import CONTENT_TYPE, render_json
 
 TOKEN_SETTING = "REDISLOCK_METRICS_TOKEN"
 
@@ -65,10 +69,18 @@ def denied(request: HttpRequest) -> HttpResponse | None:
 @never_cache
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition of queue, lock and worker numbers."""
+    """Prometheus text exposition of queue, lock and worker numbers.
+
+    Without ``prometheus_client`` (the ``prometheus`` extra) the answer is a 501
+    that names the extra; the JSON twin needs no extra package.
+    """
     refusal = denied(request)
     if refusal is not None:
         return refusal
+    try:
+        from .prometheus import render_text
+    except MissingDependency as exc:
+        return HttpResponse(f"{exc}\n", status=501, content_type="text/plain; charset=utf-8")
     return HttpResponse(render_text(collect()), content_type=CONTENT_TYPE)
 
 

@@ -20,7 +20,7 @@ import redis
 from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..wire import DirectSender, direct_sender, to_text
-from .flow import FLOW_PART, parse_flow
+from .flow import FLOW_PART
 from .history import worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
 from .records import (
@@ -35,6 +35,7 @@ from .records import (
     parse_tasks,
 )
 from .serializers import get_serializer
+from .stats import SUMMARY_SCRIPT, QueueStats, summary_extra_keys
 from .validation import check_count, check_id, check_ids, check_name, check_seconds
 
 if TYPE_CHECKING:
@@ -460,20 +461,7 @@ class QueueCalls:
         return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
 
     def _stats_call(self) -> Call[dict[str, Any]]:
-        return Call("queue_stats", [], self._parse_stats, (self.flow_key,))
+        def parse(reply: list[Any]) -> dict[str, Any]:
+            return QueueStats.from_reply(self.name, reply).as_dict()
 
-    def _parse_stats(self, reply: list[Any]) -> dict[str, Any]:
-        now, due, pending, in_flight, dead, oldest, expired = (int(float(v)) for v in reply[:7])
-        age = 0.0
-        if 0 <= oldest <= now:
-            age = (now - oldest) / 1_000_000
-        return {
-            "queue": self.name,
-            "ready": due,
-            "delayed": pending - due,
-            "in_flight": in_flight,
-            "dead": dead,
-            "expired_leases": expired,
-            "oldest_due_age": age,
-            **parse_flow(reply[7:]),
-        }
+        return Call(SUMMARY_SCRIPT, [], parse, summary_extra_keys(self))

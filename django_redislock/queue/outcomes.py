@@ -30,6 +30,7 @@ from .queue import Queue
 from .rates import add_to_pipeline, type_name
 from .records import Task
 from .results import store_failure
+from .stats import counters_key
 from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
@@ -38,18 +39,6 @@ logger = logging.getLogger("django_redislock.worker")
 ACK_INTERVAL = 1.0
 #: The per-queue outcome counters (for the metrics endpoint) are written at most this often.
 COUNTER_INTERVAL = 1.0
-
-
-def counters_key(queue: Queue) -> str:
-    """The hash of a queue's outcome counters (``succeeded``, ``failed``, ``retried``, ``dead``).
-
-    Workers add to it with ``HINCRBY`` at most every :data:`~.worker.COUNTER_INTERVAL`
-    seconds and when they stop, so the counters cost one round trip per second per
-    worker, not one per task; a worker killed with SIGKILL loses at most that last
-    second. The key shares the queue's hash tag but is not in ``Queue.keys``: a purge
-    keeps it, as monotonic counters should survive.
-    """
-    return queue.backend.key(f"q:{queue.name}", "counters")
 
 
 @dataclass

@@ -56,11 +56,12 @@ from ..exceptions import ConnectionFailed, QueueError
 from .heartbeat import register
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
-from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary, counters_key
+from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary
 from .pools import POOLS, check_pool, claim_lease, default_concurrency, make_pool
 from .queue import Queue
 from .records import Claim, Task
 from .runs import EXIT_HUNG, Runs
+from .stats import counters_key
 
 __all__ = [
     "ACK_INTERVAL",

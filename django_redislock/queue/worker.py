@@ -79,6 +79,11 @@ logger = logging.getLogger("django_redislock.worker")
 
 #: Longest idle BLPOP; the socket timeout (OPTIONS['SOCKET_TIMEOUT']) must stay above it.
 MAX_IDLE_WAIT = 5.0
+#: How late Redis may end a BLPOP's timeout: it checks them on its clock tick (1/hz, 0.1 s
+#: at the default hz 10). An idle wait blocks until this long before its end, then sleeps
+#: the rest here, so a task that comes due (or a rate limit that admits one) is not missed
+#: by up to a tick.
+BLOCK_SLACK = 0.1
 #: Reconnect delays: the first, and the cap of the doubling (each with jitter).
 RECONNECT_FIRST = 0.1
 RECONNECT_MAX = 5.0
@@ -305,7 +310,7 @@ class Worker(Runs):
         """Sleep, cut short by a stop signal."""
         self._waiting = True
         try:
-            if not self._stopping:
+            if not self._stopping and seconds > 0:
                 time.sleep(seconds)
         except Interrupted:
             pass
@@ -401,15 +406,18 @@ class Worker(Runs):
             # a BLPOP on a Cluster takes keys of one slot; wait on the queues in turn
             keys = [keys[int(time.monotonic()) % len(keys)]]
             seconds = min(seconds, 1.0)
+        end = time.monotonic() + seconds
         self._waiting = True
         try:
-            if not self._stopping:
+            if not self._stopping and seconds > BLOCK_SLACK:
                 with self.backend.errors():
-                    self.backend.client.blpop(keys, timeout=seconds)
+                    if self.backend.client.blpop(keys, timeout=seconds - BLOCK_SLACK):
+                        return
         except Interrupted:
-            pass
+            return
         finally:
             self._waiting = False
+        self._sleep(end - time.monotonic())
 
     def _wait_seconds(self) -> float:
         cap = min(MAX_IDLE_WAIT, float(self.backend.options["SOCKET_TIMEOUT"]) - 0.5)

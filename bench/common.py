@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -74,9 +75,11 @@ def median(values: Iterable[float]) -> float:
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """A Markdown table of ``rows`` (floats with 3 significant digits)."""
+    """A Markdown table of ``rows`` (floats with 3 significant digits, NaN as "n/a")."""
 
     def cell(value: Any) -> str:
+        if isinstance(value, float) and math.isnan(value):
+            return "n/a"  # a figure the library does not have (NaN in the JSON)
         if isinstance(value, float):
             return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
         return str(value)

@@ -12,7 +12,7 @@ from django.test import override_settings
 from django_redislock import queues, task
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.queue import Queue
-from django_redislock.queue.flow import DEFERRED, LOST, RUN, parse_rate
+from django_redislock.queue.flow import DEFERRED, HELD, LOST, RUN, parse_rate
 from django_redislock.queue.worker import Worker
 
 from .conftest import RedisTarget, make_queue
@@ -62,6 +62,23 @@ def test_over_the_limit_a_task_goes_back_uncharged_and_spread_out(
     assert q.throttle(b, "job", rate) == LOST
     # another limit (another task path) is independent
     assert q.throttle(a, "other", rate) == RUN
+
+
+def test_a_task_the_limit_admits_within_the_offered_wait_stays_claimed(
+    redis_target: RedisTarget,
+) -> None:
+    q = make_queue(redis_target)
+    q.enqueue_many([("a", 1), ("b", 2), ("c", 3)])
+    a, b, c = q.claim(3, lease=60, start=False).tasks
+    rate = parse_rate("20/s")  # two at once, then one every 50 ms
+    assert q.throttle(a, "job", rate) == RUN and q.throttle(b, "job", rate) == RUN
+    code, wait = q._run(q._throttle_hold_call(c, "job", rate, 60_000))
+    assert code == HELD and 0 < wait <= 50_000
+    assert q.stats()["in_flight"] == 3  # nothing given back, nothing counted
+    # throttle() offers at most 25 ms: once c is that close to its slot it waits, then runs
+    time.sleep(0.03)
+    assert q.throttle(c, "job", rate) == RUN
+    assert q.stats()["delayed"] == 0
 
 
 def test_a_throttled_suspect_stays_a_suspect(redis_target: RedisTarget) -> None:

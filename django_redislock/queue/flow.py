@@ -17,8 +17,10 @@ nothing is charged, and the claim tells the worker when the next one is allowed.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,6 +40,11 @@ BURST_WINDOW = 0.1
 #: Outcomes of :meth:`FlowMixin.throttle`, from the throttle script's reply codes.
 RUN, DEFERRED, LOST = "run", "deferred", "lost"
 THROTTLE_RESULTS = {1: RUN, 2: DEFERRED, 0: LOST}
+#: The throttle script's reply when the limit admits the task within the wait it was offered.
+HELD = 3
+#: Longest wait (µs) :meth:`FlowMixin.throttle` offers the limit at once, and how many times.
+HOLD_MAX = 25_000
+HOLD_TRIES = 3
 _RATE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([smh])\s*")
 
 
@@ -173,18 +180,34 @@ class FlowMixin:
     # -- a task's own rate limit -----------------------------------------------------------
 
     def _throttle_call(self, task: Task, name: str, rate: Rate) -> Call[str]:
+        """One check that never waits: the task runs now or goes back to the queue."""
         from .calls import Call
+
+        args, extra = self._throttle_args(task, name, rate, 0)
+        return Call("queue_throttle", args, lambda reply: THROTTLE_RESULTS[int(reply[0])], extra)
+
+    def _throttle_hold_call(
+        self, task: Task, name: str, rate: Rate, hold: int
+    ) -> Call[tuple[int, int]]:
+        """One check that may answer "wait this many µs" (:data:`HELD`), up to ``hold``."""
+        from .calls import Call
+
+        args, extra = self._throttle_args(task, name, rate, hold)
+        return Call("queue_throttle", args, lambda reply: (int(reply[0]), int(reply[1])), extra)
+
+    def _throttle_args(
+        self, task: Task, name: str, rate: Rate, hold: int
+    ) -> tuple[list[Any], tuple[str, str]]:
         from .records import Task
         from .validation import check_id
 
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by claim(), got {task!r}")
-        if not isinstance(rate, Rate):
-            raise InvalidArgument(f"rate must be a Rate from parse_rate(), got {rate!r}")
+        check_rate(rate)
         field = f"task:{check_id(name, 'name')}"
-        args = [task.id, task.claim, field, rate.interval, rate.burst, "1" if task.suspect else "0"]
-        extra = (self.flow_key, self.request_key())
-        return Call("queue_throttle", args, lambda reply: THROTTLE_RESULTS[int(reply[0])], extra)
+        suspect = "1" if task.suspect else "0"
+        args = [task.id, task.claim, field, rate.interval, rate.burst, suspect, hold]
+        return args, (self.flow_key, self.request_key())
 
     def throttle(self, task: Task, name: str, rate: Rate) -> str:
         """Check a claimed task against the rate limit ``name`` (``rate``) before running it.
@@ -195,9 +218,46 @@ class FlowMixin:
         claim is no longer current: do not run it). ``drain_queue`` calls it for
         every task declared with ``@task(rate_limit=...)``, naming the limit by the
         task's path. Safe to resend (a request key keeps the first answer).
+
+        When the limit admits the task within :func:`hold_for` (half an interval, at
+        most 25 ms) it waits here for that and checks again (:data:`HOLD_TRIES` checks at
+        most) rather than giving it back: a task given back earlier comes due on its
+        slot, and a worker that wakes for it a few ms before the run ahead of it made
+        room would otherwise send it to the end of the line and leave the slot unused.
         """
-        return self._run(self._throttle_call(task, name, rate))
+        for hold in holds(rate):
+            code, wait = self._run(self._throttle_hold_call(task, name, rate, hold))
+            if code != HELD:
+                break
+            time.sleep(wait / 1e6)
+        return THROTTLE_RESULTS[code]  # the last try offers no wait: never HELD
 
     async def throttle_async(self, task: Task, name: str, rate: Rate) -> str:
         """The asyncio twin of :meth:`throttle`."""
-        return await self._arun(self._throttle_call(task, name, rate))
+        for hold in holds(rate):
+            code, wait = await self._arun(self._throttle_hold_call(task, name, rate, hold))
+            if code != HELD:
+                break
+            await asyncio.sleep(wait / 1e6)
+        return THROTTLE_RESULTS[code]  # the last try offers no wait: never HELD
+
+
+def check_rate(rate: Any) -> Rate:
+    """``rate`` if it is a :class:`Rate`, else :class:`InvalidArgument` naming ``rate``."""
+    if not isinstance(rate, Rate):
+        raise InvalidArgument(f"rate must be a Rate from parse_rate(), got {rate!r}")
+    return rate
+
+
+def hold_for(rate: Rate) -> int:
+    """The wait (µs) a check offers ``rate``: half an interval, at most :data:`HOLD_MAX`.
+
+    Long enough to absorb how late a worker wakes for a task's slot; short enough
+    that a task whose slot is another task's (an interval away) is still given back.
+    """
+    return min(rate.interval // 2, HOLD_MAX)
+
+
+def holds(rate: Rate) -> list[int]:
+    """The waits offered by the tries of one :meth:`FlowMixin.throttle`: the last offers none."""
+    return [hold_for(check_rate(rate))] * (HOLD_TRIES - 1) + [0]

@@ -7,7 +7,10 @@ counts the run against the limit (GCRA on server time, state in the queue's
 flow hash under the task's path) or gives the task back to the queue, due when
 the limit admits it, with its claim ended and no attempt counted. Tasks given
 back one after another are spread one interval apart, so they come due in turn
-rather than all at once. Tasks without a limit cost nothing extra.
+rather than all at once. A task the limit admits within half an interval (25 ms
+at most) is not given back: :meth:`~.flow.FlowMixin.throttle` waits for it here,
+so a worker that wakes for a slot a few ms early does not lose the slot. Tasks
+without a limit cost nothing extra.
 """
 
 from __future__ import annotations

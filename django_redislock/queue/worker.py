@@ -80,6 +80,11 @@ logger = logging.getLogger("django_redislock.worker")
 
 #: Longest idle BLPOP; the socket timeout (OPTIONS['SOCKET_TIMEOUT']) must stay above it.
 MAX_IDLE_WAIT = 5.0
+#: How late Redis may end a BLPOP's timeout: it checks them on its clock tick (1/hz, 0.1 s
+#: at the default hz 10). A wait for the moment a task comes due (or a rate limit admits
+#: one) blocks until this long before it, then sleeps the rest here, so that moment is not
+#: missed by up to a tick; other waits (the idle cap) block to their end.
+BLOCK_SLACK = 0.1
 #: Reconnect delays: the first, and the cap of the doubling (each with jitter).
 RECONNECT_FIRST = 0.1
 RECONNECT_MAX = 5.0
@@ -161,6 +166,7 @@ class Worker(Runs):
         self.summary = Summary()
         self._stopping = False
         self._waiting = False
+        self._timed_wait = False
         self.give_up = float(options.get("WORKER_GIVE_UP", 300.0) if give_up is None else give_up)
         self._lock = threading.RLock()
         self._acks: dict[str, list[Task]] = {q.name: [] for q in queues}
@@ -306,7 +312,7 @@ class Worker(Runs):
         """Sleep, cut short by a stop signal."""
         self._waiting = True
         try:
-            if not self._stopping:
+            if not self._stopping and seconds > 0:
                 time.sleep(seconds)
         except Interrupted:
             pass
@@ -402,22 +408,29 @@ class Worker(Runs):
             # a BLPOP on a Cluster takes keys of one slot; wait on the queues in turn
             keys = [keys[int(time.monotonic()) % len(keys)]]
             seconds = min(seconds, 1.0)
+        slack = BLOCK_SLACK if self._timed_wait else 0.0  # see BLOCK_SLACK
+        end = time.monotonic() + seconds
         self._waiting = True
         try:
-            if not self._stopping:
+            if not self._stopping and seconds > slack:
                 with self.backend.errors():
-                    self.backend.client.blpop(keys, timeout=seconds)
+                    if self.backend.client.blpop(keys, timeout=seconds - slack):
+                        return
         except Interrupted:
-            pass
+            return
         finally:
             self._waiting = False
+        if slack:
+            self._sleep(end - time.monotonic())
 
     def _wait_seconds(self) -> float:
         cap = min(MAX_IDLE_WAIT, float(self.backend.options["SOCKET_TIMEOUT"]) - 0.5)
         if self.timeout is not None:
             cap = min(cap, self.timeout - self._elapsed())
+        self._timed_wait = False  # True: the wait ends when a task or the rate limit is due
         for claim in self._hints.values():
             for moment in (claim.next_work, claim.next_lease_deadline):
-                if moment is not None:
-                    cap = min(cap, (moment - claim.now) / 1e6)
+                if moment is not None and (moment - claim.now) / 1e6 < cap:
+                    cap = (moment - claim.now) / 1e6
+                    self._timed_wait = moment == claim.next_work
         return max(cap, 0.01)

@@ -12,7 +12,12 @@
 -- ARGV[3] the limit's field in the flow hash ("task:<task path>")
 -- ARGV[4] µs between two runs, ARGV[5] runs admitted at once
 -- ARGV[6] "1" if the task is a suspect (it stays one when it is given back)
+-- ARGV[7] (optional, default 0) µs the caller will wait for the limit: a task the limit admits
+--         within that time stays claimed (a task given back earlier that arrives for its slot
+--         a little before the run ahead of it has made room would otherwise lose that slot)
 -- returns {1, 0} run it now (counted against the limit);
+--         {3, µs until the limit admits it} (at most ARGV[7]): still claimed, nothing changed:
+--         call again after that long;
 --         {2, µs until the limit admits the next run} given back: due then (or later, behind
 --         others given back before it), its claim ended, no attempt counted;
 --         {0, 0} lost: the claim is no longer current, nothing changed
@@ -24,6 +29,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local id, field = ARGV[1], ARGV[3]
 local interval, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
+local hold = tonumber(ARGV[7] or '0')
 local out = {0, 0}
 local v = holder(id, ARGV[2])
 if v then
@@ -32,6 +38,8 @@ if v then
   if tat - tolerance <= now then
     redis.call('HSET', KEYS[11], field, string.format('%d', tat + interval))
     out = {1, 0}
+  elseif tat - tolerance - now <= hold then
+    out = {3, tat - tolerance - now}
   else
     local after = tonumber(redis.call('HGET', KEYS[11], field .. ':h') or '0') + interval
     local due = math.max(tat - tolerance, after)

@@ -100,6 +100,12 @@ def rate_limited(tag: str) -> None:
     record(tag)
 
 
+@task(queue="limited15", rate_limit="15/s")
+def rate_limited_15(tag: str) -> None:
+    """15/s: one run every 66.7 ms, one at once (no burst to absorb a late wake-up)."""
+    record(tag)
+
+
 @task(queue="tests", priority=7)
 def urgent(tag: str) -> str:
     """Queued at priority level 7 unless a call says otherwise (tests/test_priority_*.py)."""

@@ -13,6 +13,7 @@ import math
 import os
 import platform
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -99,21 +100,42 @@ def save(result: dict[str, Any]) -> Path:
 
 @contextlib.contextmanager
 def round_trips() -> Iterator[list[int]]:
-    """Count requests redis-py sends in this process (a pipeline is one)."""
+    """Count requests redis-py sends in this process (a pipeline is one).
+
+    The handshake of a new connection (``CLIENT SETINFO``, ``HELLO``, ``SELECT``) is left
+    out: whether a run opens a connection depends on what ran before it in the process, not
+    on the work it does.
+    """
     from redis.connection import AbstractConnection
 
     counter = [0]
+    handshaking = threading.local()
     original = AbstractConnection.send_packed_command
+    # redis-py 5.x connects in connect(); later versions in connect_check_health()
+    name = (
+        "connect_check_health" if hasattr(AbstractConnection, "connect_check_health") else "connect"
+    )
+    original_connect = getattr(AbstractConnection, name)
 
     def counting(self: Any, command: Any, check_health: bool = True) -> None:
-        counter[0] += 1
+        if not getattr(handshaking, "on", False):
+            counter[0] += 1
         original(self, command, check_health)
 
+    def connecting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        handshaking.on = True
+        try:
+            return original_connect(self, *args, **kwargs)
+        finally:
+            handshaking.on = False
+
     AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    setattr(AbstractConnection, name, connecting)
     try:
         yield counter
     finally:
         AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+        setattr(AbstractConnection, name, original_connect)
 
 
 class CommandCounter:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from django_redislock.locks.keys import lock_key
@@ -89,3 +94,35 @@ def test_reentrant_waiters_are_counted(redis_target: RedisTarget) -> None:
         assert wait_for(lambda: waiters_of(backend, "doc:3") == 1)
     thread.join(30)
     assert done.is_set()
+
+
+CHILD = """
+import json, os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+import django
+django.setup()
+from django_redislock.backends.redis import RedisLockBackend
+backend = RedisLockBackend("test", json.loads(sys.argv[1]))
+print("waiting", flush=True)
+backend.lock("order:10", ttl=10).acquire(blocking=True, timeout=5)
+"""
+
+
+def test_a_sigkilled_waiter_is_gone_after_its_deadline(single_target: RedisTarget) -> None:
+    backend = single_target.lock_backend()
+    root = Path(__file__).resolve().parent.parent
+    with backend.lock("order:10", ttl=10):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(single_target.params())],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "waiting"
+            assert wait_for(lambda: waiters_of(backend, "order:10") == 1)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(10)
+        assert waiters_of(backend, "order:10") == 1  # until its deadline (5 s of waiting)
+        assert wait_for(lambda: waiters_of(backend, "order:10") == 0, timeout=8)

@@ -14,6 +14,7 @@ one pipeline, returns the page's names; one pipeline then reads their holders.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -47,6 +48,7 @@ class HeldLock:
     ttl: float | None
     fence: int | None
     count: int
+    waiters: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``acquired_at`` as ISO 8601)."""
@@ -125,7 +127,7 @@ def page_cursors(
 
 def _holder(name: str, expiry: float, now: int, reads: list[Any]) -> HeldLock | None:
     """One row from the reads of a lock's keys (see :func:`_read_holders`), or None if gone."""
-    hold, writer, readers, reader = reads
+    hold, writer, readers, reader, waiters = reads
     if hold[0] is not None:
         owner, fence, count, meta = hold
     elif writer[0] is not None:
@@ -160,6 +162,7 @@ def _holder(name: str, expiry: float, now: int, reads: list[Any]) -> HeldLock | 
         ttl=info.get("ttl"),
         fence=int(fence) if fence is not None else None,
         count=int(count or 1),
+        waiters=int(waiters or 0),
     )
 
 
@@ -168,14 +171,16 @@ def _read_holders(backend: Any, names: list[str]) -> list[list[Any]]:
     if not names:
         return []
     pipe = backend.client.pipeline(transaction=False)
+    now_ms = int(time.time() * 1000)  # waiters past their deadline (server ms) are not counted
     for name in names:
         pipe.hmget(lock_key(backend, name, "l"), "o", "f", "n", "m")
         pipe.hmget(lock_key(backend, name, "rw"), "o", "f", "m")
         pipe.zcard(lock_key(backend, name, "rr"))
         pipe.hmget(lock_key(backend, name, "rm"), "m", "f")
+        pipe.zcount(lock_key(backend, name, "q"), now_ms, "+inf")
     with backend.errors():
         replies = pipe.execute()
-    return [replies[i : i + 4] for i in range(0, len(replies), 4)]
+    return [replies[i : i + 5] for i in range(0, len(replies), 5)]
 
 
 def _list_names(

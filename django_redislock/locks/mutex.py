@@ -16,6 +16,10 @@ from .base import SIGNAL_MS, BaseLock
 from .keys import BucketKeys, bucket_keys, lock_key, to_ms
 from .owners import Hold, new_token
 
+#: Longest a waiter's entry in the waiters zset lasts without a retry renewing it (seconds):
+#: a caller that waits without a timeout is not recorded for ever.
+WAIT_RECORD_CAP = 3600.0
+
 
 class Lock(BaseLock):
     """A distributed mutex, or with ``reentrant=True`` a reentrant lock.
@@ -32,7 +36,9 @@ class Lock(BaseLock):
         self._index: BucketKeys = bucket_keys(backend, self.name)
         ix = self._index
         # built once: every acquire and release sends the same keys
+        self._waiters_key = lock_key(backend, self.name, "q")
         self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry, ix.released]
+        self._wait_keys = [*self._acquire_keys, self._waiters_key]
         self._release_keys = [self._key, self._signal_key, ix.released, ix.expiry, ix.fence]
         # "t": the owner is a token drawn per acquire call, which names the call (resends)
         self._kind_code = "r" if self.reentrant else "m" if self.owner else "t"
@@ -55,9 +61,13 @@ class Lock(BaseLock):
     ) -> tuple[str, list[str], list[Any]]:
         wait = "2" if waited else "1" if blocking and remaining > 0 else "0"
         args = [owner, to_ms(self.ttl), self.name, meta, self._kind_code + wait]
-        if self._rid:
-            args.append(self._rid)
-        return "lock_acquire", self._acquire_keys, args
+        if wait == "0":
+            if self._rid:
+                args.append(self._rid)
+            return "lock_acquire", self._acquire_keys, args
+        # a waiting try records the caller in the waiters zset for the admin's count
+        args += [self._rid or "", to_ms(min(max(remaining, 0.0), WAIT_RECORD_CAP))]
+        return "lock_acquire", self._wait_keys, args
 
     def _abandon_call(self, owner: str) -> tuple[str, list[str], list[Any]]:
         script, keys, args = self._release_args(owner, "*")

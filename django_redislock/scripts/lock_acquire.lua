@@ -4,6 +4,7 @@
 -- KEYS[1] lock hash (o=owner, f=fence, n=count, m=metadata, w=waited)   KEYS[2] bucket fence
 -- KEYS[3] index names zset   KEYS[4] index expiry zset
 -- KEYS[5] request memory zset (request id -> fence; needed with mode "t" or ARGV[6])
+-- KEYS[6] (optional) waiters zset (request id, or owner without one -> wait deadline in ms)
 -- ARGV[1] owner   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
 -- ARGV[5] mode: "t" (a mutex whose owner is a token unique to this acquire call), "m" (a
 --         mutex whose owner may be shared, e.g. an explicit owner) or "r" (reentrant), then
@@ -12,7 +13,10 @@
 --         that only its release pays for a wake-up push; a waiter that gets the lock marks its
 --         own hold, as others may still be waiting.
 -- ARGV[6] request id, the same for every try of one acquire call and for its resends; absent
---         for mode "t" (the owner names the call) and for a caller that does not resend
+--         or "" for mode "t" (the owner names the call) and for a caller that does not resend
+-- ARGV[7] (with KEYS[6]) ms the caller will still wait; a refused waiting try records the
+--         caller in the waiters zset until min(that, the holder's PTTL + 1 s) from now (a
+--         retry renews it), a grant removes it, and entries past their deadline are pruned
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
 local ttl = tonumber(ARGV[2])
@@ -45,10 +49,20 @@ if holder == ARGV[1] and (kind == 't' or (rid ~= '' and redis.call('ZSCORE', KEY
 end
 if holder then
   if holder ~= ARGV[1] or kind ~= 'r' then
+    local left = redis.call('PTTL', KEYS[1])
     if wait ~= '0' then
       redis.call('HSET', KEYS[1], 'w', 1)
+      if KEYS[6] and ARGV[7] then
+        local now = tonumber(redis.call('TIME')[1]) * 1000
+        local ms = math.max(math.min(tonumber(ARGV[7]), left + 1000), 1000)
+        redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+        redis.call('ZADD', KEYS[6], now + ms, rid ~= '' and rid or ARGV[1])
+        if redis.call('PTTL', KEYS[6]) < ms + 1000 then
+          redis.call('PEXPIRE', KEYS[6], ms + 1000)
+        end
+      end
     end
-    return {0, redis.call('PTTL', KEYS[1])}
+    return {0, left}
   end
   -- A re-entry: counted, and the remaining TTL is never shortened (an outer hold may need it).
   local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
@@ -66,6 +80,9 @@ if request and redis.call('ZSCORE', KEYS[5], request) then
   return {0, 0}  -- applied and ended since, or taken back by its caller: grant nothing
 end
 local fence = redis.call('INCR', KEYS[2])
+if wait == '2' and KEYS[6] then
+  redis.call('ZREM', KEYS[6], rid ~= '' and rid or ARGV[1])
+end
 if wait == '2' then
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'f', fence, 'n', 1, 'm', ARGV[4], 'w', 1)
 else

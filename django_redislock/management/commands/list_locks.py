@@ -68,6 +68,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{held.name}  {held.kind}{count}  fence={held.fence}  "
                 f"expires_in={held.expires_in:.1f}s  holder={who}"
+                + (f"  waiters={held.waiters}" if held.waiters else "")
             )
         more = ""
         if page.previous_before is not None:

@@ -1,0 +1,44 @@
+"""The held-locks page's Waiters column on fakeredis, a real server and a real cluster."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from django.test import Client
+
+from .conftest import BASE, Dashboard
+
+
+def waiters_cell(html: str, count: int) -> bool:
+    return f'<td class="numeric lock-waiters">{count}</td>' in html
+
+
+def test_the_page_counts_the_threads_waiting_on_a_lock(
+    dashboard: Dashboard, admin_client: Client
+) -> None:
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = dashboard.locks.lock("order:5", ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        lock.release()
+
+    with dashboard.locks.lock("order:5", ttl=10):
+        threads = [threading.Thread(target=waiter) for _ in range(3)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        html = ""
+        while time.monotonic() < deadline:
+            html = admin_client.get(BASE + "locks/?alias=default&prefix=order").content.decode()
+            if waiters_cell(html, 3):
+                break
+            time.sleep(0.05)
+        assert waiters_cell(html, 3) and ">Waiters</th>" in html
+    for t in threads:
+        t.join(30)
+    assert got == [True] * 3
+    with dashboard.locks.lock("order:5", ttl=10):
+        html = admin_client.get(BASE + "locks/?alias=default").content.decode()
+        assert waiters_cell(html, 0)

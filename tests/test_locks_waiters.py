@@ -1,0 +1,128 @@
+"""Waiter counts of the admin's lock listing: recorded by the acquire script, pruned by deadline."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from django_redislock.locks.keys import lock_key
+from django_redislock.locks.pipeline import run_scripts
+
+from .conftest import RedisTarget
+
+
+def waiters_of(backend: Any, name: str) -> int:
+    held = {h.name: h for h in backend.held_locks()}
+    return held[name].waiters if name in held else -1
+
+
+def wait_for(check: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_threads_waiting_on_a_held_lock_are_counted(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = backend.lock("order:7", ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        lock.release()
+
+    with backend.lock("order:7", ttl=10):
+        threads = [threading.Thread(target=waiter) for _ in range(4)]
+        for t in threads:
+            t.start()
+        assert wait_for(lambda: waiters_of(backend, "order:7") == 4)
+    for t in threads:
+        t.join(30)
+    assert got == [True] * 4
+    with backend.lock("order:7", ttl=10):
+        assert waiters_of(backend, "order:7") == 0
+    client = backend.client
+    assert client.zcard(lock_key(backend, "order:7", "q")) == 0
+
+
+def test_a_waiter_that_never_retries_is_dropped_after_its_deadline(
+    redis_target: RedisTarget,
+) -> None:
+    backend = redis_target.lock_backend()
+    with backend.lock("order:8", ttl=10):
+        # a waiting try from a caller that then dies (no retry, no grant): 1 s of waiting left
+        other = backend.lock("order:8", ttl=10)
+        [reply] = run_scripts(backend, [other._attempt("dead", other.meta("t", None), True, 1.0)])
+        assert int(reply[0]) == 0
+        assert waiters_of(backend, "order:8") == 1
+        key = lock_key(backend, "order:8", "q")
+        assert 0 < backend.client.pttl(key) <= 2100  # the structure expires on its own
+        assert wait_for(lambda: waiters_of(backend, "order:8") == 0, timeout=3)
+    assert wait_for(lambda: backend.client.exists(key) == 0, timeout=3)
+
+
+def test_a_non_blocking_try_is_not_a_waiter(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    with backend.lock("order:9", ttl=10):
+        assert not backend.lock("order:9", ttl=10).acquire(blocking=False)
+        assert waiters_of(backend, "order:9") == 0
+
+
+def test_reentrant_waiters_are_counted(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    lock = backend.lock("doc:3", ttl=10, reentrant=True)
+    done = threading.Event()
+
+    def waiter() -> None:
+        other = backend.lock("doc:3", ttl=10, reentrant=True)
+        if other.acquire(blocking=True, timeout=20):
+            other.release()
+        done.set()
+
+    with lock:
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        assert wait_for(lambda: waiters_of(backend, "doc:3") == 1)
+    thread.join(30)
+    assert done.is_set()
+
+
+CHILD = """
+import json, os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+import django
+django.setup()
+from django_redislock.backends.redis import RedisLockBackend
+backend = RedisLockBackend("test", json.loads(sys.argv[1]))
+print("waiting", flush=True)
+backend.lock("order:10", ttl=10).acquire(blocking=True, timeout=5)
+"""
+
+
+def test_a_sigkilled_waiter_is_gone_after_its_deadline(single_target: RedisTarget) -> None:
+    backend = single_target.lock_backend()
+    root = Path(__file__).resolve().parent.parent
+    with backend.lock("order:10", ttl=10):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(single_target.params())],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "waiting"
+            assert wait_for(lambda: waiters_of(backend, "order:10") == 1)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(10)
+        assert waiters_of(backend, "order:10") == 1  # until its deadline (5 s of waiting)
+        assert wait_for(lambda: waiters_of(backend, "order:10") == 0, timeout=8)

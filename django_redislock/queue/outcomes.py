@@ -154,7 +154,7 @@ class Outcomes:
         with self._lock:
             self.summary.dead += 1
             self._counts[queue.name]["dead"] += 1
-        logger.error("task %s of %r failed (dead): %s", task.id, queue.name, error)
+        logger.error("task %s of %r failed (dead): %s", task.id, queue.name, error, exc_info=exc)
         signals.task_dead.send(sender=Queue, queue=queue, task=task, error=exc)
         self._count()
 

@@ -178,7 +178,7 @@ class Runs(Outcomes):
             watch.queue.start(watch.current, watch.lease, watch.max_attempts)
             watch.current_set = True
         except Exception as exc:  # the keeper records it at its next renewal
-            logger.error("could not record the start of a hung run: %s", exc)
+            logger.error("could not record the start of a hung run: %s", exc, exc_info=exc)
 
     def _abandon_solo(self) -> None:
         """The main thread is stuck in the task: give the batch back and end the process."""
@@ -191,7 +191,7 @@ class Runs(Outcomes):
             self._flush_acks(force=True)
             self._flush_counters(force=True)
         except Exception as exc:  # the exit must happen whatever Redis does
-            logger.error("could not give back the batch before exiting: %s", exc)
+            logger.error("could not give back the batch before exiting: %s", exc, exc_info=exc)
         logger.critical("exiting with status %d so the worker can be replaced", EXIT_HUNG)
         logging.shutdown()
         os._exit(EXIT_HUNG)

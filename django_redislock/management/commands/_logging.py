@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from typing import Any
 
-from django.core.management.base import OutputWrapper
+from django.core.management.base import BaseCommand, OutputWrapper
 
 #: ``--verbosity`` -> the lowest level shown on stderr (0: nothing).
 LEVELS = {1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
@@ -39,3 +40,23 @@ def log_to_stderr(logger: logging.Logger, stderr: OutputWrapper, verbosity: int)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
+
+
+#: The root of this app's loggers: every command shows it by ``--verbosity``.
+APP_LOGGER = logging.getLogger("django_redislock")
+
+
+class LoggedCommand(BaseCommand):
+    """A command whose run shows the ``django_redislock`` logger tree by ``--verbosity``.
+
+    ``-v 0`` keeps the tree quiet, ``-v 1`` shows warnings and errors, ``-v 2`` INFO and
+    ``-v 3`` DEBUG, unless the project's ``LOGGING`` configures the tree itself.
+    """
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        verbosity = int(options.get("verbosity", 1))
+        stderr = options.get("stderr")
+        out = OutputWrapper(stderr) if stderr is not None else self.stderr
+        with log_to_stderr(APP_LOGGER, out, verbosity):
+            result: str | None = super().execute(*args, **options)
+            return result

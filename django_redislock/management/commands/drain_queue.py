@@ -5,18 +5,18 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import InvalidArgument, RedisLockError
 from ...queue.registry import autodiscover, queues_of
 from ...queue.worker import POOLS, ForcedStop, Summary, Worker, check_pool, logger
-from ._logging import log_to_stderr
+from ._logging import LoggedCommand, log_to_stderr
 from ._pool import add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = (
         "Claim tasks and run them, acking or retrying each. --pool thread|async with "
         "--concurrency N runs N tasks at once (claiming only for free slots); a task's "

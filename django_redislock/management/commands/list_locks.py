@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...conf import DEFAULT_ALIAS
 from ...exceptions import ConfigurationError, RedisLockError
 from ...handlers import locks
+from ._logging import LoggedCommand
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = "List the locks held on a REDISLOCK_LOCKS alias, in name order, from its index."
 
     def add_arguments(self, parser: CommandParser) -> None:

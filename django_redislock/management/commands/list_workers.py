@@ -10,16 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ...queue.workers import WorkerInfo, WorkerList, list_workers
+from ._logging import LoggedCommand
 from ._queue_common import add_using, backend_of
 
 COLUMNS = ("host", "pid", "pool", "queues", "processed", "failed", "heartbeat", "up", "running")
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = (
         "List the drain_queue workers of a REDISLOCK_QUEUES alias that are alive (heartbeat "
         "within WORKER_HEARTBEAT_TTL), with the tasks each is running."

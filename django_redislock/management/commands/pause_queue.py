@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ._flow_common import known_queues
+from ._logging import LoggedCommand
 from ._queue_common import add_using
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = (
         "Pause queues: workers and pop() claim nothing from them until resume_queue; "
         "tasks keep being queued, running tasks finish."

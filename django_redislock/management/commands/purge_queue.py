@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import RedisLockError
+from ._logging import LoggedCommand
 from ._queue_common import add_using, known_queue_names, no_such_queue, queue_of
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = "Delete every task (ready, delayed, in flight and dead) of a queue, in small chunks."
 
     def add_arguments(self, parser: CommandParser) -> None:

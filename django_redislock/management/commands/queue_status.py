@@ -10,17 +10,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ...handlers import queues
 from ...queue.registry import autodiscover, queues_of
+from ._logging import LoggedCommand
 from ._queue_common import backend_of
 
 COLUMNS = ("alias", "queue", "ready", "delayed", "in_flight", "dead", "oldest_due_age")
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = "Show ready, delayed, in-flight and dead counts of every queue of every alias."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import InvalidArgument, RedisLockError
 from ...queue.flow import parse_rate
 from ._flow_common import known_queues
+from ._logging import LoggedCommand
 from ._queue_common import add_using
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = (
         'Set a queue\'s rate limit ("100/m", "20/s", "5/h"; "off" removes it), kept in Redis '
         "and obeyed by every worker from its next claim. Without RATE: show it."

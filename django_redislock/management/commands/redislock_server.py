@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ... import embedded
 from ...connections import embedded_path
 from ...handlers import locks, queues
+from ._logging import LoggedCommand
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = "Show or stop the embedded Redis servers used by embedded:// aliases."
 
     def add_arguments(self, parser: CommandParser) -> None:

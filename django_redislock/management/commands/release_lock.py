@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...conf import DEFAULT_ALIAS
 from ...exceptions import ConfigurationError, RedisLockError
 from ...handlers import locks
+from ._logging import LoggedCommand
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = (
         "End every hold on the lock NAME, whoever owns it, and bump its fence: every later "
         "grant gets a larger fence, and a holder that is still running gets LockLost at its "

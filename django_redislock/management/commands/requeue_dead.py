@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ...queue.queue import Queue
 from ...queue.records import DEAD
+from ._logging import LoggedCommand
 from ._queue_common import add_using, known_queue_names, no_such_queue, queue_of
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = "Give dead-lettered tasks of a queue fresh attempts (all of them, or --id ...)."
 
     def add_arguments(self, parser: CommandParser) -> None:

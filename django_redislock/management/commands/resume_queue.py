@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import RedisLockError
 from ._flow_common import known_queues
+from ._logging import LoggedCommand
 from ._queue_common import add_using
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = "Resume paused queues; an idle worker wakes at once."
 
     def add_arguments(self, parser: CommandParser) -> None:

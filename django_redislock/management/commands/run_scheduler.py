@@ -10,7 +10,6 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import (
-    BaseCommand,
     CommandError,
     CommandParser,
 )
@@ -18,7 +17,7 @@ from django.core.management.base import (
 from ...exceptions import RedisLockError
 from ...periodic.scheduler import Scheduler, logger
 from ...queue.registry import autodiscover
-from ._logging import log_to_stderr
+from ._logging import LoggedCommand, log_to_stderr
 from ._queue_common import add_using
 
 
@@ -62,7 +61,7 @@ def stop_on_signals(scheduler: Scheduler) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-class Command(BaseCommand):
+class Command(LoggedCommand):
     help = (
         "Enqueue each tick of every @periodic_task and REDISLOCK_PERIODIC_TASKS entry exactly "
         "once. Run as many as you like: one leads (holding a lock), the others stand by and "

@@ -8,6 +8,7 @@ task, two workers) are in tests/test_pools_process.py.
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -252,3 +253,21 @@ def test_drain_queue_runs_a_thread_pool(alias: RedisTarget) -> None:
     )
     assert "processed 8, failed 0" in out.getvalue()
     assert most_at_once() >= 4
+
+
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_each_outcome_is_logged_and_a_failure_has_its_traceback(
+    alias: RedisTarget, pool: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks.fails_always.enqueue(args=["bad"], id="bad")
+    tasks.wait_io.enqueue(args=["ok", 0], id="ok")
+    with caplog.at_level(logging.DEBUG, "django_redislock"):
+        concurrency = 1 if pool == "solo" else 2
+        Worker([pool_queue()], pool=pool, concurrency=concurrency, burst=True, timeout=30).run()
+    failed = [r for r in caplog.records if "task bad " in r.getMessage()]
+    assert failed and failed[0].levelno == logging.ERROR and failed[0].exc_info
+    assert "Traceback (most recent call last)" in caplog.text
+    assert "always fails: bad" in caplog.text
+    assert any(
+        "task ok " in r.getMessage() and "succeeded" in r.getMessage() for r in caplog.records
+    )

@@ -84,10 +84,6 @@ def optional_dotted_path(value: Any) -> str | None:
     return f"must be a dotted import path or a class, got {value!r}"
 
 
-def optional_string(value: Any) -> str | None:
-    return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
-
-
 def non_empty_string(value: Any) -> str | None:
     return (
         None if isinstance(value, str) and value else f"must be a non-empty string, got {value!r}"

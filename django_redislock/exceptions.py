@@ -58,10 +58,6 @@ class QueueError(RedisLockError):
     """An error about one named queue."""
 
 
-class TaskNotFound(QueueError):
-    """No task with that id is in the queue."""
-
-
 class TaskNotRegistered(QueueError):
     """A queued task names a function that is not a registered ``@task`` (deleted or renamed)."""
 

@@ -327,4 +327,4 @@ def test_lock_repr_and_backend_flags(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     lock = backend.lock("r", ttl=5)
     assert isinstance(lock, Lock) and "not held" in repr(lock)
-    assert backend.supports_fencing and backend.supports_listing and backend.supports_watchdog
+    assert backend.supports_listing

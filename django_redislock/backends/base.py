@@ -6,9 +6,10 @@ A backend is built once per alias per process by the handlers in
 
     {"BACKEND": "dotted.path", "LOCATION": ..., "KEY_PREFIX": "redislock", "OPTIONS": {...}}
 
-Optional features are declared as class-level capability flags (as Django's
-task backends do with ``supports_defer``), so callers and the admin can ask
-``backend.supports_read_write`` instead of catching ``NotImplementedError``.
+A lock backend declares the optional features its callers branch on as
+class-level flags (``supports_reentrant``, ``supports_read_write``,
+``supports_listing``), so the admin and the commands can ask instead of catching
+``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -97,12 +98,6 @@ class BaseLockBackend(BaseBackend):
     supports_reentrant: ClassVar[bool] = False
     #: ``read_write_lock(name)``.
     supports_read_write: ClassVar[bool] = False
-    #: ``lock.fence`` is strictly increasing per lock name.
-    supports_fencing: ClassVar[bool] = False
-    #: Waiters are woken by a release instead of polling.
-    supports_push_wakeup: ClassVar[bool] = False
-    #: A per-process renewal scheduler keeps locks alive.
-    supports_watchdog: ClassVar[bool] = False
     #: ``held_locks()`` lists held locks for the admin and commands.
     supports_listing: ClassVar[bool] = False
 
@@ -161,13 +156,6 @@ class BaseQueueBackend(BaseBackend):
     """A source of reliable task queues: ``queue(name)`` returns a ``Queue``."""
 
     settings_name = "REDISLOCK_QUEUES"
-
-    #: ``enqueue(..., delay=...)`` holds a task back until it is due.
-    supports_delay: ClassVar[bool] = False
-    #: ``pop(lease=...)`` claims under a lease and hands tasks of dead workers out again.
-    supports_leases: ClassVar[bool] = False
-    #: Tasks are ordered by priority as well as due time.
-    supports_priority: ClassVar[bool] = False
 
     def queue(self, name: str) -> Any:
         """Return the queue called ``name`` (created on first enqueue)."""

@@ -137,9 +137,6 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
     option_schema = {**CONNECTION_OPTIONS, **LOCK_OPTIONS}
     supports_reentrant = True
     supports_read_write = True
-    supports_fencing = True
-    supports_push_wakeup = True
-    supports_watchdog = True
     supports_listing = True
 
     def lock(  # type: ignore[override]
@@ -223,9 +220,6 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
     """
 
     option_schema = {**CONNECTION_OPTIONS, **QUEUE_OPTIONS}
-    supports_delay = True
-    supports_leases = True
-    supports_priority = False
 
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
         super().__init__(alias, params)

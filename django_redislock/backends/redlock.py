@@ -56,9 +56,6 @@ class RedlockBackend(BaseLockBackend):
     }
     supports_reentrant = False
     supports_read_write = False
-    supports_fencing = True
-    supports_push_wakeup = True
-    supports_watchdog = True
     supports_listing = True
 
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:

@@ -3,8 +3,8 @@
 Scores are integer microseconds since the epoch, read from the Redis server's
 ``TIME`` inside the scripts, so every client agrees on what "due" means
 whatever its own clock says. Integers below 2**53 are exact in a double, so a
-score read back from Redis compares equal to the one that was written (which
-the seed's compare-score ``dequeue`` depends on).
+score read back from Redis compares equal to the one that was written:
+``Queue.dequeue`` removes a task only while its score is unchanged.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
 from ..queue.registry import TaskFunction
-from ..queue.validation import check_name
+from ..validation import check_buyer, check_data, check_item, check_name, check_units, window_micros
 from .calls import (
     KEY_PARTS,
     StockCall,
@@ -34,7 +34,6 @@ from .calls import (
     take_call,
 )
 from .records import Reservation, StockStats, Take
-from .validation import check_buyer, check_data, check_item, check_units, window_micros
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -164,7 +163,7 @@ class Stock:
     # -- the hot path -----------------------------------------------------------------------
 
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
-        qty = check_units(qty, "qty")
+        qty = check_units(qty, "qty", allow_zero=False)
         buyer = check_buyer(buyer)
         reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, check_data(data))
         payload = None
@@ -197,7 +196,7 @@ class Stock:
         natural order number. ``data`` (a dict JSON can hold, checked with or
         without an order task) travels to the order task inside the reservation;
         it is not stored with the reservation itself. ``buyer`` is normalised by
-        :func:`~django_redislock.inventory.validation.check_buyer`. Bad arguments
+        :func:`~django_redislock.validation.check_buyer`. Bad arguments
         raise ``InvalidArgument`` before Redis is touched. A resend of the call by a
         retrying client (its reply was lost) answers what the first run answered
         and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
@@ -272,7 +271,7 @@ class Stock:
         )
 
     def _add_call(self, units: int) -> StockCall[int]:
-        return set_call("add", check_units(units, "units"), "", "")
+        return set_call("add", check_units(units, "units", allow_zero=False), "", "")
 
     def add(self, units: int) -> int:
         """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound.

@@ -38,7 +38,7 @@ from ..handlers import locks, queues
 from ..queue.queue import Queue
 from ..queue.registry import TaskFunction, resolve
 from ..queue.results import with_result_marker
-from ..queue.validation import check_seconds
+from ..validation import check_seconds
 from .registry import all_schedules, needs_croniter
 from .schedules import SECOND, Schedule, tick_label
 

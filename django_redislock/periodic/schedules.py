@@ -25,7 +25,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..exceptions import InvalidArgument, MissingDependency
-from ..queue.validation import check_name
+from ..validation import check_name
 
 #: The missed-tick policies (see :class:`Schedule`).
 CATCH_UP = ("none", "last", "all")

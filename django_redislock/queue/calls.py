@@ -19,6 +19,7 @@ import redis
 
 from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
+from ..validation import check_count, check_id, check_ids, check_name, check_seconds
 from ..wire import DirectSender, direct_sender, to_text
 from .flow import FLOW_PART
 from .history import worker_id
@@ -36,7 +37,6 @@ from .records import (
 )
 from .serializers import get_serializer
 from .stats import SUMMARY_SCRIPT, QueueStats, summary_extra_keys
-from .validation import check_count, check_id, check_ids, check_name, check_seconds
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -258,12 +258,12 @@ class QueueCalls:
     def prepare(self, id: str, payload: Any = None, delay: float = 0) -> Entry:
         """Validate and serialize one task without sending it (raises InvalidArgument)."""
         check_id(id)
-        seconds = check_seconds(delay, "delay")
+        seconds = check_seconds(delay, "delay", allow_zero=True)
         return Entry(id, micros(seconds), self.encode(payload))
 
     def batches(self, items: Iterable[Any], delay: float, batch_size: int) -> list[list[Entry]]:
         """Validate every ``(id, payload[, delay])`` item, then cut them into batches."""
-        check_count(batch_size, "batch_size")
+        check_count(batch_size, "batch_size", allow_zero=False)
         if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
             raise InvalidArgument("items must be an iterable of (id, payload) tuples")
         entries = []
@@ -359,7 +359,7 @@ class QueueCalls:
     def _list_call(self, state: str, count: int, after: Cursor = None) -> Call[list[Task]]:
         if state not in STATE_SETS:
             raise InvalidArgument(f"state must be one of {', '.join(STATE_SETS)}, got {state!r}")
-        check_count(count)
+        check_count(count, allow_zero=False)
         cursor = cursor_of(after)
         score, id = cursor or (0, "")
         # Paged by (score, id), not by score alone: tasks that share a score (a batch
@@ -389,12 +389,16 @@ class QueueCalls:
     ) -> Call[str]:
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by pop(), got {task!r}")
-        seconds = self.backoff(task.attempts) if delay is None else check_seconds(delay, "delay")
+        seconds = (
+            self.backoff(task.attempts)
+            if delay is None
+            else check_seconds(delay, "delay", allow_zero=True)
+        )
         limit = self.backend.options["MAX_ATTEMPTS"] if max_attempts is None else max_attempts
-        check_count(limit, "max_attempts")
+        check_count(limit, "max_attempts", allow_zero=False)
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-        took = "" if runtime is None else micros(check_seconds(runtime, "runtime"))
+        took = "" if runtime is None else micros(check_seconds(runtime, "runtime", allow_zero=True))
         args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
         extra = (self.history_key, self.history_index_key)
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
@@ -427,7 +431,11 @@ class QueueCalls:
     def _start_call(self, task: Task, lease: float | None, max_attempts: int | None) -> Call[bool]:
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by claim(), got {task!r}")
-        limit = 0 if max_attempts is None else check_count(max_attempts, "max_attempts")
+        limit = (
+            0
+            if max_attempts is None
+            else check_count(max_attempts, "max_attempts", allow_zero=False)
+        )
         return self._extend_call(task, lease, limit)
 
     def _dequeue_call(self, id: str, score: int) -> Call[bool]:
@@ -454,10 +462,12 @@ class QueueCalls:
 
     def _requeue_call(self, ids: Iterable[str] | None, limit: int) -> Call[int]:
         chosen = [] if ids is None else check_ids(ids)
-        return Call("queue_requeue_dead", [check_count(limit, "limit"), *chosen], int)
+        return Call(
+            "queue_requeue_dead", [check_count(limit, "limit", allow_zero=False), *chosen], int
+        )
 
     def _purge_call(self, chunk: int) -> Call[tuple[int, int]]:
-        check_count(chunk, "chunk")
+        check_count(chunk, "chunk", allow_zero=False)
         return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
 
     def _stats_call(self) -> Call[dict[str, Any]]:

@@ -198,8 +198,8 @@ class FlowMixin:
     def _throttle_args(
         self, task: Task, name: str, rate: Rate, hold: int
     ) -> tuple[list[Any], tuple[str, str]]:
+        from ..validation import check_id
         from .records import Task
-        from .validation import check_id
 
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by claim(), got {task!r}")

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ResultTimeout, ResultUnknown, TaskFailed
 from ..handlers import queues
+from ..validation import check_seconds
 from .results import Outcome, ResultStatus, read_call, record_keys, run, run_async
-from .validation import check_seconds
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -121,7 +121,7 @@ def start_wait(timeout: float | None) -> float | None:
     """The monotonic deadline of a wait (None: no deadline); checks ``timeout``."""
     if timeout is None:
         return None
-    return time.monotonic() + check_seconds(timeout, "timeout")
+    return time.monotonic() + check_seconds(timeout, "timeout", allow_zero=True)
 
 
 def block_seconds(queue: Queue, deadline: float | None, task_id: str, outcome: Outcome) -> float:

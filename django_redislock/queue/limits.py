@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..exceptions import InvalidArgument, SoftTimeLimitExceeded, TimeLimitExceeded
-from .validation import check_seconds
+from ..validation import check_seconds
 
 logger = logging.getLogger("django_redislock.worker")
 

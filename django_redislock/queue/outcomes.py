@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import signals
+from ..validation import MAX_COUNT
 from .history import add_to_pipeline as add_runs
 from .payloads import Runnable, task_path
 from .queue import Queue
@@ -31,7 +32,6 @@ from .rates import add_to_pipeline, type_name
 from .records import Task
 from .results import store_failure
 from .stats import counters_key
-from .validation import MAX_COUNT
 
 logger = logging.getLogger("django_redislock.worker")
 

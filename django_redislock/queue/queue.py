@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..validation import check_count, check_id, check_seconds
 from .calls import Cursor, Entry, QueueCalls, TaskRef, enqueue_args
 from .flow import FlowMixin
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .records import READY, Claim, Task, micros
-from .validation import check_count, check_id, check_seconds
 
 
 class Queue(QueueCalls, FlowMixin):
@@ -64,7 +64,7 @@ class Queue(QueueCalls, FlowMixin):
         higher level are claimed first (docs/queue.md, "Priorities").
         """
         check_id(id)  # prepare()'s checks, in its order, without building an Entry
-        due_in = micros(check_seconds(delay, "delay"))
+        due_in = micros(check_seconds(delay, "delay", allow_zero=True))
         flag = "1" if replace else "0"
         if type(priority) is not int or priority:
             flag = enqueue_flag(replace, check_priority(priority))
@@ -149,11 +149,11 @@ class Queue(QueueCalls, FlowMixin):
         tasks of a dead worker come back without any daemon. ``lease`` defaults
         to ``OPTIONS['VISIBILITY_TIMEOUT']``.
         """
-        return self.claim(check_count(count), lease).tasks
+        return self.claim(check_count(count, allow_zero=False), lease).tasks
 
     async def pop_async(self, count: int = 1, lease: float | None = None) -> list[Task]:
         """The asyncio twin of :meth:`pop`."""
-        return (await self.claim_async(check_count(count), lease)).tasks
+        return (await self.claim_async(check_count(count, allow_zero=False), lease)).tasks
 
     def claim(
         self,

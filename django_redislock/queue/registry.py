@@ -42,6 +42,7 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument, TaskImportError, TaskNotRegistered
 from ..handlers import queues
+from ..validation import check_count, check_id, check_name, check_seconds
 from .calls import Entry, enqueue_args
 from .flow import parse_rate
 from .handles import ResultHandle
@@ -50,7 +51,6 @@ from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import micros
 from .results import MARKER, Outcome, eager_outcome, marked_sender, marker, send_marked
-from .validation import check_count, check_id, check_name, check_seconds
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -124,16 +124,20 @@ class TaskFunction(Generic[P, R]):
         self.queue_name = check_name(queue)
         self.using = using
         self.max_attempts = (
-            None if max_attempts is None else check_count(max_attempts, "max_attempts")
+            None
+            if max_attempts is None
+            else check_count(max_attempts, "max_attempts", allow_zero=False)
         )
         self.lease = None if lease is None else check_seconds(lease, "lease", allow_zero=False)
         self.retry_backoff = (
-            None if retry_backoff is None else check_seconds(retry_backoff, "retry_backoff")
+            None
+            if retry_backoff is None
+            else check_seconds(retry_backoff, "retry_backoff", allow_zero=True)
         )
         self.retry_backoff_max = (
             None
             if retry_backoff_max is None
-            else check_seconds(retry_backoff_max, "retry_backoff_max")
+            else check_seconds(retry_backoff_max, "retry_backoff_max", allow_zero=True)
         )
         self.unique = unique
         self.time_limit, self.soft_time_limit = check_limits(
@@ -214,7 +218,7 @@ class TaskFunction(Generic[P, R]):
         """
         task_id = self.task_id(payload, id)
         queue = self.queue
-        due_in = micros(check_seconds(delay, "delay"))
+        due_in = micros(check_seconds(delay, "delay", allow_zero=True))
         ttl = self.ttl_of_results(queue)
         if ttl is not None:  # after task_id: a unique id does not depend on the generation
             payload = {**payload, MARKER: marker(queue, ttl)}
@@ -267,7 +271,7 @@ class TaskFunction(Generic[P, R]):
         :meth:`enqueue`, and each id tells whether it was queued likewise.
         """
         queue = self.queue
-        check_count(batch_size, "batch_size")
+        check_count(batch_size, "batch_size", allow_zero=False)
         level = self.priority if priority is None else check_priority(priority)
         ttl = self.ttl_of_results(queue)
         entries, gens = [], []

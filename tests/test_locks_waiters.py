@@ -126,3 +126,27 @@ def test_a_sigkilled_waiter_is_gone_after_its_deadline(single_target: RedisTarge
             child.wait(10)
         assert waiters_of(backend, "order:10") == 1  # until its deadline (5 s of waiting)
         assert wait_for(lambda: waiters_of(backend, "order:10") == 0, timeout=8)
+
+
+def test_writers_waiting_on_a_read_write_lock_are_counted(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("sheet:4", ttl=10)
+    got: list[bool] = []
+
+    def writer() -> None:
+        lock = rw.write()
+        got.append(lock.acquire(blocking=True, timeout=20))
+        lock.release()
+
+    with rw.write():
+        threads = [threading.Thread(target=writer) for _ in range(3)]
+        for t in threads:
+            t.start()
+        assert wait_for(lambda: waiters_of(backend, "sheet:4") == 3)
+    for t in threads:
+        t.join(30)
+    assert got == [True] * 3
+    assert backend.client.zcard(lock_key(backend, "sheet:4", "q")) == 0
+    with rw.read():
+        assert not rw.write().acquire(blocking=False)
+        assert waiters_of(backend, "sheet:4") == 0

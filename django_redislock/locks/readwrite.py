@@ -38,6 +38,8 @@ class _RWKeys:
         self.intent = lock_key(backend, name, "ri")
         self.read_signal = lock_key(backend, name, "sr")
         self.write_signal = lock_key(backend, name, "sw")
+        #: callers waiting for the name (shared with its mutex; see lock_rw_write.lua)
+        self.waiters = lock_key(backend, name, "q")
         self.index = bucket_keys(backend, name)
 
 
@@ -155,6 +157,7 @@ class WriteLock(_RWHold):
         intent_ms = 0
         if blocking and remaining > 0:
             intent_ms = to_ms(min(remaining, self._max_block())) + INTENT_MARGIN_MS
+            keys.append(k.waiters)  # a waiting try is counted on the admin's locks page
         args = [owner, to_ms(self.ttl), self.name, meta, intent_ms, SIGNAL_MS]
         return "lock_rw_write", keys, args
 

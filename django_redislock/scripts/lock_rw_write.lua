@@ -6,6 +6,11 @@
 -- KEYS[3] waiting writer's intent   KEYS[4] bucket fence counter
 -- KEYS[5] index names   KEYS[6] index expiry   KEYS[7] writer wake-up signal
 -- KEYS[8] request memory zset (request id -> fence)
+-- KEYS[9] (optional) waiters zset shared with the mutex of the name (owner -> wait deadline
+--         in ms); a refused try that will wait (ARGV[5] > 0) records its owner there until
+--         min(ARGV[5], the blocker's remaining ms + 1 s) from now (a retry renews it), the
+--         grant removes it, entries past their deadline are pruned, and the zset expires a
+--         second after its last deadline
 -- ARGV[1] writer owner (unique per acquire call)   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
 -- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)   ARGV[6] signal lifetime ms
 -- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
@@ -34,12 +39,21 @@ if wait ~= 0 then
   if tonumber(ARGV[5]) > 0 and (not intent or intent == ARGV[1]) then
     redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[5])
   end
+  if KEYS[9] and tonumber(ARGV[5]) > 0 then
+    local ms = math.max(math.min(tonumber(ARGV[5]), wait + 1000), 1000)
+    redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
+    redis.call('ZADD', KEYS[9], now + ms, ARGV[1])
+    if redis.call('PTTL', KEYS[9]) < ms + 1000 then
+      redis.call('PEXPIRE', KEYS[9], ms + 1000)
+    end
+  end
   return {0, wait}
 end
 if redis.call('ZSCORE', KEYS[8], ARGV[1]) then
   return {0, 0}  -- taken back by its caller, or granted and ended since: grant nothing
 end
 redis.call('DEL', KEYS[3])
+if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[1]) end
 local fence = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'o', ARGV[1], 'f', fence, 'm', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

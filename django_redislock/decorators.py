@@ -48,7 +48,7 @@ lock always raises when it is not acquired: a ``with`` body cannot be skipped.
 
 ``owner`` names the holder instead of a random per-hold token: a string, a
 callable given the call's arguments, or ``"celery"`` for the id of the Celery
-task being run (see :mod:`django_redislock.celery`). Anyone who knows the owner
+task being run (see :mod:`django_redislock.contrib.celery`). Anyone who knows the owner
 can then release the hold from another process
 (``locks[alias].lock(name, owner=...).release()``), for example the next
 attempt of a task whose worker died.
@@ -84,6 +84,22 @@ logger = logging.getLogger("django_redislock.decorators")
 
 class BadLockName(InvalidArgument):
     """A call's arguments give no usable lock name (a decorated view answers 400)."""
+
+
+#: Owners named by a string that an integration resolves per call (``"celery"``:
+#: the running Celery task's id); filled by :func:`register_owner`.
+_named_owners: dict[str, Callable[[], str | None]] = {}
+
+
+def register_owner(name: str, resolve: Callable[[], str | None]) -> None:
+    """Make ``owner=name`` hold locks as ``resolve()`` (``None``: a random token).
+
+    Integrations register here (see :mod:`django_redislock.contrib`) so that
+    this module never imports them.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"register_owner: name must be a non-empty string, got {name!r}")
+    _named_owners[name] = resolve
 
 
 class distributed_lock:
@@ -155,10 +171,8 @@ class distributed_lock:
         """The owner of one call's hold: ``None`` (a random token), a string, or computed."""
         if self.owner is None:
             return None
-        if self.owner == "celery":
-            from .celery import current_task_id
-
-            return current_task_id()
+        if isinstance(self.owner, str) and self.owner in _named_owners:
+            return _named_owners[self.owner]()
         if callable(self.owner):
             return self.owner(*args, **kwargs)
         return self.owner

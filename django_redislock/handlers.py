@@ -153,5 +153,3 @@ class QueueHandler(BackendHandler[BaseQueueBackend]):
 
 locks: LockHandler = LockHandler()
 queues: QueueHandler = QueueHandler()
-
-from . import signals  # noqa: E402,F401  (the setting_changed receiver must exist whenever the handlers do)

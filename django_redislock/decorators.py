@@ -19,7 +19,7 @@ The name is a :meth:`str.format` template filled from the call's arguments as
 :func:`inspect.signature` binds them (``**kwargs`` are flattened, so a class
 view's URL kwargs are available), or a callable given the call's arguments.
 Filled-in values are escaped so that any string, such as a URL value, makes a
-distinct usable name (see :mod:`django_redislock.locks.names`); a value that
+distinct usable name (see :mod:`django_redislock.locking.names`); a value that
 is not text at all raises :class:`BadLockName`, which a view answers with 400.
 
 On an async class-based view (Django's ``View.view_is_async``), decorated on
@@ -68,9 +68,9 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 from asgiref.sync import iscoroutinefunction
 
 from .exceptions import InvalidArgument, LockLost
-from .locks.base import BaseLock
-from .locks.keys import check_name
-from .locks.names import fill, safe_name
+from .locking.base import BaseLock
+from .locking.keys import check_name
+from .locking.names import fill, safe_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -181,7 +181,7 @@ class distributed_lock:
         """The lock name for one call: the template filled from the bound arguments.
 
         Filled-in values are escaped so that any string makes a usable name (see
-        :mod:`django_redislock.locks.names`); a value that is not valid text raises
+        :mod:`django_redislock.locking.names`); a value that is not valid text raises
         :class:`BadLockName`. A template the arguments cannot fill raises
         :class:`InvalidArgument` (a programming error).
         """

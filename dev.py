@@ -131,6 +131,7 @@ def test() -> None:
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy", "django_redislock", "tests")
+    run(BIN / "lint-imports")
     run(BIN / "sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html")
     # the whole run reports its slowest tests, so the suite's time can be kept in check
     run(BIN / "pytest", *(sys.argv[2:] or [*workers(), "--durations=15"]))

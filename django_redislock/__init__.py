@@ -7,14 +7,15 @@ Public entry points::
 
 from __future__ import annotations
 
-# The subpackage ``locks`` (the lock classes) shares its name with the ``locks`` handler, and
-# importing a subpackage binds its name on this package: import it first so that the handler
-# bound below wins (tests/test_package.py guards this).
-from . import locks as _lock_classes  # noqa: F401
+from ._locks_moved import install as _install_old_locks_path
 from .decorators import distributed_lock
 from .handlers import locks, queues
 from .periodic import periodic_task
 from .queue.registry import task
+
+# The lock classes live in ``locking``; ``django_redislock.locks`` is the handler, and
+# the old ``django_redislock.locks.<name>`` imports are forwarded with a warning for one release.
+_install_old_locks_path()
 
 __all__ = ["distributed_lock", "locks", "periodic_task", "queues", "task"]
 __version__ = "0.1.0"

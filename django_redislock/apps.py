@@ -12,4 +12,7 @@ class RedisLockConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration only)
+        from .contrib import register
         from .metrics import histograms  # noqa: F401  (lock timing receivers)
+
+        register()

@@ -61,9 +61,9 @@ CHECKS: dict[str, str] = {
     "`prometheus` extra); the Prometheus endpoint answers 501, the JSON one works.",
 }
 
-TASK_BACKEND = "django_redislock.tasks.RedisTaskBackend"
+TASK_BACKEND = "django_redislock.contrib.tasks.RedisTaskBackend"
 #: The dotted paths that name this app's tasks backend.
-TASK_BACKEND_PATHS = {TASK_BACKEND, "django_redislock.tasks.backend.RedisTaskBackend"}
+TASK_BACKEND_PATHS = {TASK_BACKEND, "django_redislock.contrib.tasks.backend.RedisTaskBackend"}
 
 
 @register("redislock")

@@ -347,7 +347,7 @@ def heartbeat_errors(options: Mapping[str, Any]) -> list[str]:
     ]
 
 
-#: ``OPTIONS`` of a ``TASKS`` alias that uses ``django_redislock.tasks.RedisTaskBackend``.
+#: ``OPTIONS`` of a ``TASKS`` alias that uses ``django_redislock.contrib.tasks.RedisTaskBackend``.
 TASK_OPTIONS: dict[str, Option] = {
     "USING": Option(
         DEFAULT_ALIAS,

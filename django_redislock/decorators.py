@@ -19,7 +19,7 @@ The name is a :meth:`str.format` template filled from the call's arguments as
 :func:`inspect.signature` binds them (``**kwargs`` are flattened, so a class
 view's URL kwargs are available), or a callable given the call's arguments.
 Filled-in values are escaped so that any string, such as a URL value, makes a
-distinct usable name (see :mod:`django_redislock.locks.names`); a value that
+distinct usable name (see :mod:`django_redislock.locking.names`); a value that
 is not text at all raises :class:`BadLockName`, which a view answers with 400.
 
 On an async class-based view (Django's ``View.view_is_async``), decorated on
@@ -48,7 +48,7 @@ lock always raises when it is not acquired: a ``with`` body cannot be skipped.
 
 ``owner`` names the holder instead of a random per-hold token: a string, a
 callable given the call's arguments, or ``"celery"`` for the id of the Celery
-task being run (see :mod:`django_redislock.celery`). Anyone who knows the owner
+task being run (see :mod:`django_redislock.contrib.celery`). Anyone who knows the owner
 can then release the hold from another process
 (``locks[alias].lock(name, owner=...).release()``), for example the next
 attempt of a task whose worker died.
@@ -68,9 +68,9 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 from asgiref.sync import iscoroutinefunction
 
 from .exceptions import InvalidArgument, LockLost
-from .locks.base import BaseLock
-from .locks.keys import check_name
-from .locks.names import fill, safe_name
+from .locking.base import BaseLock
+from .locking.keys import check_name
+from .locking.names import fill, safe_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -84,6 +84,22 @@ logger = logging.getLogger("django_redislock.decorators")
 
 class BadLockName(InvalidArgument):
     """A call's arguments give no usable lock name (a decorated view answers 400)."""
+
+
+#: Owners named by a string that an integration resolves per call (``"celery"``:
+#: the running Celery task's id); filled by :func:`register_owner`.
+_named_owners: dict[str, Callable[[], str | None]] = {}
+
+
+def register_owner(name: str, resolve: Callable[[], str | None]) -> None:
+    """Make ``owner=name`` hold locks as ``resolve()`` (``None``: a random token).
+
+    Integrations register here (see :mod:`django_redislock.contrib`) so that
+    this module never imports them.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"register_owner: name must be a non-empty string, got {name!r}")
+    _named_owners[name] = resolve
 
 
 class distributed_lock:
@@ -155,10 +171,8 @@ class distributed_lock:
         """The owner of one call's hold: ``None`` (a random token), a string, or computed."""
         if self.owner is None:
             return None
-        if self.owner == "celery":
-            from .celery import current_task_id
-
-            return current_task_id()
+        if isinstance(self.owner, str) and self.owner in _named_owners:
+            return _named_owners[self.owner]()
         if callable(self.owner):
             return self.owner(*args, **kwargs)
         return self.owner
@@ -167,7 +181,7 @@ class distributed_lock:
         """The lock name for one call: the template filled from the bound arguments.
 
         Filled-in values are escaped so that any string makes a usable name (see
-        :mod:`django_redislock.locks.names`); a value that is not valid text raises
+        :mod:`django_redislock.locking.names`); a value that is not valid text raises
         :class:`BadLockName`. A template the arguments cannot fill raises
         :class:`InvalidArgument` (a programming error).
         """

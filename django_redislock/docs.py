@@ -147,7 +147,7 @@ backend:
 
 ## Task options
 
-`OPTIONS` of a `TASKS` alias whose `BACKEND` is `django_redislock.tasks.RedisTaskBackend`
+`OPTIONS` of a `TASKS` alias whose `BACKEND` is `django_redislock.contrib.tasks.RedisTaskBackend`
 (see [the Django tasks backend](tasks.md)):
 
 {task}

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from .backends.base import BaseBackend, BaseLockBackend, BaseQueueBackend
@@ -154,4 +156,14 @@ class QueueHandler(BackendHandler[BaseQueueBackend]):
 locks: LockHandler = LockHandler()
 queues: QueueHandler = QueueHandler()
 
-from . import signals  # noqa: E402,F401  (the setting_changed receiver must exist whenever the handlers do)
+
+@receiver(setting_changed)
+def reset_handlers(*, setting: str, **kwargs: Any) -> None:
+    """Forget backends built from a setting that changed (makes ``override_settings`` work).
+
+    Connected here, next to the handlers, so it exists whenever they do.
+    """
+    if setting == LOCKS_SETTING:
+        locks.reset()
+    elif setting == QUEUES_SETTING:
+        queues.reset()

@@ -1,16 +1,11 @@
-"""Signals sent by this app, and the receiver that resets the handlers on settings changes.
+"""Signals sent by this app (the settings receiver lives with the handlers it resets).
 
 Lock signals carry ``alias`` and ``name``; task signals carry ``queue`` and ``task``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.core.signals import setting_changed
-from django.dispatch import Signal, receiver
-
-from .conf import LOCKS_SETTING, QUEUES_SETTING
+from django.dispatch import Signal
 
 # The lock signals are sent on every acquire and release: ``use_caching`` makes a send
 # with no receiver return at once and spares one with receivers a scan of all receivers.
@@ -33,14 +28,3 @@ task_succeeded = Signal(use_caching=True)
 task_failed = Signal(use_caching=True)
 #: A task used up its attempts and went to the dead-letter set: ``queue``, ``task``, ``error``.
 task_dead = Signal(use_caching=True)
-
-
-@receiver(setting_changed)
-def reset_handlers(*, setting: str, **kwargs: Any) -> None:
-    """Forget backends built from a setting that changed (makes ``override_settings`` work)."""
-    from .handlers import locks, queues
-
-    if setting == LOCKS_SETTING:
-        locks.reset()
-    elif setting == QUEUES_SETTING:
-        queues.reset()

@@ -19,7 +19,7 @@ if os.environ.get("DJANGO_SETTINGS_MODULE") == "tests.celery_settings":
     django.setup()
 
 from django_redislock import locks
-from django_redislock.celery import release_task_lock, singleton
+from django_redislock.contrib.celery import release_task_lock, singleton
 
 url = os.environ.get("REDISLOCK_TEST_URL", "redis://127.0.0.1:1/0").rsplit("/", 1)[0]
 app = Celery("redislock_tests", broker=f"{url}/1", backend=f"{url}/2")

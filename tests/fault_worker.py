@@ -101,7 +101,7 @@ def redis_load(args: dict[str, Any]) -> dict[str, Any]:
 def watchdog_hold(args: dict[str, Any]) -> dict[str, Any]:
     from django_redislock import signals
     from django_redislock.backends.redis import RedisLockBackend
-    from django_redislock.locks import fenced_update
+    from django_redislock.locking import fenced_update
     from tests.testapp.models import FencedRecord
 
     lost: list[int] = []

@@ -71,7 +71,7 @@ def setup_db(args: dict[str, Any]) -> dict[str, Any]:
 
 def pause(args: dict[str, Any]) -> dict[str, Any]:
     from django_redislock.exceptions import LockLost
-    from django_redislock.locks import fenced_update
+    from django_redislock.locking import fenced_update
     from tests.testapp.models import FencedRecord
 
     lock = backend_of(args).lock(args["name"], ttl=args["ttl"])
@@ -90,7 +90,7 @@ def pause(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def hold(args: dict[str, Any]) -> dict[str, Any]:
-    from django_redislock.locks import fenced_update
+    from django_redislock.locking import fenced_update
     from tests.testapp.models import FencedRecord
 
     lock = backend_of(args).lock(args["name"], ttl=30)

@@ -65,7 +65,7 @@ REDISLOCK_QUEUES = {"default": {"LOCATION": UNREACHABLE}}
 # calls in tests/djtasks.py run on this app's queue (ignored where neither is installed).
 TASKS = {
     "default": {
-        "BACKEND": "django_redislock.tasks.RedisTaskBackend",
+        "BACKEND": "django_redislock.contrib.tasks.RedisTaskBackend",
         "QUEUES": ["default", "django-tasks"],
     }
 }

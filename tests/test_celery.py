@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from django_redislock import distributed_lock, locks
-from django_redislock.celery import current_task_id, release_task_lock
+from django_redislock.contrib.celery import current_task_id, release_task_lock
 
 from .servers import RedisProcess
 

@@ -22,7 +22,7 @@ COMMAND = "(or run: python -m django_redislock.docs settings)."
 HINT = f"See {DOCS} {COMMAND}"
 LOCK_HINT = f"See {DOCS}#lock-options {COMMAND}"
 TASK_HINT = f"See {DOCS}#task-options {COMMAND}"
-TASKS_BACKEND = "django_redislock.tasks.RedisTaskBackend"
+TASKS_BACKEND = "django_redislock.contrib.tasks.RedisTaskBackend"
 
 
 def run(**settings) -> list:
@@ -184,7 +184,7 @@ def test_client_class_whose_package_is_missing() -> None:
 
 
 @pytest.mark.parametrize(
-    "backend", [TASKS_BACKEND, "django_redislock.tasks.backend.RedisTaskBackend"]
+    "backend", [TASKS_BACKEND, "django_redislock.contrib.tasks.backend.RedisTaskBackend"]
 )
 def test_typoed_task_option(backend: str) -> None:
     tasks = {"default": {"BACKEND": backend, "OPTIONS": {"USIN": "default", "LEASE": 0}}}

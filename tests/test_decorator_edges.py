@@ -13,8 +13,8 @@ from django.test import AsyncClient, Client, RequestFactory, override_settings
 
 from django_redislock import distributed_lock, locks
 from django_redislock.exceptions import InvalidArgument, LockLost, LockNotAcquired
-from django_redislock.locks.keys import MAX_NAME_LENGTH
-from django_redislock.locks.names import fill, safe_name
+from django_redislock.locking.keys import MAX_NAME_LENGTH
+from django_redislock.locking.names import fill, safe_name
 
 from . import lock_edge_urls
 from .servers import RedisProcess

@@ -25,11 +25,11 @@ from django_redislock.queue import READY, Queue
 
 from .conftest import RedisTarget
 
-compat = pytest.importorskip("django_redislock.tasks.compat", exc_type=ImportError)
+compat = pytest.importorskip("django_redislock.contrib.tasks.compat", exc_type=ImportError)
 djtasks = pytest.importorskip("tests.djtasks")
 
-from django_redislock.tasks import RedisTaskBackend  # noqa: E402
-from django_redislock.tasks.results import result_keys  # noqa: E402
+from django_redislock.contrib.tasks import RedisTaskBackend  # noqa: E402
+from django_redislock.contrib.tasks.results import result_keys  # noqa: E402
 
 TaskResultStatus = compat.TaskResultStatus
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def tasks_setting(**options: Any) -> dict[str, Any]:
     return {
         "default": {
-            "BACKEND": "django_redislock.tasks.RedisTaskBackend",
+            "BACKEND": "django_redislock.contrib.tasks.RedisTaskBackend",
             "QUEUES": ["default", "django-tasks"],
             "OPTIONS": options,
         }
@@ -306,11 +306,11 @@ def test_bad_options_name_the_alias() -> None:
 def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without django.tasks and django-tasks the package imports, the backend says what to do."""
     for name in list(sys.modules):
-        if name.startswith(("django.tasks", "django_tasks", "django_redislock.tasks")):
+        if name.startswith(("django.tasks", "django_tasks", "django_redislock.contrib.tasks")):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "django.tasks", None)
     monkeypatch.setitem(sys.modules, "django_tasks", None)
-    import django_redislock.tasks as package
+    import django_redislock.contrib.tasks as package
     from django_redislock.exceptions import MissingDependency
 
     with pytest.raises(MissingDependency, match=r"django-redislock\[tasks\]"):

@@ -18,7 +18,7 @@ from django.core.management import call_command
 
 from django_redislock.backends.redlock import RedlockBackend
 from django_redislock.exceptions import LockLost
-from django_redislock.locks import fenced_update
+from django_redislock.locking import fenced_update
 from tests.testapp.models import FencedRecord
 
 from .conftest import RedisTarget

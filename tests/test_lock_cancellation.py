@@ -41,8 +41,8 @@ import pytest
 
 from django_redislock.backends.redis import RedisLockBackend
 from django_redislock.backends.redlock import RedlockBackend
-from django_redislock.locks.base import BaseLock
-from django_redislock.locks.watchdog import watchdog
+from django_redislock.locking.base import BaseLock
+from django_redislock.locking.watchdog import watchdog
 
 from .conftest import RedisTarget
 from .servers import RedisProcess, free_port

@@ -28,8 +28,8 @@ from redis.retry import Retry
 
 from django_redislock import signals
 from django_redislock.exceptions import ConnectionFailed, LockLost, LockNotOwned
-from django_redislock.locks import watchdog
-from django_redislock.locks.keys import lock_key
+from django_redislock.locking import watchdog
+from django_redislock.locking.keys import lock_key
 
 from .conftest import RedisTarget, reached
 

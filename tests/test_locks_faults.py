@@ -39,7 +39,7 @@ import pytest
 import redis
 
 from django_redislock.exceptions import ConnectionFailed, LockLost
-from django_redislock.locks.keys import bucket_of, lock_key
+from django_redislock.locking.keys import bucket_of, lock_key
 
 from .faults import Args, Fault, command_name
 from .proxied import PROXY_SOCKET_TIMEOUT, ProxiedTarget, no_resend_options, resend_options

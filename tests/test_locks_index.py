@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from django_redislock.exceptions import InvalidArgument
-from django_redislock.locks import index, pipeline
-from django_redislock.locks.keys import BucketKeys
-from django_redislock.locks.pipeline import run_scripts
+from django_redislock.locking import index, pipeline
+from django_redislock.locking.keys import BucketKeys
+from django_redislock.locking.pipeline import run_scripts
 
 from .conftest import RedisTarget
 

@@ -46,7 +46,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_redislock.exceptions import ConnectionFailed, LockLost
-from django_redislock.locks.keys import lock_key
+from django_redislock.locking.keys import lock_key
 
 from .faults import Args, command_name
 from .proxied import ProxiedTarget

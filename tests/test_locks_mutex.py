@@ -17,8 +17,8 @@ from django_redislock.exceptions import (
     LockNotOwned,
     LockUsageError,
 )
-from django_redislock.locks import Lock
-from django_redislock.locks.keys import lock_key
+from django_redislock.locking import Lock
+from django_redislock.locking.keys import lock_key
 
 from .conftest import RedisTarget, reached
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django_redislock.locks.keys import lock_key
-from django_redislock.locks.pipeline import run_scripts
+from django_redislock.locking.keys import lock_key
+from django_redislock.locking.pipeline import run_scripts
 
 from .conftest import RedisTarget
 

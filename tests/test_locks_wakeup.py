@@ -11,8 +11,8 @@ import pytest
 
 from django_redislock import signals
 from django_redislock.exceptions import LockLost, LockUsageError
-from django_redislock.locks import mutex, watchdog
-from django_redislock.locks.keys import lock_key
+from django_redislock.locking import mutex, watchdog
+from django_redislock.locking.keys import lock_key
 
 from .conftest import RedisTarget
 

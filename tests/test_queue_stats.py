@@ -7,7 +7,7 @@ import time
 import pytest
 
 from django_redislock.admin.data import queue_summaries
-from django_redislock.locks.pipeline import run_scripts
+from django_redislock.locking.pipeline import run_scripts
 from django_redislock.queue.stats import (
     QueueStats,
     counters_key,

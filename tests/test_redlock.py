@@ -30,7 +30,7 @@ from django_redislock.exceptions import (
     InvalidArgument,
     LockLost,
 )
-from django_redislock.locks import mutex
+from django_redislock.locking import mutex
 from django_redislock.redlock import lock as redlock_lock
 from django_redislock.redlock.masters import Master
 

@@ -12,7 +12,7 @@ import pytest
 
 from django_redislock.backends.redlock import RedlockBackend
 from django_redislock.exceptions import LockLost
-from django_redislock.locks.watchdog import watchdog
+from django_redislock.locking.watchdog import watchdog
 
 from .conftest import reached
 from .servers import RedisProcess

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_redislock.exceptions import ConnectionFailed
-from django_redislock.locks.pipeline import sha_of
+from django_redislock.locking.pipeline import sha_of
 from django_redislock.queue.worker import Worker
 from django_redislock.queue.workers import beat, list_workers, registry_keys
 

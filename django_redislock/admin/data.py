@@ -26,8 +26,8 @@ from typing import Any
 
 from ..backends.redis import RedisBackendMixin
 from ..exceptions import ConfigurationError, InvalidArgument, RedisLockError
-from ..locks.index import HeldLock
-from ..locks.pipeline import run_scripts
+from ..locking.index import HeldLock
+from ..locking.pipeline import run_scripts
 from ..queue.flow import parse_flow
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
 from ..queue.stats import QueueStats, stats_or_error, summary_call

@@ -21,7 +21,7 @@ from django.utils.http import urlencode
 
 from ..exceptions import ConfigurationError
 from ..handlers import locks
-from ..locks.index import HeldLock
+from ..locking.index import HeldLock
 from ..models import RELEASE_LOCKS
 from .common import (
     REDIS_ERRORS,

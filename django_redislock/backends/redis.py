@@ -38,7 +38,7 @@ from ..wire import to_text
 from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
-    from ..locks import Lock, LockPage, ReadWriteLock
+    from ..locking import Lock, LockPage, ReadWriteLock
 
 
 def cluster_unreachable(exc: RedisClusterException) -> bool:
@@ -130,7 +130,7 @@ class RedisBackendMixin:
 class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
     """Locks on one Redis deployment (a server, a Cluster, or a Sentinel-managed master).
 
-    The lock kinds live in :mod:`django_redislock.locks`; this class builds them
+    The lock kinds live in :mod:`django_redislock.locking`; this class builds them
     and holds the admin operations (listing, counting, force-release).
     """
 
@@ -159,7 +159,7 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         ``owner`` names the holder explicitly (reentrancy key, release elsewhere).
         ``on_lost(lock)`` is called from the watchdog thread when the hold is lost.
         """
-        from ..locks import Lock
+        from ..locking import Lock
 
         return Lock(
             self,
@@ -175,7 +175,7 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
 
     def read_write_lock(self, name: str, **defaults: Any) -> ReadWriteLock:
         """A read-write lock called ``name``; ``defaults`` (ttl, timeout, ...) apply to holds."""
-        from ..locks import ReadWriteLock
+        from ..locking import ReadWriteLock
 
         return ReadWriteLock(self, name, **defaults)
 
@@ -184,8 +184,8 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
 
         True if a hold ended.
         """
-        from ..locks.index import force_release_call
-        from ..locks.pipeline import run_scripts
+        from ..locking.index import force_release_call
+        from ..locking.pipeline import run_scripts
 
         (result,) = run_scripts(self, [force_release_call(self, name, fence)])
         if isinstance(result, Exception):
@@ -200,13 +200,13 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         before: str | None = None,
     ) -> LockPage:
         """Like :meth:`held_locks`, with the cursors of the pages beside it and the total count."""
-        from ..locks.index import page
+        from ..locking.index import page
 
         return page(self, prefix, limit, after, before)
 
     def held_lock_count(self) -> int:
         """How many locks are held on this alias."""
-        from ..locks.index import count
+        from ..locking.index import count
 
         return count(self)
 

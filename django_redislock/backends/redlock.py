@@ -34,7 +34,7 @@ from ..conf import CONNECTION_OPTIONS, LOCK_OPTIONS, REDLOCK_OPTIONS
 from ..connections import location_errors as url_errors
 from ..connections import redact
 from ..exceptions import ConnectionFailed
-from ..locks.index import LockPage, force_release_call
+from ..locking.index import LockPage, force_release_call
 from .base import BaseLockBackend
 
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any
 
 from ..exceptions import ConfigurationError, ConnectionFailed, RedisLockError
-from ..locks.pipeline import run_scripts
+from ..locking.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY
 from ..queue.stats import QueueStats, stats_or_error, summary_call
 from .deadline import DeadlineExceeded, all_within, metrics_timeout

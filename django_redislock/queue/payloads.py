@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from ..exceptions import TaskImportError, TaskNotRegistered, UndecodablePayload
 from .records import Task
 from .registry import resolve
+from .runners import payload_runner
 
 #: Failures that end a task at once: nothing but a new enqueue can make it runnable.
 HOPELESS = (UndecodablePayload, TaskNotRegistered)
@@ -73,11 +74,11 @@ def runnable(task: Task) -> Runnable:
     ``TaskImportError`` (retry it later); see the module doc.
     """
     payload = task.payload
-    if isinstance(payload, dict) and isinstance(payload.get("django_task"), str):
-        # a call queued through Django's tasks framework (django_redislock.tasks)
-        from ..tasks.runner import django_task_function
-
-        return django_task_function(task)
+    runner = payload_runner(payload)
+    if runner is not None:
+        # a payload an integration registered (e.g. Django's tasks framework)
+        result: Runnable = runner(task)
+        return result
     if not (isinstance(payload, dict) and isinstance(payload.get("task"), str)):
         raise TaskNotRegistered(f"task {task.id!r} has no @task payload: {payload!r:.200}")
     return resolve(payload["task"])

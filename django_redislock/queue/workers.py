@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..locks.pipeline import run_scripts
+from ..locking.pipeline import run_scripts
 
 #: The hash tag of an alias's registry keys.
 TAG = "workers"

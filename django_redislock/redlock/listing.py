@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..exceptions import ConnectionFailed
-from ..locks.index import HeldLock, LockPage, check_page, page, page_cursors
+from ..locking.index import HeldLock, LockPage, check_page, page, page_cursors
 
 
 def _answered(backend: Any, pages: list[Any]) -> list[LockPage]:

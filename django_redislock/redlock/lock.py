@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ConnectionFailed, InvalidArgument, LockNotOwned
-from ..locks.keys import to_ms
-from ..locks.mutex import Lock
-from ..locks.owners import Hold, current_user
-from ..locks.wait import wait_for_signal, wait_for_signal_async
+from ..locking.keys import to_ms
+from ..locking.mutex import Lock
+from ..locking.owners import Hold, current_user
+from ..locking.wait import wait_for_signal, wait_for_signal_async
 from .masters import Master
 
 #: Longest single block on a master's wake-up list before the masters are asked again.

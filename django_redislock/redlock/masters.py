@@ -35,7 +35,7 @@ from redis.retry import Retry
 
 from ..connections import redact
 from ..exceptions import ConnectionFailed
-from ..locks.pipeline import Call, run_scripts, sha_of
+from ..locking.pipeline import Call, run_scripts, sha_of
 from ..scripts import source
 from ..wire import to_text
 
@@ -54,7 +54,7 @@ class Master:
 
     It has the few attributes the single-server helpers use (``client``,
     ``errors()``, ``options``, ``key()``, ``is_cluster``), so script pipelines,
-    index pages and the ``BLPOP`` wait of :mod:`django_redislock.locks` run
+    index pages and the ``BLPOP`` wait of :mod:`django_redislock.locking` run
     unchanged against one master.
     """
 

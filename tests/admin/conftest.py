@@ -97,7 +97,7 @@ def dead_task(queue: Any, id: str, error: str = "boom") -> None:
 
 def grant_many(backend: Any, names: list[str], ttl: float = 60) -> list[int]:
     """Take many mutexes through the real acquire script in one pipeline; returns fences."""
-    from django_redislock.locks.pipeline import run_scripts
+    from django_redislock.locking.pipeline import run_scripts
 
     calls = []
     for name in names:

@@ -1,6 +1,6 @@
 """Django's tasks framework: ``django.tasks`` (Django 6+) or the ``django-tasks`` backport.
 
-Imported only when the backend is used, so that ``django_redislock.tasks``
+Imported only when the backend is used, so that ``django_redislock.contrib.tasks``
 (found by ``drain_queue``'s autodiscovery of ``tasks`` modules) imports on any
 Django. The native framework wins when both are installed.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..exceptions import MissingDependency
+from ...exceptions import MissingDependency
 
 MISSING = (
-    "django_redislock.tasks.RedisTaskBackend needs Django's tasks framework: Django 6.0+ "
+    "django_redislock.contrib.tasks.RedisTaskBackend needs Django's tasks framework: Django 6.0+ "
     "ships it as django.tasks; on Django 4.2/5.x install the backport with "
     "pip install 'django-redislock[tasks]' (the django-tasks package)."
 )

@@ -20,9 +20,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..exceptions import TaskNotRegistered
-from ..queue.records import Task as QueueTask
-from ..queue.registry import (
+from ...exceptions import TaskNotRegistered
+from ...queue.records import Task as QueueTask
+from ...queue.registry import (
     TASK_MODULES_SETTING,
     import_task_module,
     owner_module,

@@ -1,7 +1,7 @@
 """Lock names built from user input: any string becomes a usable, distinct lock name.
 
 A name template of ``@distributed_lock`` is filled from a call's arguments, which
-in a view come from the URL. :func:`~django_redislock.locks.keys.check_name`
+in a view come from the URL. :func:`~django_redislock.locking.keys.check_name`
 refuses what the key layout cannot hold as-is (braces, control characters, more
 than ``MAX_NAME_LENGTH`` characters), so the values are made safe first:
 

@@ -1,6 +1,6 @@
 """The client side of one lock object's hold: who may use it, grants, releases and losses.
 
-:class:`HoldKeeping` is the part of :class:`~django_redislock.locks.base.BaseLock`
+:class:`HoldKeeping` is the part of :class:`~django_redislock.locking.base.BaseLock`
 that turns script results into hold state and tells the holder about it: the
 usage checks (one object per thread or task; a forked child cannot release its
 parent's hold), the ``lock_acquired`` / ``lock_released`` / ``lock_lost``

@@ -24,7 +24,7 @@ WAIT_RECORD_CAP = 3600.0
 class Lock(BaseLock):
     """A distributed mutex, or with ``reentrant=True`` a reentrant lock.
 
-    Build it with ``locks[alias].lock(name, ...)``; see :mod:`django_redislock.locks`.
+    Build it with ``locks[alias].lock(name, ...)``; see :mod:`django_redislock.locking`.
     """
 
     def __init__(self, backend: Any, name: str, *, reentrant: bool = False, **kwargs: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from ..wire import to_text
+from ...wire import to_text
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
 #: Fields of the result hash that hold datetimes (ISO 8601, "" when unset).

@@ -2,7 +2,7 @@
 
 A lock object holds at most one hold at a time and belongs, while it holds, to
 the thread or asyncio task that acquired it. The Redis side is one script per
-state change (see :mod:`django_redislock.locks.keys` for the key layout).
+state change (see :mod:`django_redislock.locking.keys` for the key layout).
 
 Waiting never polls on a fixed interval: a failed acquire returns how long the
 current holder has left, and the waiter blocks on the lock's signal list

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from .conf import MAX_SECONDS
 from .exceptions import InvalidArgument
-from .queue.serializers import JSONSerializer
 
 #: Longest queue name or task id (keys and hash fields stay small).
 MAX_ID_LENGTH = 512
@@ -81,10 +80,6 @@ def check_ids(values: Any, argument: str = "ids") -> list[str]:
 MAX_NAME_LENGTH = 200
 #: Most units one take, set or add may move (a typo guard far above any real order).
 MAX_UNITS = 10**12
-#: Largest ``data`` of one take, as JSON (it travels in the order task's payload).
-MAX_DATA_BYTES = 64 * 1024
-#: The encoder that checks ``data`` (built once: it is shared by threads, like the queue's).
-JSON = JSONSerializer()
 #: Window bounds are microseconds since the epoch below this (exact in a Lua double).
 LATEST_MICROS = 2**53
 
@@ -118,25 +113,6 @@ def check_buyer(buyer: Any) -> str:
             f"got {buyer!r}"
         )
     return text
-
-
-def check_data(data: Any) -> dict[str, Any]:
-    """A take's ``data``: None or a dict that JSON can hold, at most ``MAX_DATA_BYTES`` encoded.
-
-    Checked the same way with or without an order task, so a take never
-    accepts ``data`` that an order task could not carry.
-    """
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InvalidArgument(f"data must be a dict or None, got {type(data).__name__}")
-    try:
-        size = len(JSON.dumps(data))
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"data: {exc}") from None
-    if size > MAX_DATA_BYTES:
-        raise InvalidArgument(f"data is {size} bytes as JSON, over {MAX_DATA_BYTES}")
-    return dict(data)
 
 
 def check_units(value: Any, argument: str, *, allow_zero: bool) -> int:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
 from ..queue.registry import TaskFunction
-from ..validation import check_buyer, check_data, check_item, check_name, check_units, window_micros
+from ..queue.serializers import JSONSerializer
+from ..validation import check_buyer, check_item, check_name, check_units, window_micros
 from .calls import (
     KEY_PARTS,
     StockCall,
@@ -40,6 +41,31 @@ if TYPE_CHECKING:
     from ..queue.queue import Queue
 
 R = TypeVar("R")
+
+
+#: Largest ``data`` of one take, as JSON (it travels in the order task's payload).
+MAX_DATA_BYTES = 64 * 1024
+#: The encoder that checks ``data`` (built once: it is shared by threads, like the queue's).
+JSON = JSONSerializer()
+
+
+def check_data(data: Any) -> dict[str, Any]:
+    """A take's ``data``: None or a dict that JSON can hold, at most ``MAX_DATA_BYTES`` encoded.
+
+    Checked the same way with or without an order task, so a take never
+    accepts ``data`` that an order task could not carry.
+    """
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"data must be a dict or None, got {type(data).__name__}")
+    try:
+        size = len(JSON.dumps(data))
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"data: {exc}") from None
+    if size > MAX_DATA_BYTES:
+        raise InvalidArgument(f"data is {size} bytes as JSON, over {MAX_DATA_BYTES}")
+    return dict(data)
 
 
 class StockKeys(NamedTuple):

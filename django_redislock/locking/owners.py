@@ -22,7 +22,6 @@ from typing import Any
 from ..exceptions import InvalidArgument
 
 _host = socket.gethostname()
-_host_json = json.dumps(_host)
 #: Bumped in a forked child: every cached identity that embeds the parent's pid is stale.
 _generation = 0
 _prefix = f"{_host}:{os.getpid()}"
@@ -111,11 +110,10 @@ def holder_meta(kind: str, thread: str, task: str | None, ttl: float) -> str:
     key = (kind, thread, task, ttl)
     head = _meta_cache.get(key)
     if head is None:
-        dumps = json.dumps
-        head = (
-            f'{{"kind":"{kind}","host":{_host_json},"pid":{os.getpid()},'
-            f'"thread":{dumps(thread)},"task":{dumps(task)},"ttl":{ttl!r},"acquired_at":'
-        )
+        fields: dict[str, Any] = {"kind": kind, "host": _host, "pid": os.getpid()}
+        fields.update(thread=thread, task=task, ttl=ttl)
+        # the object without its closing brace: each grant appends its own time
+        head = json.dumps(fields, separators=(",", ":"))[:-1] + ',"acquired_at":'
         if len(_meta_cache) >= _META_CACHE_SIZE:
             _meta_cache.clear()  # task names are unique per task: keep the cache bounded
         _meta_cache[key] = head

@@ -1,7 +1,7 @@
-"""A named queue: seed 000's four operations plus leases, retries and dead letters.
+"""A named queue: enqueue, top, pop and dequeue, plus leases, retries and dead letters.
 
 Every operation is one Lua script: one round trip, atomic, on one cluster slot,
-no lock (seed 000 wrapped each operation in a distributed lock instead). Each
+with no lock around it (the script is the unit of atomicity). Each
 blocking method has an ``*_async`` twin that sends the same request through
 the asyncio client.
 
@@ -45,7 +45,7 @@ class Queue(QueueCalls, FlowMixin):
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} alias={self.backend.alias!r}>"
 
-    # -- seed 000: enqueue / top / pop / dequeue ------------------------------------------
+    # -- the four basic operations: enqueue / top / pop / dequeue -------------------------
 
     def enqueue(
         self,
@@ -57,7 +57,7 @@ class Queue(QueueCalls, FlowMixin):
     ) -> bool:
         """Queue ``id`` to be due in ``delay`` seconds; False if it is already queued.
 
-        One entry per id (seed 000): while ``id`` is ready, delayed or in flight a
+        One entry per id: while ``id`` is ready, delayed or in flight a
         second enqueue keeps the first copy and returns False, unless
         ``replace=True`` reschedules it with the new payload, delay and priority.
         ``priority`` is a level from 0 (the default, lowest) to 9: due tasks of a
@@ -133,7 +133,7 @@ class Queue(QueueCalls, FlowMixin):
         return self.send_entries(enqueue_args(entries, replace, priority))
 
     def top(self, count: int = 1) -> list[Task]:
-        """Due tasks, oldest first, without claiming them (seed 000's ``top``)."""
+        """Due tasks, oldest first, without claiming them."""
         return self._run(self._list_call(READY, count, None))
 
     async def top_async(self, count: int = 1) -> list[Task]:
@@ -206,7 +206,7 @@ class Queue(QueueCalls, FlowMixin):
         return await self._arun(self._start_call(task, lease, max_attempts))
 
     def dequeue(self, id: str, score: int) -> bool:
-        """Remove a queued task only if its score is still ``score`` (seed 000's dequeue).
+        """Remove a queued task only if its score is still ``score`` (compare and delete).
 
         False when it is gone or was rescheduled since the caller read it.
         """

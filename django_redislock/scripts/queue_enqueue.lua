@@ -1,4 +1,4 @@
--- Enqueue tasks with one entry per id (seed 000's dedup) and wake waiting workers.
+-- Enqueue tasks with one entry per id (a queued id is not queued twice) and wake waiting workers.
 -- KEYS[1] pending zset (id -> due time, microseconds since the epoch; ready and delayed tasks)
 -- KEYS[2] in-flight zset (id -> lease deadline, microseconds)
 -- KEYS[3] dead-letter zset (id -> time of death, microseconds)

@@ -7,7 +7,7 @@ Public entry points::
 
 from __future__ import annotations
 
-from ._locks_moved import install as _install_old_locks_path
+from ._moved import alias_module
 from .decorators import distributed_lock
 from .handlers import locks, queues
 from .periodic import periodic_task
@@ -15,7 +15,7 @@ from .queue.registry import task
 
 # The lock classes live in ``locking``; ``django_redislock.locks`` is the handler, and
 # the old ``django_redislock.locks.<name>`` imports are forwarded with a warning for one release.
-_install_old_locks_path()
+alias_module("django_redislock.locks", "django_redislock.locking")
 
 __all__ = ["distributed_lock", "locks", "periodic_task", "queues", "task"]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The handle ``delay()`` returns: ``status``, ``result(timeout)`` and ``result_async(timeout)``.
+"""``Enqueued``, the handle ``delay()`` returns: ``status``, ``result()``, ``result_async()``.
 
 Waiting never polls: a waiter reads the result (one script), and while it is not
 final blocks on the result's done list with ``BLMOVE done done RIGHT LEFT``.
@@ -149,3 +149,36 @@ def settle(task_id: str, outcome: Outcome, queue: Queue | None) -> Any:
         f"no result of task {task_id!r}: it expired (result_ttl), was removed, or was never "
         f"stored (does the task have store_result=True?)"
     )
+
+
+class Enqueued(str, ResultHandle):
+    """The id of a call queued with ``@task``: a ``str``, plus whether it was queued.
+
+    It is also the call's handle (:class:`~django_redislock.queue.handles.ResultHandle`):
+    ``status``, ``result(timeout)`` and ``result_async(timeout)``.
+
+    ``queued`` is True when the call was queued (or, with ``replace=True``,
+    rescheduled), False when a copy with the same id was already queued or
+    running and was kept (deduplicated: nothing new will run), and None while
+    that is not known: inside ``transaction.atomic()`` the send waits for the
+    commit and ``queued`` is filled in then (it stays None after a rollback),
+    and in ``EAGER`` mode nothing is queued at all.
+    """
+
+    queued: bool | None
+
+    def __new__(
+        cls,
+        id: str,
+        queued: bool | None = None,
+        queue: Queue | None = None,
+        known: Outcome | None = None,
+    ) -> Enqueued:
+        made = super().__new__(cls, id)
+        made.queued = queued
+        made._where = None if queue is None else (queue.backend.alias, queue.name)
+        made._known = known
+        return made
+
+    def __repr__(self) -> str:
+        return f"Enqueued({str(self)!r}, queued={self.queued!r})"

@@ -1,76 +1,21 @@
-"""``@distributed_lock``: one object that is both a decorator and a context manager.
-
-::
-
-    @distributed_lock("order:{order_id}", ttl=30, timeout=0)
-    def pay(request, order_id): ...
-
-    @distributed_lock("user:{request.user.pk}")          # attribute access works
-    class ProfileView(View): ...                           # wraps dispatch()
-
-    class Command(BaseCommand):
-        @distributed_lock("nightly-report", on_locked="skip")
-        def handle(self, *args, **options): ...
-
-    with distributed_lock("rebuild-index"):                # a context manager too
-        ...
-
-The name is a :meth:`str.format` template filled from the call's arguments as
-:func:`inspect.signature` binds them (``**kwargs`` are flattened, so a class
-view's URL kwargs are available), or a callable given the call's arguments.
-Filled-in values are escaped so that any string, such as a URL value, makes a
-distinct usable name (see :mod:`django_redislock.locking.names`); a value that
-is not text at all raises :class:`BadLockName`, which a view answers with 400.
-
-On an async class-based view (Django's ``View.view_is_async``), decorated on
-the class or on ``dispatch()``, the lock is taken with ``acquire_async()`` and
-held while the handler's coroutine runs.
-
-When the lock stays taken for the whole wait, ``on_locked`` decides:
-
-* ``"raise"``: raise :class:`~django_redislock.exceptions.LockNotAcquired`;
-* ``"skip"``: do not call the function, return ``None``;
-* ``"response"``: return an HTTP 423 (Locked) response with ``Retry-After`` set
-  to the holder's remaining TTL in whole seconds;
-* a callable ``on_locked(lock, *args, **kwargs)``: its result is returned.
-
-The default (``None``) is ``"response"`` when an argument of the call is an
-``HttpRequest`` (a view) and ``"raise"`` otherwise.
-
-When the function ran but its hold had ended before the release (expired or
-force-released), ``on_release_lost`` decides: ``"raise"`` (:class:`LockLost`),
-``"ignore"`` (return the function's result), ``"response"`` (an HTTP 409
-Conflict, the view's own status in ``X-Lock-Lost-Status``) or a callable
-``on_release_lost(lock, result, *args, **kwargs)``; the default is
-``"response"`` for a view and ``"raise"`` otherwise. An exception of the
-function itself is never replaced by the ``LockLost`` of its release. As a context manager the
-lock always raises when it is not acquired: a ``with`` body cannot be skipped.
-
-``owner`` names the holder instead of a random per-hold token: a string, a
-callable given the call's arguments, or ``"celery"`` for the id of the Celery
-task being run (see :mod:`django_redislock.contrib.celery`). Anyone who knows the owner
-can then release the hold from another process
-(``locks[alias].lock(name, owner=...).release()``), for example the next
-attempt of a task whose worker died.
-"""
+"""``distributed_lock``: the decorator and context manager (see the package's docs)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import logging
-import math
-import string
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from asgiref.sync import iscoroutinefunction
 
-from .exceptions import InvalidArgument, LockLost
-from .locking.base import BaseLock
-from .locking.keys import check_name
-from .locking.names import fill, safe_name
+from ..exceptions import InvalidArgument, LockLost
+from ..locking.base import BaseLock
+from ..locking.names import fill, safe_name
+from .names import BadLockName, bound_arguments, check_template, named_owners
+from .responses import has_request, lock_pttl, lock_pttl_async, locked_response, lost_response
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,28 +23,7 @@ T = TypeVar("T", bound=type)
 
 ON_LOCKED = ("raise", "skip", "response")
 ON_RELEASE_LOST = ("raise", "ignore", "response")
-_formatter = string.Formatter()
 logger = logging.getLogger("django_redislock.decorators")
-
-
-class BadLockName(InvalidArgument):
-    """A call's arguments give no usable lock name (a decorated view answers 400)."""
-
-
-#: Owners named by a string that an integration resolves per call (``"celery"``:
-#: the running Celery task's id); filled by :func:`register_owner`.
-_named_owners: dict[str, Callable[[], str | None]] = {}
-
-
-def register_owner(name: str, resolve: Callable[[], str | None]) -> None:
-    """Make ``owner=name`` hold locks as ``resolve()`` (``None``: a random token).
-
-    Integrations register here (see :mod:`django_redislock.contrib`) so that
-    this module never imports them.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"register_owner: name must be a non-empty string, got {name!r}")
-    _named_owners[name] = resolve
 
 
 class distributed_lock:
@@ -161,7 +85,7 @@ class distributed_lock:
 
     def lock_for(self, name: str, owner: str | None = None) -> BaseLock:
         """A fresh lock object for ``name`` on the ``using`` alias (held as ``owner``)."""
-        from .handlers import locks
+        from ..handlers import locks
 
         extra = {} if owner is None else {"owner": owner}
         lock: BaseLock = locks[self.using].lock(name, **self.lock_kwargs, **extra)
@@ -171,8 +95,8 @@ class distributed_lock:
         """The owner of one call's hold: ``None`` (a random token), a string, or computed."""
         if self.owner is None:
             return None
-        if isinstance(self.owner, str) and self.owner in _named_owners:
-            return _named_owners[self.owner]()
+        if isinstance(self.owner, str) and self.owner in named_owners:
+            return named_owners[self.owner]()
         if callable(self.owner):
             return self.owner(*args, **kwargs)
         return self.owner
@@ -298,7 +222,7 @@ class distributed_lock:
 
     def _bad_name(self, exc: BadLockName, args: Any, kwargs: Any) -> Any:
         """A view answers a name its input cannot make with 400; anything else raises."""
-        if not _has_request(args, kwargs):
+        if not has_request(args, kwargs):
             raise exc
         from django.http import HttpResponseBadRequest
 
@@ -311,7 +235,7 @@ class distributed_lock:
         """The function ran and returned ``result``, but the hold had ended before release."""
         action = self.on_release_lost
         if action is None:
-            action = "response" if _has_request(args, kwargs) else "raise"
+            action = "response" if has_request(args, kwargs) else "raise"
         logger.warning("%s; the decorated call had completed", exc)
         if callable(action):
             return action(lock, result, *args, **kwargs)
@@ -324,7 +248,7 @@ class distributed_lock:
     def _when_locked(self, lock: BaseLock, pttl: int, args: Any, kwargs: Any) -> Any:
         action = self.on_locked
         if action is None:
-            action = "response" if _has_request(args, kwargs) else "raise"
+            action = "response" if has_request(args, kwargs) else "raise"
         if callable(action):
             return action(lock, *args, **kwargs)
         if action == "skip":
@@ -363,44 +287,6 @@ class distributed_lock:
         await self._exit().release_async()
 
 
-def check_template(name: Any) -> None:
-    """Raise :class:`InvalidArgument` unless ``name`` is a usable name or name template."""
-    if not isinstance(name, str):
-        raise InvalidArgument(f"name must be a str or a callable, not {type(name).__name__}")
-    try:
-        fields = [field for _, field, _, _ in _formatter.parse(name) if field is not None]
-    except ValueError as exc:
-        raise InvalidArgument(f"name template {name!r} is malformed: {exc}") from exc
-    if not fields:
-        check_name(name)
-    elif not name.strip():
-        raise InvalidArgument("name must be a non-empty string")
-
-
-def bound_arguments(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any]:
-    """The call's arguments by parameter name, with ``**kwargs`` flattened in.
-
-    The signature is that of the innermost wrapped function; when the call does
-    not fit it (Django's ``method_decorator`` hands over a bound method whose
-    ``__wrapped__`` still takes ``self``), that of ``func`` itself.
-    """
-    signature = inspect.signature(func)
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        try:
-            signature = inspect.signature(func, follow_wrapped=False)
-            bound = signature.bind(*args, **kwargs)
-        except (TypeError, ValueError):
-            raise TypeError(f"{getattr(func, '__qualname__', func)}(): {exc}") from exc
-    bound.apply_defaults()
-    values = dict(bound.arguments)
-    for param in signature.parameters.values():
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            values.update(values.pop(param.name, {}))
-    return values
-
-
 def _async_view_dispatch(func: Callable[..., Any], args: Any) -> bool:
     """True when ``func(*args)`` is ``dispatch()`` of an async class-based view.
 
@@ -433,61 +319,3 @@ async def _release_after_error_async(lock: BaseLock) -> None:
         await lock.release_async()
     except LockLost as exc:
         logger.warning("%s (the decorated call raised)", exc)
-
-
-def _has_request(args: Any, kwargs: Any) -> bool:
-    from django.http import HttpRequest
-
-    return any(isinstance(value, HttpRequest) for value in (*args, *kwargs.values()))
-
-
-def locked_response(name: str, pttl_ms: int) -> Any:
-    """An HTTP 423 (Locked) response whose ``Retry-After`` is the holder's remaining TTL."""
-    from django.http import HttpResponse
-
-    response = HttpResponse(f"Locked: {name} is busy, retry later.\n", status=423)
-    response["Retry-After"] = str(max(1, math.ceil(pttl_ms / 1000)))
-    return response
-
-
-def lost_response(name: str, result: Any) -> Any:
-    """An HTTP 409 (Conflict): the view ran, but its lock had ended before the release.
-
-    The view's own status is kept in ``X-Lock-Lost-Status`` so the client (and the
-    logs) can tell that the work itself completed.
-    """
-    from django.http import HttpResponse
-
-    response = HttpResponse(
-        f"Conflict: the lock {name} ended before the request finished; its work completed "
-        f"but may have overlapped another holder's.\n",
-        status=409,
-    )
-    status = getattr(result, "status_code", None)
-    if status is not None:
-        response["X-Lock-Lost-Status"] = str(status)
-    return response
-
-
-def lock_pttl(lock: BaseLock) -> int:
-    """The current holder's remaining TTL in ms (0 when unknown)."""
-    holder_pttl = getattr(lock, "holder_pttl", None)
-    if holder_pttl is not None:  # e.g. Redlock: decided by the masters, not one server
-        return int(holder_pttl())
-    key = getattr(lock, "_key", None)
-    if key is None:
-        return 0
-    with lock.backend.errors():
-        return max(0, int(lock.backend.client.pttl(key)))
-
-
-async def lock_pttl_async(lock: BaseLock) -> int:
-    """The asyncio twin of :func:`lock_pttl`."""
-    holder_pttl = getattr(lock, "holder_pttl_async", None)
-    if holder_pttl is not None:
-        return int(await holder_pttl())
-    key = getattr(lock, "_key", None)
-    if key is None:
-        return 0
-    with lock.backend.errors():
-        return max(0, int(await lock.backend.async_client().pttl(key)))

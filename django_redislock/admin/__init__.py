@@ -30,7 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import VIEW, Dashboard
-from . import actions, audit, flow, locks, overview, queues, sales, workers
+from . import actions, audit, flow, locks, overview, queue_actions, queues, sales, workers
 from .common import can, render
 
 if TYPE_CHECKING:
@@ -78,17 +78,17 @@ class DashboardAdmin(ModelAdminBase):
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),
             page(actions.bulk, "bulk", "queues/<str:alias>/<str:name>/actions/"),
             page(
-                actions.queue_action,
+                queue_actions.queue_action,
                 "requeue_dead",
                 "queues/<str:alias>/<str:name>/requeue-dead/",
                 purge=False,
             ),
             page(
-                actions.return_expired,
+                queue_actions.return_expired,
                 "return_expired",
                 "queues/<str:alias>/<str:name>/return-expired/",
             ),
-            page(actions.queue_action, "purge", "queues/<str:alias>/<str:name>/purge/", purge=True),
+            page(queue_actions.queue_action, "purge", one + "purge/", purge=True),
             page(flow.flow_action, "flow", "queues/<str:alias>/<str:name>/flow/<str:action>/"),
             page(queues.task_detail, "task", task),
             page(queues.task_payload, "payload", task + "payload/"),

@@ -1,10 +1,11 @@
-"""Task and queue actions: run now, requeue, delete (one or selected), requeue all dead, purge.
+"""Task actions: run now, requeue, delete (one task, a selection, or a whole state).
 
 Each one checks its own permission, confirms on GET (bulk delete confirms on
 a first POST, as the admin's own "delete selected" does), works on POST,
 writes a ``LogEntry`` per object, says what happened with ``messages`` and
 redirects. Task forms carry the score the operator saw; the action script
-refuses tasks whose state or score has moved since.
+refuses tasks whose state or score has moved since. The actions on a whole
+queue are in :mod:`.queue_actions`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from django.contrib.admin.models import CHANGE, DELETION
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
-from ..models import MANAGE_TASKS, PURGE_QUEUES
-from ..queue.records import DEAD, IN_FLIGHT, STATES
+from ..models import MANAGE_TASKS
+from ..queue.records import STATES
 from .common import (
     REDIS_ERRORS,
     decode_id,
@@ -37,19 +38,15 @@ from .data import (
     WHERE,
     act,
     find_task,
-    purge_confirmed,
-    queue_summaries,
     task_page,
 )
-from .queues import STATE_LABELS, queue_exists, queue_of
+from .queues import STATE_LABELS, queue_of
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 VERBS = {"run": "Run now", "requeue": "Requeue", "delete": "Delete"}
 DONE_VERBS = {"run": "made due now", "requeue": "requeued", "delete": "deleted"}
-#: Dead tasks moved per script call by "requeue all dead" (Redis stays responsive).
-REQUEUE_CHUNK = 1000
 #: Tasks read and acted on per step of an action over a whole state.
 BULK_PAGE = 500
 
@@ -264,162 +261,3 @@ def act_on_state(queue: Any, state: str, action: str, seen: int) -> tuple[int, i
         skipped += sum(1 for code in codes if code != DONE)
         cursor = (page.rows[-1].score, page.rows[-1].id)
     return done, skipped
-
-
-def queue_action(
-    model_admin: ModelAdmin[Any],
-    request: HttpRequest,
-    alias: str,
-    name: str,
-    *,
-    purge: bool,
-) -> HttpResponse:
-    """Requeue every dead task, or purge the whole queue; confirmed on GET with the count.
-
-    The form carries the count the operator confirmed: a purge deletes at most
-    that many tasks and nothing when more have arrived since (see
-    :func:`~.data.purge_confirmed`); requeue moves at most that many.
-    """
-    require(request, PURGE_QUEUES if purge else MANAGE_TASKS)
-    queue = queue_of(alias, name)
-    back = back_to(queue, DEAD if not purge else "ready")
-    verb = "Purge" if purge else "Requeue all dead tasks of"
-    try:
-
-        def load() -> tuple[Any, bool]:
-            (found,) = queue_summaries(queue.backend, [queue.name])
-            return found, found.total > 0 or queue_exists(queue)
-
-        summary, exists = read(load)
-        if not exists:
-            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
-        if summary.error:
-            messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
-            return HttpResponseRedirect(back)
-        count = summary.total if purge else summary.dead
-        if request.method != "POST":
-            return render(
-                model_admin,
-                request,
-                "queue_confirm.html",
-                f"{verb} queue “{queue.name}”",
-                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), (verb, "")],
-                queue=queue,
-                summary=summary,
-                count=count,
-                purge=purge,
-                back_url=back,
-            )
-        seen = parse_int(request.POST.get("count"), 0)
-        if seen is None:
-            messages.error(request, "The form was incomplete or altered; nothing was done.")
-            return HttpResponseRedirect(back)
-        grew = False
-        if purge:
-            done, grew = purge_confirmed(queue, seen)
-        else:
-            done = requeue_all_dead(queue, seen)
-    except REDIS_ERRORS as exc:
-        messages.error(request, f"{verb} queue “{queue.name}” failed: {exc}")
-        return HttpResponseRedirect(back)
-    if grew:
-        messages.warning(
-            request,
-            f"Queue “{queue.name}” holds more tasks than the {seen:,} you confirmed; "
-            f"{done:,} deleted before that was seen, the rest left alone. Check the queue and "
-            f"purge again if you still mean it.",
-        )
-        if not done:
-            return HttpResponseRedirect(back)
-    what = "deleted" if purge else "requeued"
-    log(
-        request,
-        DELETION if purge else CHANGE,
-        [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
-        f"{verb} queue {queue.name!r} on alias {queue.backend.alias!r}: {done} task(s) {what}.",
-    )
-    messages.success(request, f"Queue “{queue.name}”: {done} task(s) {what}.")
-    return HttpResponseRedirect(back)
-
-
-def requeue_all_dead(queue: Any, seen: int) -> int:
-    """Requeue at most ``seen`` dead tasks (the count on the form), a chunk per call."""
-    moved = 0
-    while moved < seen:
-        want = min(REQUEUE_CHUNK, seen - moved)
-        step: int = queue.requeue_dead(limit=want)
-        moved += step
-        if step < want:
-            break
-    return moved
-
-
-def return_expired(
-    model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
-) -> HttpResponse:
-    """Hand in-flight tasks whose lease ended back to the ready set, as the next claim would.
-
-    It runs the queue's own claim script with a claim of zero tasks, whose first
-    step recovers expired leases (``RECOVERY_BATCH`` per call): a task that has
-    used up ``MAX_ATTEMPTS`` goes to the dead-letter set, the others become
-    ready at once with "lease expired" as their last error. A worker still
-    running such a task finds its ack refused ("lost"). Leases that end
-    between the confirmation and the click are returned too: they are expired
-    as well, and the next claim would return them anyway.
-    """
-    require(request, MANAGE_TASKS)
-    queue = queue_of(alias, name)
-    back = back_to(queue, IN_FLIGHT)
-    try:
-
-        def load() -> tuple[Any, bool]:
-            (found,) = queue_summaries(queue.backend, [queue.name])
-            return found, found.total > 0 or queue_exists(queue)
-
-        summary, exists = read(load)
-        if not exists:
-            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
-        if summary.error:
-            messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
-            return HttpResponseRedirect(back)
-        if request.method != "POST":
-            return render(
-                model_admin,
-                request,
-                "queue_confirm.html",
-                f"Return expired leases of queue “{queue.name}”",
-                crumbs=[(f"Queue {queue.name} ({queue.backend.alias})", back), ("Return", "")],
-                queue=queue,
-                summary=summary,
-                count=summary.expired_leases,
-                mode="expired",
-                back_url=back,
-            )
-        seen = parse_int(request.POST.get("count"), 0)
-        if seen is None:
-            messages.error(request, "The form was incomplete or altered; nothing was done.")
-            return HttpResponseRedirect(back)
-        batch = int(queue.backend.options["RECOVERY_BATCH"])
-        returned = 0
-        for _ in range(seen // batch + 2):
-            step = int(queue.claim(0).recovered)
-            returned += step
-            if step < batch:
-                break
-    except REDIS_ERRORS as exc:
-        messages.error(request, f"Returning expired leases of “{queue.name}” failed: {exc}")
-        return HttpResponseRedirect(back)
-    if returned:
-        log(
-            request,
-            CHANGE,
-            [(f"queue:{queue.backend.alias}:{queue.name}", f"queue {queue.name}")],
-            f"Returned expired leases of queue {queue.name!r} on alias {queue.backend.alias!r}: "
-            f"{returned} task(s) (ready, or dead when out of attempts).",
-        )
-        messages.success(
-            request, f"Queue “{queue.name}”: {returned} task(s) with an expired lease returned."
-        )
-    else:
-        messages.warning(request, f"Queue “{queue.name}” has no expired lease any more.")
-    return HttpResponseRedirect(back)

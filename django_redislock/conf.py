@@ -1,5 +1,8 @@
 """Setting names, defaults and the option schema of every backend.
 
+Each option names its check, a problem function of :mod:`django_redislock.validation`
+(the one family of value checks); ``MAX_SECONDS`` is re-exported from there.
+
 Nothing here reads ``django.conf.settings`` at import time: the handlers read
 the settings the first time an alias is used, and a ``setting_changed``
 receiver (see :mod:`django_redislock.signals`) resets them.
@@ -11,6 +14,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import validation
+from .validation import (
+    boolean,
+    drift_factor,
+    mapping,
+    non_empty_string,
+    non_negative_int,
+    non_negative_seconds,
+    one_of,
+    optional_dotted_path,
+    optional_positive_int,
+    optional_positive_seconds,
+    positive_int,
+    positive_seconds,
+    sentinel_list,
+)
+
 LOCKS_SETTING = "REDISLOCK_LOCKS"
 QUEUES_SETTING = "REDISLOCK_QUEUES"
 DEFAULT_ALIAS = "default"
@@ -20,9 +40,8 @@ DEFAULT_KEY_PREFIX = "redislock"
 DEFAULT_LOCK_BACKEND = "django_redislock.backends.redis.RedisLockBackend"
 DEFAULT_QUEUE_BACKEND = "django_redislock.backends.redis.RedisQueueBackend"
 
-#: Longest TTL or timeout accepted anywhere, in seconds (one week). Longer values are
-#: almost always a unit mistake (milliseconds passed as seconds).
-MAX_SECONDS = 7 * 24 * 3600.0
+#: Longest TTL or timeout accepted anywhere, in seconds (see the validation module).
+MAX_SECONDS = validation.MAX_SECONDS
 
 
 @dataclass(frozen=True)
@@ -32,89 +51,6 @@ class Option:
     default: Any
     check: Callable[[Any], str | None]
     doc: str
-
-
-def positive_seconds(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be a number of seconds, not {type(value).__name__}"
-    if not 0 < value <= MAX_SECONDS:
-        return f"must be > 0 and <= {MAX_SECONDS:g} seconds, got {value!r}"
-    return None
-
-
-def optional_positive_seconds(value: Any) -> str | None:
-    return None if value is None else positive_seconds(value)
-
-
-def non_negative_seconds(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be a number of seconds, not {type(value).__name__}"
-    if not 0 <= value <= MAX_SECONDS:
-        return f"must be >= 0 and <= {MAX_SECONDS:g} seconds, got {value!r}"
-    return None
-
-
-def positive_int(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        return f"must be a positive integer, got {value!r}"
-    return None
-
-
-def non_negative_int(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return f"must be an integer >= 0, got {value!r}"
-    return None
-
-
-def optional_positive_int(value: Any) -> str | None:
-    return None if value is None else positive_int(value)
-
-
-def boolean(value: Any) -> str | None:
-    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
-
-
-def mapping(value: Any) -> str | None:
-    return None if isinstance(value, Mapping) else f"must be a dict, got {type(value).__name__}"
-
-
-def optional_dotted_path(value: Any) -> str | None:
-    if value is None or (isinstance(value, str) and "." in value) or isinstance(value, type):
-        return None
-    return f"must be a dotted import path or a class, got {value!r}"
-
-
-def non_empty_string(value: Any) -> str | None:
-    return (
-        None if isinstance(value, str) and value else f"must be a non-empty string, got {value!r}"
-    )
-
-
-def sentinel_list(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple)) or not value:
-        return "must be a non-empty list of (host, port) pairs or 'host:port' strings"
-    for item in value:
-        if isinstance(item, str) and item.rpartition(":")[2].isdigit():
-            continue
-        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], int):
-            continue
-        return f"has a bad entry {item!r}; use (host, port) or 'host:port'"
-    return None
-
-
-def drift_factor(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 0.5:
-        return f"must be a number from 0 to 0.5 (a share of the ttl), got {value!r}"
-    return None
-
-
-def one_of(*choices: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value in choices else f"must be one of {', '.join(choices)}; got {value!r}"
-
-    return check
 
 
 #: Options every Redis-backed alias accepts: how to build the client.

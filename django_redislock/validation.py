@@ -1,68 +1,221 @@
-"""Argument checks of the queue and inventory APIs, run before anything reaches Redis.
+"""Every check of an argument or a setting value, run before anything reaches Redis.
 
-Each check raises :class:`~django_redislock.exceptions.InvalidArgument` naming
-the argument, so a bad call never leaves half of its work in Redis. Checks with
-a lower bound take ``allow_zero`` as a required keyword: every call says whether
-zero is accepted.
+One rule per kind of value, in two forms:
+
+* a *problem* function (``positive_seconds(value)``, ``boolean(value)``, ...)
+  returns what is wrong with the value as a phrase (``"must be > 0 and <= 604800
+  seconds, got 0"``), or None. The settings schema (:mod:`django_redislock.conf`)
+  is built from these; the handlers and the system checks put the setting's name
+  in front (``OPTIONS['DEFAULT_TTL'] must be ...``) and raise or report a
+  configuration error (``ImproperlyConfigured``).
+* a *check* function (``check_seconds(value, "ttl", allow_zero=False)``) returns
+  the value, or raises :class:`~django_redislock.exceptions.InvalidArgument` (a
+  ``ValueError``) whose message is the argument's name followed by the same
+  phrase, so a bad call never leaves half of its work in Redis.
+
+Checks with a lower bound take ``allow_zero`` as a required keyword: every call
+says whether zero is accepted.
 """
 
 from __future__ import annotations
 
-import math
+import re
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.utils import timezone
 
-from .conf import MAX_SECONDS
 from .exceptions import InvalidArgument
 
+#: Longest TTL or timeout accepted anywhere, in seconds (one week). Longer values are
+#: almost always a unit mistake (milliseconds passed as seconds).
+MAX_SECONDS = 7 * 24 * 3600.0
 #: Longest queue name or task id (keys and hash fields stay small).
 MAX_ID_LENGTH = 512
+#: Longest lock name, in characters.
+MAX_LOCK_NAME_LENGTH = 512
+#: Longest item name or buyer id (they are parts of keys and set members).
+MAX_NAME_LENGTH = 200
 #: Most tasks one call may touch: a script's work stays bounded, and its id lists stay
 #: below Lua's limit on unpacked arguments (about 8,000).
 MAX_COUNT = 5_000
+#: Most units one take, set or add may move (a typo guard far above any real order).
+MAX_UNITS = 10**12
+#: Window bounds are microseconds since the epoch below this (exact in a Lua double).
+LATEST_MICROS = 2**53
+
+_BAD_LOCK_NAME = re.compile(r"[{}\x00-\x1f\x7f]")
+
+# -- problems: a phrase saying what is wrong with a value, or None ---------------------------
 
 
-def check_name(name: Any) -> str:
-    """A queue name: a non-empty string without braces (they would break the hash tag)."""
-    if not isinstance(name, str):
-        raise InvalidArgument(f"name must be a string, got {type(name).__name__}")
-    if not name or len(name) > MAX_ID_LENGTH or "{" in name or "}" in name:
-        raise InvalidArgument(
-            f"name must be 1-{MAX_ID_LENGTH} characters without '{{' or '}}', got {name!r}"
-        )
-    return name
+def seconds_problem(value: Any, *, allow_zero: bool) -> str | None:
+    """A number of seconds in ``(0, MAX_SECONDS]`` (``[0, ...]`` with ``allow_zero``).
+
+    NaN and infinity fall outside the range, so they are refused too.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number of seconds, not {type(value).__name__}"
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not (low_ok and value <= MAX_SECONDS):
+        bound = ">= 0" if allow_zero else "> 0"
+        return f"must be {bound} and <= {MAX_SECONDS:g} seconds, got {value!r}"
+    return None
 
 
-def check_id(value: Any, argument: str = "id") -> str:
-    """A task id: a non-empty string of at most :data:`MAX_ID_LENGTH` characters."""
+def integer_problem(value: Any, low: int, high: int | None = None) -> str | None:
+    """A whole number (not a bool) from ``low`` to ``high`` (no upper bound when None)."""
+    if (
+        not isinstance(value, bool)
+        and isinstance(value, int)
+        and low <= value
+        and (high is None or value <= high)
+    ):
+        return None
+    if high is not None:
+        wanted = f"an integer {low}-{high}"
+    else:
+        wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
+    return f"must be {wanted}, got {value!r}"
+
+
+def positive_seconds(value: Any) -> str | None:
+    return seconds_problem(value, allow_zero=False)
+
+
+def non_negative_seconds(value: Any) -> str | None:
+    return seconds_problem(value, allow_zero=True)
+
+
+def optional_positive_seconds(value: Any) -> str | None:
+    return None if value is None else positive_seconds(value)
+
+
+def positive_int(value: Any) -> str | None:
+    return integer_problem(value, 1)
+
+
+def non_negative_int(value: Any) -> str | None:
+    return integer_problem(value, 0)
+
+
+def optional_positive_int(value: Any) -> str | None:
+    return None if value is None else positive_int(value)
+
+
+def boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
+
+
+def mapping(value: Any) -> str | None:
+    return None if isinstance(value, Mapping) else f"must be a dict, got {type(value).__name__}"
+
+
+def optional_dotted_path(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and "." in value) or isinstance(value, type):
+        return None
+    return f"must be a dotted import path or a class, got {value!r}"
+
+
+def non_empty_string(value: Any) -> str | None:
+    return (
+        None if isinstance(value, str) and value else f"must be a non-empty string, got {value!r}"
+    )
+
+
+def sentinel_list(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not value:
+        return "must be a non-empty list of (host, port) pairs or 'host:port' strings"
+    for item in value:
+        if isinstance(item, str) and item.rpartition(":")[2].isdigit():
+            continue
+        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], int):
+            continue
+        return f"has a bad entry {item!r}; use (host, port) or 'host:port'"
+    return None
+
+
+def drift_factor(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 0.5:
+        return f"must be a number from 0 to 0.5 (a share of the ttl), got {value!r}"
+    return None
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"must be one of {', '.join(choices)}; got {value!r}"
+
+    return check
+
+
+def text_problem(value: Any, max_length: int, *, braces: bool) -> str | None:
+    """A string of 1 to ``max_length`` characters; without braces unless ``braces``.
+
+    Braces in a name that becomes part of a key would change its cluster hash tag.
+    """
     if not isinstance(value, str):
-        raise InvalidArgument(f"{argument} must be a string, got {type(value).__name__}")
-    if not value or len(value) > MAX_ID_LENGTH:
-        raise InvalidArgument(f"{argument} must be 1-{MAX_ID_LENGTH} characters, got {value!r}")
-    return value
+        return f"must be a string, got {type(value).__name__}"
+    if not value or len(value) > max_length or (not braces and ("{" in value or "}" in value)):
+        without = "" if braces else " without '{' or '}'"
+        return f"must be 1-{max_length} characters{without}, got {value!r}"
+    return None
+
+
+# -- checks: the value, or InvalidArgument naming the argument --------------------------------
+
+
+def _check(problem: str | None, argument: str) -> None:
+    if problem:
+        raise InvalidArgument(f"{argument} {problem}")
 
 
 def check_seconds(value: Any, argument: str, *, allow_zero: bool) -> float:
     """A finite number of seconds in ``[0, MAX_SECONDS]`` (``> 0`` unless ``allow_zero``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(f"{argument} must be a number of seconds, got {type(value).__name__}")
-    low_ok = value >= 0 if allow_zero else value > 0
-    if not math.isfinite(value) or not low_ok or value > MAX_SECONDS:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidArgument(
-            f"{argument} must be {bound} and <= {MAX_SECONDS:g} seconds, got {value!r}"
-        )
+    _check(seconds_problem(value, allow_zero=allow_zero), argument)
     return float(value)
+
+
+def check_int(value: Any, argument: str, low: int, high: int | None = None) -> int:
+    """A whole number from ``low`` to ``high`` (no upper bound when None)."""
+    _check(integer_problem(value, low, high), argument)
+    return cast(int, value)
+
+
+def check_bool(value: Any, argument: str) -> bool:
+    """``True`` or ``False`` (not 1, not "yes")."""
+    _check(boolean(value), argument)
+    return cast(bool, value)
 
 
 def check_count(value: Any, argument: str = "count", *, allow_zero: bool) -> int:
     """A task count in ``[1, MAX_COUNT]`` (or ``[0, ...]`` with ``allow_zero``)."""
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
-        raise InvalidArgument(f"{argument} must be an integer {low}-{MAX_COUNT}, got {value!r}")
-    return value
+    return check_int(value, argument, 0 if allow_zero else 1, MAX_COUNT)
+
+
+def check_units(value: Any, argument: str, *, allow_zero: bool) -> int:
+    """A whole number of units, ``>= 1`` (``>= 0`` with ``allow_zero``)."""
+    return check_int(value, argument, 0 if allow_zero else 1, MAX_UNITS)
+
+
+def check_name(name: Any, argument: str = "name") -> str:
+    """A queue name: a non-empty string without braces (they would break the hash tag)."""
+    _check(text_problem(name, MAX_ID_LENGTH, braces=False), argument)
+    return cast(str, name)
+
+
+def check_item(item: Any) -> str:
+    """An item name: 1-200 characters, no braces (they would break the hash tag)."""
+    _check(text_problem(item, MAX_NAME_LENGTH, braces=False), "item")
+    return cast(str, item)
+
+
+def check_id(value: Any, argument: str = "id") -> str:
+    """A task id: a non-empty string of at most :data:`MAX_ID_LENGTH` characters."""
+    _check(text_problem(value, MAX_ID_LENGTH, braces=True), argument)
+    return cast(str, value)
 
 
 def check_ids(values: Any, argument: str = "ids") -> list[str]:
@@ -76,23 +229,24 @@ def check_ids(values: Any, argument: str = "ids") -> list[str]:
     return [check_id(item, f"{argument}[{i}]") for i, item in enumerate(items)]
 
 
-#: Longest item name or buyer id (they are parts of keys and set members).
-MAX_NAME_LENGTH = 200
-#: Most units one take, set or add may move (a typo guard far above any real order).
-MAX_UNITS = 10**12
-#: Window bounds are microseconds since the epoch below this (exact in a Lua double).
-LATEST_MICROS = 2**53
+def check_lock_name(name: Any, argument: str = "name") -> str:
+    """Return ``name`` if it can be a lock name, else raise :class:`InvalidArgument`.
 
-
-def check_item(item: Any) -> str:
-    """An item name: 1-200 characters, no braces (they would break the hash tag)."""
-    if not isinstance(item, str):
-        raise InvalidArgument(f"item must be a string, got {type(item).__name__}")
-    if not item or len(item) > MAX_NAME_LENGTH or "{" in item or "}" in item:
+    Braces would change the cluster hash tag and control characters make names
+    unreadable in the admin, so both are refused rather than escaped.
+    """
+    if not isinstance(name, str):
+        raise InvalidArgument(f"{argument} must be a str, not {type(name).__name__}")
+    if not name or name.isspace():
+        raise InvalidArgument(f"{argument} must be a non-empty string")
+    if len(name) > MAX_LOCK_NAME_LENGTH:
+        raise InvalidArgument(f"{argument} is longer than {MAX_LOCK_NAME_LENGTH} characters")
+    if _BAD_LOCK_NAME.search(name):
         raise InvalidArgument(
-            f"item must be 1-{MAX_NAME_LENGTH} characters without '{{' or '}}', got {item!r}"
+            f"{argument} {name!r} contains braces or control characters, which would break "
+            f"the Redis key layout"
         )
-    return item
+    return name
 
 
 def check_buyer(buyer: Any) -> str:
@@ -113,14 +267,6 @@ def check_buyer(buyer: Any) -> str:
             f"got {buyer!r}"
         )
     return text
-
-
-def check_units(value: Any, argument: str, *, allow_zero: bool) -> int:
-    """A whole number of units, ``>= 1`` (``>= 0`` with ``allow_zero``)."""
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_UNITS:
-        raise InvalidArgument(f"{argument} must be an integer {low}-{MAX_UNITS}, got {value!r}")
-    return value
 
 
 def window_micros(value: Any, argument: str) -> str:

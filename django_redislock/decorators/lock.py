@@ -14,6 +14,7 @@ from asgiref.sync import iscoroutinefunction
 from ..exceptions import InvalidArgument, LockLost
 from ..locking.base import BaseLock
 from ..locking.names import fill, safe_name
+from ..validation import check_bool
 from .names import BadLockName, bound_arguments, check_template, named_owners
 from .responses import has_request, lock_pttl, lock_pttl_async, locked_response, lost_response
 
@@ -60,8 +61,7 @@ class distributed_lock:
                 f"on_release_lost must be one of {', '.join(ON_RELEASE_LOST)} or a callable, "
                 f"not {on_release_lost!r}"
             )
-        if not isinstance(blocking, bool):
-            raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
+        check_bool(blocking, "blocking")
         if owner is not None and not callable(owner) and (not isinstance(owner, str) or not owner):
             raise InvalidArgument(f"owner must be a string, a callable or 'celery', not {owner!r}")
         self.owner = owner

@@ -1,4 +1,4 @@
-"""Where a lock lives in Redis: argument checks, index buckets and key names.
+"""Where a lock lives in Redis: index buckets and key names (and the lock argument checks).
 
 Every lock name is assigned to one of ``LOCK_INDEX_BUCKETS`` buckets
 (``crc32(name) % buckets``). All keys of a lock *and* the admin index of its
@@ -32,51 +32,36 @@ of the bucket prunes up to 64, and so does every listing).
 
 from __future__ import annotations
 
-import math
-import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..conf import MAX_SECONDS
-from ..exceptions import InvalidArgument
+from .. import validation
+from ..validation import MAX_LOCK_NAME_LENGTH
+from ..validation import check_lock_name as check_name
+
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "BucketKeys",
+    "bucket_keys",
+    "bucket_of",
+    "check_name",
+    "check_seconds",
+    "lock_key",
+    "to_ms",
+]
 
 #: Longest lock name accepted, in characters.
-MAX_NAME_LENGTH = 512
-_BAD_NAME = re.compile(r"[{}\x00-\x1f\x7f]")
-
-
-def check_name(name: Any, argument: str = "name") -> str:
-    """Return ``name`` if it can be a lock name, else raise :class:`InvalidArgument`.
-
-    Braces would change the cluster hash tag and control characters make names
-    unreadable in the admin, so both are refused rather than escaped.
-    """
-    if not isinstance(name, str):
-        raise InvalidArgument(f"{argument} must be a str, not {type(name).__name__}")
-    if not name or name.isspace():
-        raise InvalidArgument(f"{argument} must be a non-empty string")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidArgument(f"{argument} is longer than {MAX_NAME_LENGTH} characters")
-    if _BAD_NAME.search(name):
-        raise InvalidArgument(
-            f"{argument} {name!r} contains braces or control characters, which would break "
-            f"the Redis key layout"
-        )
-    return name
+MAX_NAME_LENGTH = MAX_LOCK_NAME_LENGTH
 
 
 def check_seconds(value: Any, argument: str, *, allow_zero: bool = False) -> float:
-    """Return ``value`` as float seconds, or raise :class:`InvalidArgument` naming ``argument``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InvalidArgument(f"{argument} must be a number of seconds, not {value!r}")
-    low_ok = value >= 0 if allow_zero else value > 0
-    if not low_ok or value > MAX_SECONDS:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidArgument(
-            f"{argument} must be {bound} and <= {MAX_SECONDS:g} seconds, got {value!r}"
-        )
-    return float(value)
+    """:func:`~django_redislock.validation.check_seconds`, refusing zero unless told.
+
+    The lock objects check a ``ttl`` (never zero) and a ``timeout`` (zero: do not
+    wait) with it; the rule and its messages are the validation module's.
+    """
+    return validation.check_seconds(value, argument, allow_zero=allow_zero)
 
 
 def to_ms(seconds: float) -> int:

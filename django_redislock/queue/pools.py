@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InvalidArgument
+from ..validation import check_int
 from .records import Claim
 
 if TYPE_CHECKING:
@@ -31,8 +32,7 @@ def check_pool(pool: Any, concurrency: Any) -> None:
     """``InvalidArgument`` naming ``pool`` or ``concurrency`` when either is wrong."""
     if pool not in POOLS:
         raise InvalidArgument(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise InvalidArgument(f"concurrency must be a positive integer, got {concurrency!r}")
+    check_int(concurrency, "concurrency", 1)
     if pool == "solo" and concurrency != 1:
         raise InvalidArgument(
             f"concurrency must be 1 with the solo pool, got {concurrency}; "

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
-from ..conf import MAX_SECONDS
 from ..exceptions import ConnectionFailed, MissingDependency, UndecodablePayload
+from ..validation import MAX_SECONDS
 from ..wire import redis_py_version, to_text
 from .calls import Call
 from .records import Task

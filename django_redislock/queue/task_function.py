@@ -24,7 +24,7 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument
 from ..handlers import queues
-from ..validation import check_count, check_id, check_name, check_seconds
+from ..validation import check_bool, check_count, check_id, check_name, check_seconds
 from .calls import Entry, enqueue_args
 from .flow import parse_rate
 from .handles import Enqueued
@@ -91,9 +91,9 @@ class TaskFunction(Generic[P, R]):
         #: runs of this task across all workers at most this often (see :mod:`.throttle`)
         self.rate_limit = None if rate_limit is None else parse_rate(rate_limit, "rate_limit")
         self.priority = check_priority(priority)
-        if store_result is not None and not isinstance(store_result, bool):
-            raise InvalidArgument(f"store_result must be True or False, got {store_result!r}")
-        self.store_result = store_result
+        self.store_result = (
+            None if store_result is None else check_bool(store_result, "store_result")
+        )
         self.result_ttl = None
         if result_ttl is not None:
             self.result_ttl = check_seconds(result_ttl, "result_ttl", allow_zero=False)

@@ -48,11 +48,6 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _process_prefix() -> str:
-    """``host:pid`` of this process (kept current across forks)."""
-    return _prefix
-
-
 def current_user() -> tuple[str, str, str | None]:
     """Return ``(id, thread name, task name)`` of the calling thread or asyncio task.
 

@@ -1,6 +1,6 @@
 """The Redlock mutex: the single-server lock scripts, run on every master, counted by quorum.
 
-One attempt (see :meth:`RedlockLock._try`):
+One attempt (see :meth:`.quorum.QuorumMutex._try`, which holds every call on all masters):
 
 1. note the monotonic time, run ``lock_acquire`` on every master in parallel;
 2. count the masters that granted and are not quarantined; with a quorum
@@ -36,15 +36,12 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ConnectionFailed, InvalidArgument, LockNotOwned
-from ..locking.keys import to_ms
-from ..locking.mutex import Lock
+from ..exceptions import ConnectionFailed, LockNotOwned
 from ..locking.owners import Hold, current_user
 from ..locking.wait import wait_for_signal, wait_for_signal_async
-from .masters import Master
+from .quorum import Outcome, QuorumMutex
 
 #: Longest single block on a master's wake-up list before the masters are asked again.
 MAX_BLOCK = 2.0
@@ -61,157 +58,8 @@ def _cleanup_done(task: asyncio.Future[None]) -> None:
         logger.warning("cleanup after a cancelled Redlock call failed", exc_info=task.exception())
 
 
-@dataclass
-class Outcome:
-    """What one attempt on all masters found."""
-
-    fence: int = 0
-    valid_until: float = 0.0
-    wait_ms: int = 0
-    wait_on: Master | None = None
-    reachable: int = 0
-
-
-class RedlockLock(Lock):
+class RedlockLock(QuorumMutex):
     """A mutex held on a quorum of independent masters (not reentrant)."""
-
-    def __init__(self, backend: Any, name: str, **kwargs: Any) -> None:
-        if kwargs.pop("reentrant", False):
-            raise InvalidArgument(
-                "reentrant=True is not supported by the Redlock backend (supports_reentrant "
-                "is False); use a Redis lock alias for reentrant locks"
-            )
-        super().__init__(backend, name, **kwargs)
-        self.kind = "quorum"
-        self._check_ttl(self.ttl, "ttl")
-        self._valid_until = 0.0
-
-    def _check_ttl(self, ttl: float, argument: str) -> None:
-        limit = self.backend.options["MAX_TTL"]
-        if ttl > limit:
-            raise InvalidArgument(
-                f"{argument} {ttl:g}s is above OPTIONS['MAX_TTL'] ({limit:g}s) of "
-                f"REDISLOCK_LOCKS[{self.backend.alias!r}]; raise MAX_TTL or use the watchdog"
-            )
-
-    def _validity(self, started: float, ttl: float) -> float:
-        """The monotonic time until which a hold taken at ``started`` is trusted."""
-        drift = ttl * float(self.backend.options["CLOCK_DRIFT_FACTOR"]) + 0.002
-        return started + ttl - drift
-
-    # -- one attempt ---------------------------------------------------------------------------
-
-    def _try(self, owner: str, meta: str, mode: int) -> Outcome:
-        backend = self.backend
-        started = time.monotonic()
-        call = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
-        replies = backend.each(lambda master: master.run(call))
-        outcome, granted, held, ours = self._tally(owner, replies)
-        if self._in_time(granted, started):
-            outcome.fence = max(granted)
-            if self._fence_everywhere(owner, outcome.fence) >= backend.quorum:
-                outcome.valid_until = self._validity(started, self.ttl)
-                if time.monotonic() < outcome.valid_until:
-                    return outcome
-            outcome.fence = 0
-        if ours:
-            self._release_everywhere(owner, ours)
-        return self._waiting(outcome, held)
-
-    def _tally(
-        self, owner: str, replies: list[Any]
-    ) -> tuple[Outcome, list[int], list[tuple[int, Master]], list[Master]]:
-        """Count one attempt's replies: the outcome, granted fences, holds seen, our masters."""
-        outcome = Outcome(reachable=sum(not isinstance(r, Exception) for r in replies))
-        granted: list[int] = []
-        held: list[tuple[int, Master]] = []
-        # Where a failed attempt may have left a hold: masters that granted, and (for a fresh
-        # token only) masters whose reply was lost. An explicit owner may legitimately hold
-        # the lock from elsewhere, so its cleanup touches only what this attempt was granted.
-        ours: list[Master] = []
-        for master, reply in zip(self.backend.masters, replies, strict=True):
-            if isinstance(reply, Exception):
-                if owner != self.owner:
-                    ours.append(master)
-                continue
-            if int(reply[0]) == 1:
-                ours.append(master)
-                if master.counts():
-                    granted.append(int(reply[1]))
-            else:
-                held.append((int(reply[1]), master))
-        return outcome, granted, held, ours
-
-    def _in_time(self, granted: list[int], started: float) -> bool:
-        quorum = len(granted) >= self.backend.quorum
-        return quorum and time.monotonic() < self._validity(started, self.ttl)
-
-    def _waiting(self, outcome: Outcome, held: list[tuple[int, Master]]) -> Outcome:
-        """Note whom to wait for when a quorum holds the lock for someone else."""
-        if len(held) >= self.backend.quorum:
-            held.sort(key=lambda pair: pair[0])
-            outcome.wait_ms = held[-1][0]
-            outcome.wait_on = next((m for _, m in held if m.counts()), held[-1][1])
-        return outcome
-
-    async def _try_async(self, owner: str, meta: str, mode: int) -> Outcome:
-        """The asyncio twin of :meth:`_try`: the masters are asked in parallel on the loop."""
-        backend = self.backend
-        started = time.monotonic()
-        call = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
-        replies = await backend.each_async(lambda master: master.run_async(call))
-        outcome, granted, held, ours = self._tally(owner, replies)
-        if self._in_time(granted, started):
-            outcome.fence = max(granted)
-            if await self._fence_everywhere_async(owner, outcome.fence) >= backend.quorum:
-                outcome.valid_until = self._validity(started, self.ttl)
-                if time.monotonic() < outcome.valid_until:
-                    return outcome
-            outcome.fence = 0
-        if ours:
-            await self._release_everywhere_async(owner, ours)
-        return self._waiting(outcome, held)
-
-    def _fence_everywhere(self, owner: str, fence: int) -> int:
-        keys = [self._key, self._index.fence]
-        return self._fenced(
-            self.backend.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
-        )
-
-    async def _fence_everywhere_async(self, owner: str, fence: int) -> int:
-        call = ("redlock_fence", [self._key, self._index.fence], [owner, fence])
-        replies = await self.backend.each_async(lambda m: m.run_async(call))
-        return self._fenced(replies)
-
-    def _fenced(self, replies: list[Any]) -> int:
-        return sum(
-            1
-            for master, reply in zip(self.backend.masters, replies, strict=True)
-            if not isinstance(reply, Exception) and int(reply) == 1 and master.counts()
-        )
-
-    def _release_everywhere(self, owner: str, only: list[Master] | None = None) -> tuple[int, int]:
-        """Release ``owner``'s holds on all masters (or ``only``): (released, unreachable)."""
-        call = self._release_args(owner, "*")
-        return self._release_count(self.backend.each(lambda master: master.run(call), only))
-
-    async def _release_everywhere_async(
-        self, owner: str, only: list[Master] | None = None
-    ) -> tuple[int, int]:
-        """The asyncio twin of :meth:`_release_everywhere`."""
-        call = self._release_args(owner, "*")
-        replies = await self.backend.each_async(lambda master: master.run_async(call), only)
-        return self._release_count(replies)
-
-    @staticmethod
-    def _release_count(replies: list[Any]) -> tuple[int, int]:
-        """(released, unreachable) among one release's replies.
-
-        Code 2 is a release that the master had already applied (the client resent
-        it after a lost reply, with a ``retry`` in ``CLIENT_KWARGS``): released.
-        """
-        released = sum(1 for r in replies if not isinstance(r, Exception) and int(r[0]) in (1, 2))
-        return released, sum(isinstance(r, Exception) for r in replies)
 
     # -- acquire -------------------------------------------------------------------------------
 
@@ -415,54 +263,6 @@ class RedlockLock(Lock):
                 f"owner {self.owner!r} does not hold lock {self.name!r}", name=self.name
             )
 
-    def _extend_args(self, hold: Hold, ttl: float) -> Any:
-        keys = [self._key, self._index.expiry]
-        return "lock_extend", keys, [hold.owner, hold.fence, to_ms(ttl) if ttl else 0, self.name]
-
-    def quorum_extend(self, hold: Hold, ttl: float) -> int | Exception:
-        """Extend (``ttl`` > 0) or check (0) on every master.
-
-        Returns the remaining milliseconds when a quorum holds (or, for a check,
-        when not enough masters deny it while the validity lasts), ``-2`` when the
-        hold is gone, or a :class:`ConnectionFailed` when neither can be told.
-        """
-        started = time.monotonic()
-        call = self._extend_args(hold, ttl)
-        return self._extended(started, ttl, self.backend.each(lambda m: m.run(call)))
-
-    async def quorum_extend_async(self, hold: Hold, ttl: float) -> int | Exception:
-        """The asyncio twin of :meth:`quorum_extend`.
-
-        Cancelled, it leaves the hold as it was or extended on some masters; the
-        validity this object trusts is only moved by a completed extension.
-        """
-        started = time.monotonic()
-        call = self._extend_args(hold, ttl)
-        return self._extended(
-            started, ttl, await self.backend.each_async(lambda m: m.run_async(call))
-        )
-
-    def _extended(self, started: float, ttl: float, replies: list[Any]) -> int | Exception:
-        quorum, total = self.backend.quorum, len(self.backend.masters)
-        held = denied = 0
-        for master, reply in zip(self.backend.masters, replies, strict=True):
-            if isinstance(reply, Exception):
-                continue
-            if int(reply) > 0 and master.counts():
-                held += 1
-            elif int(reply) <= 0:
-                denied += 1
-        if ttl and held >= quorum and time.monotonic() < self._validity(started, ttl):
-            self._valid_until = self._validity(started, ttl)
-        left = self._valid_until - time.monotonic()
-        if left <= 0 or denied > total - quorum:
-            return -2
-        if held >= quorum or not ttl:
-            return max(1, int(left * 1000))
-        return ConnectionFailed(
-            f"lock {self.name!r}: only {held} of {total} Redlock masters confirmed the extension"
-        )
-
     def _quorum_checked(self, hold: Hold, result: int | Exception) -> None:
         if isinstance(result, Exception):
             raise result
@@ -511,42 +311,6 @@ class RedlockLock(Lock):
             return False
         result = await self.quorum_extend_async(hold, 0)
         return not isinstance(result, Exception) and result > 0
-
-    def locked(self) -> bool:
-        """True when a quorum of masters has the lock held."""
-        replies = self.backend.each(lambda master: master.client.exists(self._key))
-        held = sum(1 for r in replies if not isinstance(r, Exception) and r)
-        return bool(held >= self.backend.quorum)
-
-    async def locked_async(self) -> bool:
-        """The asyncio twin of :meth:`locked`."""
-
-        async def exists(master: Master) -> Any:
-            with master.errors():
-                return await master.async_client().exists(self._key)
-
-        replies = await self.backend.each_async(exists)
-        held = sum(1 for r in replies if not isinstance(r, Exception) and r)
-        return bool(held >= self.backend.quorum)
-
-    def _pttl_verdict(self, replies: list[Any]) -> int:
-        """Milliseconds until fewer than a quorum of masters hold the lock (0: not held)."""
-        left = sorted((int(r) for r in replies if not isinstance(r, Exception)), reverse=True)
-        quorum = self.backend.quorum
-        return max(0, left[quorum - 1]) if len(left) >= quorum else 0
-
-    def holder_pttl(self) -> int:
-        """How long the current holder (whoever it is) keeps the lock, by quorum, in ms."""
-        return self._pttl_verdict(self.backend.each(lambda m: m.client.pttl(self._key)))
-
-    async def holder_pttl_async(self) -> int:
-        """The asyncio twin of :meth:`holder_pttl`."""
-
-        async def pttl(master: Master) -> Any:
-            with master.errors():
-                return await master.async_client().pttl(self._key)
-
-        return self._pttl_verdict(await self.backend.each_async(pttl))
 
     def renew_result(self, hold: Hold) -> int | Exception:
         """What the watchdog's renewal of ``hold`` found (see :meth:`quorum_extend`)."""

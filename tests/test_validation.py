@@ -103,3 +103,15 @@ def test_checks_return_the_value_itself() -> None:
     assert validation.integer_problem(0, 1) == "must be a positive integer, got 0"
     assert validation.integer_problem(-1, 0) == "must be an integer >= 0, got -1"
     assert validation.text_problem("a{", 10, braces=True) is None
+
+
+def test_a_schedule_names_its_bad_task_or_queue() -> None:
+    from datetime import timedelta
+
+    from django_redislock.periodic.schedules import schedule
+
+    every = timedelta(minutes=1)
+    with pytest.raises(InvalidArgument, match=r"^task must be 1-512 characters without"):
+        schedule("nightly", "app.{x}", every=every)
+    with pytest.raises(InvalidArgument, match=r"^queue must be a string, got int"):
+        schedule("nightly", "app.tasks.x", every=every, queue=7)  # type: ignore[arg-type]

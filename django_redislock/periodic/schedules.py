@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from datetime import timezone as dt_timezone
@@ -97,14 +97,6 @@ def check_schedule_name(value: Any, argument: str = "name") -> str:
             f"{argument} must be 1-200 characters without spaces or braces, got {value!r}"
         )
     return value
-
-
-def renamed(check: Callable[[Any], str], value: Any, argument: str) -> str:
-    """``check(value)``, its error naming ``argument`` instead of the check's own word."""
-    try:
-        return check(value)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{argument}: {exc}") from None
 
 
 def zone(name: Any, argument: str = "timezone") -> tzinfo:
@@ -286,7 +278,7 @@ def schedule(
     try:
         return Schedule(
             name=check_schedule_name(name),
-            task=renamed(check_name, task, "task"),
+            task=check_name(task, "task"),
             cron=None if cron is None else check_cron(cron),
             every=None if every is None else check_every(every),
             args=tuple(args),
@@ -294,7 +286,7 @@ def schedule(
             catch_up=check_catch_up(catch_up),
             grace=float(grace),
             timezone=None if timezone is None else zone(timezone),
-            queue=None if queue is None else renamed(check_name, queue, "queue"),
+            queue=None if queue is None else check_name(queue, "queue"),
         )
     except InvalidArgument as exc:
         if not where:

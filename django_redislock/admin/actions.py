@@ -41,7 +41,8 @@ from .data import (
     queue_summaries,
     task_page,
 )
-from .queues import STATE_LABELS, queue_exists, queue_of
+from .lookup import queue_exists, queue_of
+from .queues import STATE_LABELS
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from . import conf
+from .check_ids import CHECKS
 
 #: The project's home; the README's links and the checks' hints are built from it.
 HOME = "https://github.com/django-redislock/django-redislock"
@@ -52,8 +53,6 @@ def periodic_table() -> str:
 
 def checks_table() -> str:
     """The system checks' ids and what each reports."""
-    from .checks import CHECKS
-
     rows = ["| Id | Problem |", "|---|---|"]
     rows += [f"| `{check_id}` | {problem} |" for check_id, problem in CHECKS.items()]
     return "\n".join(rows)

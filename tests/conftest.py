@@ -162,6 +162,19 @@ def redis_target(request: pytest.FixtureRequest) -> RedisTarget:
     return target
 
 
+@pytest.fixture(params=["single", "cluster"])
+def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
+    """A real server, then a real cluster, as the ``default`` queue alias (``KEY_PREFIX`` test).
+
+    For tests that run workers in other processes (fakeredis cannot be shared between
+    processes). A module that needs other settings too defines its own ``real``.
+    """
+    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
+    params = {**target.params(), "KEY_PREFIX": "test"}
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        yield target
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _settings_point_at_test_server(redis_server: RedisProcess) -> Iterator[None]:
     """Point the default aliases at the session's own server for every test."""

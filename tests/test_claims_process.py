@@ -28,6 +28,7 @@ from django_redislock import queues
 from django_redislock.queue import Queue
 
 from .conftest import RedisTarget
+from .processes import OUTAGE_OPTIONS, finish, own_queue_server, wait_for
 from .servers import RedisProcess
 from .testapp import tasks
 
@@ -76,24 +77,6 @@ def place(request: pytest.FixtureRequest) -> Iterator[Place]:
 def claims_queue() -> Queue:
     found: Queue = queues["default"].queue("claims")
     return found
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str, str]:
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, err = process.communicate()
-        raise AssertionError(f"worker did not exit: {out}\n{err}") from None
-    return process.returncode, out, err
-
-
-def wait_for(condition: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def runs_of(kind: str) -> Counter[str]:
@@ -199,16 +182,8 @@ def test_a_replaced_task_is_never_touched_by_the_old_run(place: Place) -> None:
 
 @pytest.fixture
 def aof_place(tmp_path: Path) -> Iterator[tuple[RedisProcess, Place]]:
-    server = RedisProcess(
-        tmp_path / "aof", extra=["--appendonly", "yes", "--appendfsync", "always"]
-    ).start()
-    options = {"SOCKET_TIMEOUT": 6.0, "SOCKET_CONNECT_TIMEOUT": 0.5}
-    params = {"LOCATION": server.url, "KEY_PREFIX": "test", "OPTIONS": options}
-    try:
-        with override_settings(REDISLOCK_QUEUES={"default": params}):
-            yield server, Place(server.url, options)
-    finally:
-        server.stop()
+    with own_queue_server(tmp_path) as server:
+        yield server, Place(server.url, OUTAGE_OPTIONS)
 
 
 @pytest.mark.parametrize("how", ["restart", "sigkill"])

@@ -6,18 +6,12 @@ shared between processes).
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from django.test import override_settings
 
 from django_redislock import queues
 from django_redislock.backends.redis import RedisQueueBackend
@@ -25,69 +19,16 @@ from django_redislock.exceptions import UndecodablePayload
 from django_redislock.queue import DELAYED, IN_FLIGHT, Queue
 
 from .conftest import RedisTarget
+from .processes import finish, spawn, wait_for
 from .testapp import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    params = {**target.params(), "KEY_PREFIX": "test"}
-    with override_settings(REDISLOCK_QUEUES={"default": params}):
-        yield target
-
-
-def spawn(
-    target: RedisTarget,
-    *args: str,
-    task_modules: list[str] | None = None,
-    options: dict[str, Any] | None = None,
-) -> subprocess.Popen[str]:
-    location = target.location if isinstance(target.location, str) else target.location[0]
-    env = {
-        **os.environ,
-        "REDISLOCK_TEST_TASK_MODULES": json.dumps(task_modules or []),
-        "DJANGO_SETTINGS_MODULE": "tests.queue_worker_settings",
-        "REDISLOCK_TEST_URL": location,
-        "REDISLOCK_TEST_OPTIONS": json.dumps({**target.options, **(options or {})}),
-        "PYTHONPATH": str(ROOT),
-        "PYTHONUNBUFFERED": "1",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", "drain_queue", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
-    """Poll ``condition`` (test side only) until true; returns the seconds it took."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > seconds:
-            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
-        time.sleep(0.01)
-    return time.monotonic() - start
-
-
 def slow_queue() -> Queue:
     found: Queue = queues["default"].queue("slow")
     return found
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 10) -> tuple[int, str, str]:
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, err = process.communicate()
-        raise AssertionError(f"worker did not exit: {out}\n{err}") from None
-    return process.returncode, out, err
 
 
 def started(tag: str) -> Callable[[], bool]:

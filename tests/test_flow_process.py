@@ -6,28 +6,19 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.test import override_settings
 
 from django_redislock import queues
 from django_redislock.queue import Queue
 
 from .conftest import RedisTarget
-from .test_drain_process import finish, spawn, wait_for
+from .processes import finish, spawn, wait_for
 from .testapp import tasks
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    params = {**target.params(), "KEY_PREFIX": "test"}
-    with override_settings(REDISLOCK_QUEUES={"default": params}):
-        yield target
 
 
 def stop(*workers: subprocess.Popen[str]) -> list[int]:

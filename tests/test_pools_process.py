@@ -9,29 +9,19 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
-from django.test import override_settings
 
 from django_redislock import queues
 from django_redislock.queue import Queue
 
 from .conftest import RedisTarget
+from .processes import finish, spawn, wait_for
 from .servers import RedisProcess
 from .test_claims_process import Place, aof_place, runs_of  # noqa: F401 - a fixture
-from .test_drain_process import finish, spawn, wait_for
 from .testapp import tasks
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    params = {**target.params(), "KEY_PREFIX": "test"}
-    with override_settings(REDISLOCK_QUEUES={"default": params}):
-        yield target
 
 
 def pool_queue() -> Queue:

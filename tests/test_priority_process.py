@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
-from django.test import override_settings
 
 from django_redislock import queues
 from django_redislock.queue import Queue
 
 from .conftest import RedisTarget
-from .test_drain_process import spawn
+from .processes import spawn
 from .testapp import tasks
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    params = {**target.params(), "KEY_PREFIX": "test"}
-    with override_settings(REDISLOCK_QUEUES={"default": params}):
-        yield target
 
 
 def test_a_worker_runs_a_mixed_backlog_highest_level_first(real: RedisTarget) -> None:

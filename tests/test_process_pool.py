@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from django_redislock.queue import Queue
 
 from . import pool_tasks
 from .conftest import RedisTarget
+from .processes import OUTAGE_OPTIONS, finish, own_queue_server, wait_for
 from .servers import RedisProcess
 from .testapp.tasks import runs
 
@@ -78,24 +79,6 @@ def pool(request: pytest.FixtureRequest) -> Iterator[Pool]:
 def pool_queue() -> Queue:
     found: Queue = queues["default"].queue("pool")
     return found
-
-
-def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str, str]:
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, err = process.communicate()
-        raise AssertionError(f"the pool did not exit: {out}\n{err}") from None
-    return process.returncode, out, err
 
 
 def empty(q: Queue) -> bool:
@@ -388,16 +371,8 @@ def test_bad_pool_options_are_command_errors(args: list[str], message: str) -> N
 
 @pytest.fixture
 def own(tmp_path: Path) -> Iterator[tuple[RedisProcess, Pool]]:
-    server = RedisProcess(
-        tmp_path / "aof", extra=["--appendonly", "yes", "--appendfsync", "always"]
-    ).start()
-    options = {"SOCKET_TIMEOUT": 6.0, "SOCKET_CONNECT_TIMEOUT": 0.5}
-    params = {"LOCATION": server.url, "KEY_PREFIX": "test", "OPTIONS": options}
-    try:
-        with override_settings(REDISLOCK_QUEUES={"default": params}):
-            yield server, Pool(server.url, options)
-    finally:
-        server.stop()
+    with own_queue_server(tmp_path) as server:
+        yield server, Pool(server.url, OUTAGE_OPTIONS)
 
 
 def test_the_children_ride_out_a_redis_restart(own: tuple[RedisProcess, Pool]) -> None:

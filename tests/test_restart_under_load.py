@@ -22,6 +22,7 @@ import pytest
 
 from django_redislock.backends.redis import RedisLockBackend, RedisQueueBackend
 
+from .processes import aof_server as own_aof_server
 from .servers import RedisProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,10 +31,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def aof_server(tmp_path: Path) -> Iterator[RedisProcess]:
-    extra = ["--appendonly", "yes", "--appendfsync", "always"]
-    server = RedisProcess(tmp_path / "aof", extra=extra).start()
-    yield server
-    server.stop()
+    with own_aof_server(tmp_path) as server:
+        yield server
 
 
 def load_worker(server: RedisProcess, n: int, tmp_path: Path) -> subprocess.Popen[str]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 
 import pytest
-from django.test import override_settings
 
 from django_redislock import queues
 from django_redislock.exceptions import TaskFailed
@@ -15,18 +13,10 @@ from django_redislock.queue.results import ResultStatus
 
 from . import result_tasks as rt
 from .conftest import RedisTarget
-from .test_drain_process import finish, spawn, wait_for
+from .processes import finish, spawn, wait_for
 
 pytestmark = pytest.mark.slow
 MODULES = ["tests.result_tasks"]
-
-
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    params = {**target.params(), "KEY_PREFIX": "test"}
-    with override_settings(REDISLOCK_QUEUES={"default": params}):
-        yield target
 
 
 def starts() -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from django_redislock.queue.worker import Worker
 from django_redislock.queue.workers import beat, list_workers, registry_keys
 
 from .faults import Args, command_name
+from .processes import wait_for
 from .proxied import ProxiedTarget, no_resend_options, resend_options
 from .testapp import tasks
 
@@ -35,13 +35,6 @@ def proxied(request: pytest.FixtureRequest) -> ProxiedTarget:
 
 def beats(args: Args) -> bool:
     return command_name(args) == b"EVALSHA" and sha_of("workers_beat").encode() in args
-
-
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {seconds}s waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_a_resent_heartbeat_stores_one_record(proxied: ProxiedTarget) -> None:

@@ -11,28 +11,20 @@ import io
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.test import override_settings
 
 from .conftest import RedisTarget
-from .test_drain_process import finish, spawn, wait_for
+from .processes import finish, spawn, wait_for
 from .testapp import tasks
 
 pytestmark = pytest.mark.slow
 
 #: A short heartbeat so the SIGKILL test waits seconds, not the default 20.
 OPTIONS = {"WORKER_HEARTBEAT": 0.2, "WORKER_HEARTBEAT_TTL": 2.0}
-
-
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    with override_settings(REDISLOCK_QUEUES={"default": {**target.params(), "KEY_PREFIX": "test"}}):
-        yield target
 
 
 def listed() -> dict[str, Any]:

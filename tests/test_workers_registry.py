@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,6 +29,7 @@ from django_redislock.queue.workers import (
 )
 
 from .conftest import RedisTarget
+from .processes import wait_for
 from .testapp import tasks
 
 FAST = {"WORKER_HEARTBEAT": 0.1, "WORKER_HEARTBEAT_TTL": 0.6}
@@ -40,14 +41,6 @@ def alias(redis_target: RedisTarget) -> Iterator[Any]:
     params = {**redis_target.params(**FAST), "KEY_PREFIX": "reg"}
     with override_settings(REDISLOCK_QUEUES={"default": params}):
         yield queues["default"]
-
-
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def record(**extra: Any) -> dict[str, Any]:

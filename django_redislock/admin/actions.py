@@ -40,7 +40,8 @@ from .data import (
     find_task,
     task_page,
 )
-from .queues import STATE_LABELS, queue_of
+from .lookup import queue_of
+from .queues import STATE_LABELS
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -18,6 +18,7 @@ from django.utils.http import urlencode
 
 from ..models import MANAGE_TASKS
 from .common import REDIS_ERRORS, log, read, render, require, url
+from .lookup import queue_exists, queue_of
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -38,8 +39,6 @@ def flow_action(
     model_admin: ModelAdmin[Any], request: HttpRequest, *, alias: str, name: str, action: str
 ) -> HttpResponse:
     """Pause or resume queue ``name``: a confirmation page on GET, the change on POST."""
-    from .queues import queue_exists, queue_of  # the queue page imports this module
-
     require(request, MANAGE_TASKS)
     if action not in FLOW_ACTIONS:
         raise Http404(f"no queue action {action!r}")

@@ -19,7 +19,7 @@ from ..queue.records import DEAD, IN_FLIGHT
 from .actions import back_to
 from .common import REDIS_ERRORS, log, parse_int, read, render, require
 from .data import purge_confirmed, queue_summaries
-from .queues import queue_exists, queue_of
+from .lookup import queue_exists, queue_of
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -15,8 +15,6 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.http import content_disposition_header, urlencode
 
-from ..exceptions import ConfigurationError, InvalidArgument
-from ..handlers import queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.history import read as read_history
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
@@ -38,11 +36,11 @@ from .data import (
     TaskRow,
     find_prefix,
     find_task,
-    supports_scripts,
     task_page,
 )
 from .flow import FLOW_ACTIONS
 from .history import function_name
+from .lookup import queue_exists, queue_of
 from .trends import outcome_rows
 
 if TYPE_CHECKING:
@@ -53,17 +51,6 @@ WHEN_LABELS = {READY: "Due", DELAYED: "Due", IN_FLIGHT: "Lease deadline", DEAD: 
 STATE_LABELS = {READY: "Ready", DELAYED: "Delayed", IN_FLIGHT: "In flight", DEAD: "Dead"}
 #: Payload bytes read for a search hit, shown in the preview column.
 PREVIEW_CAP = 200
-
-
-def queue_of(alias: str, name: str) -> Any:
-    """The queue ``name`` of alias ``alias`` (both admin-quoted); 404 when either is bad."""
-    alias, name = unquote(alias), unquote(name)
-    try:
-        if alias not in queues or not supports_scripts(queues[alias]):
-            raise Http404(f"REDISLOCK_QUEUES has no Redis alias {alias!r}")
-        return queues[alias].queue(name)
-    except (ConfigurationError, InvalidArgument) as exc:
-        raise Http404(str(exc)) from exc
 
 
 def decorate(queue: Any, row: TaskRow) -> TaskRow:
@@ -109,14 +96,6 @@ def requested_page(request: HttpRequest) -> tuple[str, str, tuple[int, str] | No
         if score is not None and "id" in request.GET:
             return state, direction, (score, request.GET["id"])
     return state, "first", None
-
-
-def queue_exists(queue: Any) -> bool:
-    """True when the alias's queue list names ``queue`` (callers first check it holds no task).
-
-    A queue that was never enqueued to is not listed; a purged one stays listed.
-    """
-    return queue.name in queue.backend.queue_names()
 
 
 def queue_page(

@@ -111,9 +111,14 @@ class Outcomes:
             self._counts[queue.name]["succeeded"] += 1
             if task.last_error:
                 self._runs[queue.name].append((task.id, task.attempts, runtime))
-        logger.info(
-            "task %s (%s) of %r succeeded in %.3fs", task.id, task_path(task), queue.name, runtime
-        )
+        if logger.isEnabledFor(logging.INFO):  # spares the task path lookup on the hot path
+            logger.info(
+                "task %s (%s) of %r succeeded in %.3fs",
+                task.id,
+                task_path(task),
+                queue.name,
+                runtime,
+            )
         signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
 
     def _retry_args(

@@ -330,6 +330,29 @@ def test_connections_are_checked_between_tasks(alias: RedisTarget) -> None:
     assert close.call_count == 4  # before each of the 3 tasks and after the last
 
 
+def test_connections_are_checked_only_once_one_was_opened(
+    alias: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+    from django.db.backends.signals import connection_created
+
+    from django_redislock.queue import database
+
+    checks: list[int] = []
+    monkeypatch.setattr(database, "opened", False)  # as in a worker that never used the DB
+    monkeypatch.setattr(database, "django_close_old_connections", lambda: checks.append(1))
+    for i in range(3):
+        tasks.remember.delay(f"t{i}")
+    Worker([queue()], burst=True, batch=10).run()
+    assert checks == []  # no connection: nothing to close, and no per-task lookup
+    # what Django sends when it opens a connection (a task's first query, say)
+    connection_created.send(sender=type(connection), connection=connection)
+    for i in range(3):
+        tasks.remember.delay(f"u{i}")
+    Worker([queue()], burst=True, batch=10).run()
+    assert len(checks) == 4  # before each of the 3 tasks and after the last, as Django's
+
+
 def test_waiting_tasks_keep_their_leases_during_a_long_task(alias: RedisTarget) -> None:
     # t0 is short (under half the lease: no renewal before t1 starts); t1 runs 0.8 s of its
     # 1.2 s lease but ends after the batch's claim + 1.2 s: without the keeper thread t1

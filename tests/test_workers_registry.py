@@ -157,54 +157,48 @@ def test_a_running_worker_shows_its_current_task_then_leaves(alias: Any) -> None
     assert worker.summary.processed == 1
 
 
-def test_a_signal_of_another_workers_loop_is_not_counted(alias: Any) -> None:
+def test_each_worker_lists_only_its_own_running_tasks(alias: Any) -> None:
+    """Two workers of one process on one queue: the running task is in its worker's record."""
     queue: Queue = alias.queue("slow")
-    mine = Registration(Worker([queue]))
-    other = Registration(Worker([queue]))
-    mine.start()
-    other.start()
+    busy, idle = Worker([queue], burst=True), Worker([queue])
+    tasks.slow.enqueue(args=["mine", 1.0], id="mine")
+    idle_registration = Registration(idle)
+    idle_registration.start()
+    thread = threading.Thread(target=busy.run)
+    thread.start()
     try:
-        from django_redislock.queue.heartbeat import on_ended, on_started
 
-        fake = type("T", (), {"id": "t1"})()
-        on_started(None, queue=queue, task=fake)
-        # this thread is the loop thread of both (both built here): the signal reaches both
-        assert ("slow", "t1") in mine.running and ("slow", "t1") in other.running
-        other.loop_thread = -1  # now only `mine` runs its loop in this thread
-        on_ended(None, queue=queue, task=fake)
-        assert ("slow", "t1") not in mine.running and ("slow", "t1") in other.running
+        def tasks_of() -> dict[str, list[str]]:
+            return {w.id: [t.id for t in w.tasks] for w in list_workers(alias).workers}
+
+        wait_for(lambda: ["mine"] in tasks_of().values(), 10, "the running task to be listed")
+        listed = tasks_of()
+        assert listed[idle_registration.id] == []
+        assert sorted(listed.values()) == [[], ["mine"]]
+        assert [(q, t) for q, t, _ in busy.running()] == [("slow", "mine")]
+        assert idle.running() == []
     finally:
-        mine.stop()
-        other.stop()
+        thread.join(15)
+        idle_registration.stop()
+    assert busy.running() == [] and "mine" not in busy.current
 
 
-def test_a_forked_child_forgets_the_parents_registrations(alias: Any) -> None:
-    import os
-
+def test_the_registry_adds_no_receiver_to_the_task_signals(alias: Any) -> None:
+    """The public task signals cost a worker nothing unless the project connects to them."""
     from django_redislock import signals
-    from django_redislock.queue import heartbeat
 
     registration = Registration(Worker([alias.queue("jobs")]))
     registration.start()
     try:
-        assert heartbeat._active.for_signal(alias.queue("jobs")) == [registration]
-        pid = os.fork()
-        if pid == 0:  # the child: no registration, no receiver left
-            ok = heartbeat._active.for_signal(alias.queue("jobs")) == []
-            ok = ok and not listening(signals.task_started)
-            os._exit(0 if ok else 1)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        assert heartbeat._active.for_signal(alias.queue("jobs")) == [registration]
+        for signal in (
+            signals.task_started,
+            signals.task_succeeded,
+            signals.task_failed,
+            signals.task_dead,
+        ):
+            assert not signal.has_listeners(Queue), signal
     finally:
         registration.stop()
-    assert not listening(signals.task_started)
-
-
-def listening(signal: Any) -> bool:
-    """True while the registry's receiver is connected to ``signal`` (by its dispatch uid)."""
-    uid = f"redislock-registry-{id(signal)}"
-    return any(entry[0][0] == uid for entry in signal.receivers)
 
 
 def test_heartbeat_failures_are_logged_once_and_never_raise(

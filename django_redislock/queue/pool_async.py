@@ -111,7 +111,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
     limits = limits_of(fn, queue.backend.options)
     watch = worker._watch_run(queue, task, fn, lease, limits[0])
     began = time.monotonic()
-    worker._started(task)
+    worker._started(queue, task)
     try:
         result = await call_async(worker, queue, task, fn, limits=limits, watch=watch)
     except (Exception, TimeLimitExceeded) as exc:
@@ -123,7 +123,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         await store_success_async(queue, task, result)  # store_result tasks only: before the ack
         worker._succeeded(queue, task, result, time.monotonic() - began)
     finally:
-        worker._ended(task, watch)
+        worker._ended(queue, task, watch)
         worker._count()
 
 

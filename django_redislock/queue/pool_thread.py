@@ -25,9 +25,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from django.db import close_old_connections
-
 from ..exceptions import TimeLimitExceeded
+from .database import close_old_connections
 from .pools import claim_lease
 from .queue import Queue
 from .records import Task

@@ -16,10 +16,9 @@ import threading
 import time
 from typing import Any
 
-from django.db import close_old_connections
-
 from .. import signals
 from ..exceptions import TimeLimitExceeded
+from .database import close_old_connections
 from .keeper import LeaseKeeper, Watch
 from .limits import LimitWatch, Run, alarm, keep_for, limits_of
 from .outcomes import Outcomes
@@ -42,7 +41,7 @@ class Runs(Outcomes):
     _limits: LimitWatch
     _executor: Any
     _rest: tuple[list[Task], float]
-    _current: dict[str, float]
+    _current: dict[tuple[str, str], tuple[float, float]]
     _hung: list[Run]
     _claim_lost: bool
 
@@ -89,7 +88,7 @@ class Runs(Outcomes):
         limits = limits_of(fn, queue.backend.options)
         watch = self._watch_run(queue, task, fn, lease, limits[0])
         began = time.monotonic()
-        self._started(task)
+        self._started(queue, task)
         try:
             result = self._call(queue, task, fn, limits, watch)
         except (Exception, TimeLimitExceeded) as exc:
@@ -98,16 +97,17 @@ class Runs(Outcomes):
             store_success(queue, task, result)  # store_result tasks only: before the ack
             self._succeeded(queue, task, result, time.monotonic() - began)
         finally:
-            self._ended(task, watch)
+            self._ended(queue, task, watch)
             self._count()
 
-    def _started(self, task: Task) -> None:
+    def _started(self, queue: Queue, task: Task) -> None:
+        """Enter the run in :meth:`running` (the workers registry reads it at each heartbeat)."""
         with self._lock:
-            self._current[task.id] = time.time()
+            self._current[queue.name, task.id] = (time.time(), time.monotonic())
 
-    def _ended(self, task: Task, watch: Watch | None) -> None:
+    def _ended(self, queue: Queue, task: Task, watch: Watch | None) -> None:
         with self._lock:
-            self._current.pop(task.id, None)
+            self._current.pop((queue.name, task.id), None)
         if self._executor is not None:  # solo: _run_batch clears the keeper after the batch
             self._keeper.unwatch(watch)
 

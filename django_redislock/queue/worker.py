@@ -50,9 +50,9 @@ from types import FrameType
 from typing import Any
 
 import redis
-from django.db import close_old_connections
 
 from ..exceptions import ConnectionFailed, QueueError
+from .database import close_old_connections
 from .heartbeat import register
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
@@ -187,14 +187,23 @@ class Worker(Runs):
         self._outage_retries = 0
         self._forced = False
         self._hung: list[Run] = []
-        self._current: dict[str, float] = {}
+        #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
+        self._current: dict[tuple[str, str], tuple[float, float]] = {}
         self._executor: Any = None if self.pool == "solo" else make_pool(self)
 
     @property
     def current(self) -> dict[str, float]:
         """The running tasks: id -> start (seconds since the epoch), a copy."""
         with self._lock:
-            return dict(self._current)
+            return {task_id: started for (_, task_id), (started, _) in self._current.items()}
+
+    def running(self) -> list[tuple[str, str, float]]:
+        """The running tasks as ``(queue, id, start)``, oldest first (start: monotonic clock)."""
+        with self._lock:
+            found = [
+                (queue, task_id, since) for (queue, task_id), (_, since) in self._current.items()
+            ]
+        return sorted(found, key=lambda run: run[2])
 
     # -- control --------------------------------------------------------------------------
 

@@ -122,6 +122,20 @@ def test_get_and_states(redis_target: RedisTarget) -> None:
     assert dead is not None and (dead.state, dead.last_error) == (DEAD, "boom")
 
 
+def test_a_claim_returns_each_field_of_a_retried_task(redis_target: RedisTarget) -> None:
+    """A claim packs score, attempts and last error in one string: each comes back whole."""
+    q = make_queue(redis_target)
+    q.enqueue("t", {"x": "caf\u00e9"})
+    [first] = q.pop()
+    error = "KeyError: 'a:b'\nTraceback: line 1: in f\u00e9"  # colons, a newline, non-ASCII
+    assert q.retry(first, error=error, delay=0) == "retried"
+    queued = q.get("t")
+    assert queued is not None
+    [again] = q.claim(1).tasks
+    assert (again.id, again.payload, again.attempts) == ("t", {"x": "caf\u00e9"}, 2)
+    assert (again.last_error, again.score, again.state) == (error, queued.score, IN_FLIGHT)
+
+
 def test_json_payloads_use_djangos_encoder(redis_target: RedisTarget) -> None:
     q = make_queue(redis_target)
     uid = uuid.UUID(int=5)

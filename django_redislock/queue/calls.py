@@ -33,6 +33,7 @@ from .records import (
     Task,
     micros,
     optional_score,
+    parse_claimed,
     parse_tasks,
 )
 from .serializers import get_serializer
@@ -320,7 +321,7 @@ class QueueCalls:
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
             loads = self.serializer.loads
-            tasks = parse_tasks(self.name, reply[CLAIM_HEAD:], loads, lambda s: IN_FLIGHT)
+            tasks = parse_claimed(self.name, reply[CLAIM_HEAD:], loads)
             tokens, deadline = reply[5], now + lease_us
             if isinstance(tokens, list):  # a resend's answer: the tokens one by one
                 claims = [to_text(token) for token in tokens]

@@ -26,6 +26,8 @@ STATES = (READY, DELAYED, IN_FLIGHT, DEAD)
 
 #: Fields a script returns per task: id, score, attempts, payload, last error.
 TASK_FIELDS = 5
+#: Reply elements per task of a claim (see :func:`parse_claimed`).
+CLAIMED_FIELDS = 3
 
 
 def micros(seconds: float) -> int:
@@ -157,6 +159,33 @@ def parse_tasks(
                 state=state(score),
                 attempts=int(attempts),
                 last_error=to_text(error),
+                loads=loads,
+            )
+        )
+    return tasks
+
+
+def parse_claimed(queue: str, flat: Sequence[Any], loads: Loads) -> list[Task]:
+    """Turn a claim's ``[id, payload, "<score>:<attempts>:<error>", ...]`` into in-flight tasks.
+
+    The claim script packs the three small fields of a task into one string: a worker
+    reads one claim per batch, and each element of a reply costs it a parse.
+    """
+    tasks = []
+    for i in range(0, len(flat), CLAIMED_FIELDS):
+        raw_id, payload, meta = flat[i : i + CLAIMED_FIELDS]
+        # the error is the one part not written by this app's scripts alone: never fail on it
+        text = meta.decode(errors="replace") if isinstance(meta, bytes) else str(meta)
+        score, attempts, error = text.split(":", 2)
+        tasks.append(
+            Task(
+                queue=queue,
+                id=to_text(raw_id),
+                raw_payload=payload,
+                score=int(float(score)),
+                state=IN_FLIGHT,
+                attempts=int(attempts),
+                last_error=error,
                 loads=loads,
             )
         )

@@ -27,8 +27,8 @@
 --          {position, level, ...} of the claimed tasks of levels 1-9 (the priority fragment),
 --          1 if the queue is paused else 0, the server time (µs) at which its rate limit
 --          admits the next task if this claim used the limit up else -1,
---          then per claimed task: id, due score, this run's attempt number, payload,
---          last error}
+--          then per claimed task: id, payload, and "<due score>:<this run's attempt
+--          number>:<last error>" (one string: each reply element costs the client a parse)}
 -- include: claims
 -- include: priority
 -- include: flow
@@ -79,10 +79,8 @@ if #KEYS >= 12 then
         local level = redis.call('HGET', KEYS[10], id)
         if level then table.insert(out[8], #out[6]); table.insert(out[8], tonumber(level)) end
         out[#out + 1] = id
-        out[#out + 1] = scores[k - 3]
-        out[#out + 1] = attempts
         out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
-        out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
+        out[#out + 1] = scores[k - 3] .. ':' .. attempts .. ':' .. (redis.call('HGET', KEYS[6], id) or '')
       end
     end
     return wake_and_hints(out, nil)
@@ -167,10 +165,8 @@ if quota > 0 then
       counted[2 * i - 1] = ids[i]
       counted[2 * i] = attempts[i]
       out[#out + 1] = ids[i]
-      out[#out + 1] = due[2 * i]
-      out[#out + 1] = attempts[i]
       out[#out + 1] = payloads[i] or ''
-      out[#out + 1] = errors[i] or ''
+      out[#out + 1] = due[2 * i] .. ':' .. attempts[i] .. ':' .. (errors[i] or '')
       if held[i] == '?' then out[7][#out[7] + 1] = i end
       scores[i] = due[2 * i]
       flags[i] = held[i] == '?' and 1 or 0

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import connections
 
@@ -40,7 +40,9 @@ from .queue import Queue
 from .records import Task
 from .results import store_success_async
 from .throttle import admit
-from .worker import Worker
+
+if TYPE_CHECKING:
+    from .worker import Worker  # the worker builds its pool: no import back at run time
 
 logger = logging.getLogger("django_redislock.worker")
 

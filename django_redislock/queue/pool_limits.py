@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..exceptions import RedisLockError
 from .queue import Queue
 from .records import Task
-from .worker import OUTAGES
+from .stops import OUTAGES
 
 logger = logging.getLogger("django_redislock.worker.pool")
 

@@ -24,13 +24,17 @@ import queue as stdlib_queue
 import threading
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ..exceptions import TimeLimitExceeded
 from .database import close_old_connections
 from .pools import claim_lease
 from .queue import Queue
 from .records import Task
-from .worker import OUTAGES, Interrupted, Worker
+from .stops import OUTAGES, Interrupted
+
+if TYPE_CHECKING:
+    from .worker import Worker  # the worker builds its pool: no import back at run time
 
 logger = logging.getLogger("django_redislock.worker")
 

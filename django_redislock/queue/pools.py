@@ -1,15 +1,12 @@
-"""Which pools a worker may use, how many runs at once, and building the executor."""
+"""Which pools a worker may use, how many runs at once, and the lease of a claim."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..exceptions import InvalidArgument
 from ..validation import check_int
 from .records import Claim
-
-if TYPE_CHECKING:
-    from .worker import Worker
 
 #: The pools ``drain_queue --pool`` offers here (``process`` is a supervisor of solo workers).
 POOLS = ("solo", "thread", "async")
@@ -38,14 +35,3 @@ def check_pool(pool: Any, concurrency: Any) -> None:
             f"concurrency must be 1 with the solo pool, got {concurrency}; "
             "use the thread or async pool to run tasks at once"
         )
-
-
-def make_pool(worker: Worker) -> Any:
-    """The executor of a ``thread`` or ``async`` worker (imported here: solo needs neither)."""
-    if worker.pool == "async":
-        from .pool_async import AsyncPool
-
-        return AsyncPool(worker)
-    from .pool_thread import ThreadPool
-
-    return ThreadPool(worker)

@@ -49,19 +49,18 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-import redis
-
 from ..exceptions import ConnectionFailed, QueueError
 from .database import close_old_connections
 from .heartbeat import register
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
 from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary
-from .pools import POOLS, check_pool, claim_lease, default_concurrency, make_pool
+from .pools import POOLS, check_pool, claim_lease, default_concurrency
 from .queue import Queue
 from .records import Claim, Task
 from .runs import EXIT_HUNG, Runs
 from .stats import counters_key
+from .stops import OUTAGES, Interrupted
 
 __all__ = [
     "ACK_INTERVAL",
@@ -88,19 +87,6 @@ BLOCK_SLACK = 0.1
 #: Reconnect delays: the first, and the cap of the doubling (each with jitter).
 RECONNECT_FIRST = 0.1
 RECONNECT_MAX = 5.0
-#: Errors that mean "Redis is unreachable for now" (a restart, a failover, a partition).
-OUTAGES: tuple[type[BaseException], ...] = (
-    ConnectionFailed,
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.ClusterError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ReadOnlyError,
-)
-
-
-class Interrupted(Exception):
-    """Raised out of an idle wait by the stop signal handler."""
 
 
 class ForcedStop(BaseException):
@@ -189,7 +175,17 @@ class Worker(Runs):
         self._hung: list[Run] = []
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
         self._current: dict[tuple[str, str], tuple[float, float]] = {}
-        self._executor: Any = None if self.pool == "solo" else make_pool(self)
+        self._executor: Any = None if self.pool == "solo" else self._make_pool()
+
+    def _make_pool(self) -> Any:
+        """The executor of a ``thread`` or ``async`` worker (imported here: solo needs neither)."""
+        if self.pool == "async":
+            from .pool_async import AsyncPool
+
+            return AsyncPool(self)
+        from .pool_thread import ThreadPool
+
+        return ThreadPool(self)
 
     @property
     def current(self) -> dict[str, float]:

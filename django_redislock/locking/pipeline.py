@@ -12,6 +12,7 @@ from typing import Any
 
 import redis
 
+from ..calls.node import Node
 from ..scripts import source
 
 Call = tuple[str, list[str], list[Any]]
@@ -23,7 +24,7 @@ def sha_of(name: str) -> str:
     return hashlib.sha1(source(name).encode()).hexdigest()
 
 
-def run_scripts(backend: Any, calls: list[Call]) -> list[Any]:
+def run_scripts(backend: Node, calls: list[Call]) -> list[Any]:
     """Send ``calls`` (script, keys, args) in one pipeline; return one result per call.
 
     A failed call's result is its exception. When the server had forgotten a

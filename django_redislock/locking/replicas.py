@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 
+from ..calls.node import Node
 from ..exceptions import ReplicaAckTimeout
 from ..scripts import source
 from .pipeline import sha_of
@@ -34,12 +35,12 @@ logger = logging.getLogger("django_redislock.locks")
 GRANT_SCRIPTS = frozenset({"lock_acquire", "lock_rw_read", "lock_rw_write"})
 
 
-def wants_ack(backend: Any, script: str) -> bool:
+def wants_ack(backend: Node, script: str) -> bool:
     """True when ``script`` grants and the alias asks for replica acknowledgements."""
     return script in GRANT_SCRIPTS and bool(backend.options.get("MIN_REPLICAS_ACK"))
 
 
-def _node_client(backend: Any, key: str) -> Any:
+def _node_client(backend: Node, key: str) -> Any:
     client: Any = backend.client
     if backend.is_cluster:
         node = client.nodes_manager.get_node_from_slot(client.keyslot(key))

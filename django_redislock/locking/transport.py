@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from ..calls.node import Node
 from ..wire import DirectSender, direct_sender
 
 
@@ -32,7 +33,7 @@ class ScriptCalls:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[Any, list[str], Any, DirectSender | None]] = {}
 
-    def run(self, backend: Any, name: str, keys: list[str], args: list[Any]) -> Any:
+    def run(self, backend: Node, name: str, keys: list[str], args: list[Any]) -> Any:
         """Run script ``name`` with ``keys`` and ``args`` on ``backend``'s blocking client."""
         client = backend.client
         entry = self._entries.get(name)

@@ -24,8 +24,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import redis
 import redis.asyncio
@@ -40,6 +40,19 @@ from ..scripts import source
 from ..wire import to_text
 
 logger = logging.getLogger("django_redislock.redlock")
+T = TypeVar("T")
+
+
+class Owner(Protocol):
+    """What a master reads from its Redlock alias: the name, the options, the key layout."""
+
+    @property
+    def alias(self) -> str: ...
+
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+    def key(self, tag: str, *parts: str) -> str: ...
 
 
 def parse_info(raw: Any) -> dict[str, str]:
@@ -60,7 +73,7 @@ class Master:
 
     is_cluster = False
 
-    def __init__(self, backend: Any, url: str) -> None:
+    def __init__(self, backend: Owner, url: str) -> None:
         self.backend = backend
         self.url = url
         self.options: dict[str, Any] = {**backend.options, "CLIENT_CLASS": None, "CLUSTER": False}
@@ -77,8 +90,17 @@ class Master:
     def __repr__(self) -> str:
         return f"<Master {redact(self.url)}>"
 
+    @property
+    def alias(self) -> str:
+        """The Redlock alias this master belongs to."""
+        return self.backend.alias
+
     def key(self, tag: str, *parts: str) -> str:
-        return str(self.backend.key(tag, *parts))
+        return self.backend.key(tag, *parts)
+
+    def script(self, name: str, client: Any = None) -> Any:
+        """The script ``name`` for ``client`` (default: this master's blocking client)."""
+        return (self.client if client is None else client).register_script(source(name))
 
     @property
     def client(self) -> Any:
@@ -252,3 +274,18 @@ class Master:
         """Forget the clients (after a settings change); the run id is kept."""
         with self._lock:
             self._client, self._pid, self._async, self._async_pid = None, 0, {}, 0
+
+
+class Quorum(Owner, Protocol):
+    """A Redlock alias as its lock objects and listings use it: masters and a quorum."""
+
+    masters: list[Master]
+    quorum: int
+
+    def each(
+        self, func: Callable[[Master], T], masters: list[Master] | None = None
+    ) -> list[T | Exception]: ...
+
+    async def each_async(
+        self, func: Callable[[Master], Awaitable[T]], masters: list[Master] | None = None
+    ) -> list[T | Exception]: ...

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.core import checks
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
+from ..calls.script import BoundScript, script
 from ..conf import (
     CONNECTION_OPTIONS,
     DEFAULT_LOCATION,
@@ -33,7 +34,6 @@ from ..connections import (
     redact,
 )
 from ..exceptions import ConnectionFailed
-from ..scripts import source
 from ..wire import to_text
 from .base import BaseLockBackend, BaseQueueBackend
 
@@ -58,7 +58,7 @@ class RedisBackendMixin:
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
         super().__init__(alias, params)  # type: ignore[call-arg]
         self._clients = ClientCache(self._make_client)
-        self._scripts: dict[tuple[int, str], Any] = {}
+        self._scripts: dict[tuple[int, str], BoundScript] = {}
 
     def _make_client(self, asynchronous: bool) -> Any:
         if asynchronous:
@@ -92,14 +92,13 @@ class RedisBackendMixin:
         """Return ``<prefix>:{<tag>}:<part>:...``: every key of one object shares ``{tag}``."""
         return ":".join((f"{self.key_prefix}:{{{tag}}}", *parts))
 
-    def script(self, name: str, client: Any = None) -> Any:
-        """Return the registered script ``name`` for ``client`` (default: the blocking client)."""
+    def script(self, name: str, client: Any = None) -> BoundScript:
+        """The script ``name`` bound to ``client`` (default: the blocking client)."""
         client = self.client if client is None else client
         cache_key = (id(client), name)
         found = self._scripts.get(cache_key)
         if found is None or found.registered_client is not client:
-            found = client.register_script(source(name))
-            self._scripts[cache_key] = found
+            found = self._scripts[cache_key] = script(name).on(client)
         return found
 
     @contextlib.contextmanager

@@ -33,10 +33,10 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..calls.script import BoundScript, Call, script
 from ..connections import redact
 from ..exceptions import ConnectionFailed
-from ..locking.pipeline import Call, run_scripts, sha_of
-from ..scripts import source
+from ..locking.pipeline import run_scripts
 from ..wire import to_text
 
 logger = logging.getLogger("django_redislock.redlock")
@@ -98,9 +98,9 @@ class Master:
     def key(self, tag: str, *parts: str) -> str:
         return self.backend.key(tag, *parts)
 
-    def script(self, name: str, client: Any = None) -> Any:
-        """The script ``name`` for ``client`` (default: this master's blocking client)."""
-        return (self.client if client is None else client).register_script(source(name))
+    def script(self, name: str, client: Any = None) -> BoundScript:
+        """The script ``name`` bound to ``client`` (default: this master's blocking client)."""
+        return script(name).on(self.client if client is None else client)
 
     @property
     def client(self) -> Any:
@@ -264,11 +264,7 @@ class Master:
         name, keys, args = call
         client = self.async_client()
         with self.errors():
-            try:
-                return await client.evalsha(sha_of(name), len(keys), *keys, *args)
-            except redis.exceptions.NoScriptError:
-                await client.script_load(source(name))
-                return await client.evalsha(sha_of(name), len(keys), *keys, *args)
+            return await script(name).run_async(client, keys, args)
 
     def reset(self) -> None:
         """Forget the clients (after a settings change); the run id is kept."""

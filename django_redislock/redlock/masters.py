@@ -19,12 +19,11 @@ a master cannot know whether it restarted a moment ago; with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import redis
@@ -33,9 +32,9 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ..calls.script import BoundScript, Call, script
+from ..calls.node import NodeBase
+from ..calls.script import Call, script
 from ..connections import redact
-from ..exceptions import ConnectionFailed
 from ..locking.pipeline import run_scripts
 from ..wire import to_text
 
@@ -52,6 +51,9 @@ class Owner(Protocol):
     @property
     def options(self) -> dict[str, Any]: ...
 
+    @property
+    def key_prefix(self) -> str: ...
+
     def key(self, tag: str, *parts: str) -> str: ...
 
 
@@ -62,7 +64,7 @@ def parse_info(raw: Any) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-class Master:
+class Master(NodeBase):
     """One independent master, shaped like a Redis backend for the shared helpers.
 
     It has the few attributes the single-server helpers use (``client``,
@@ -82,6 +84,7 @@ class Master:
         self.counted_from = 0.0
         self._lock = threading.Lock()
         self._client: Any = None
+        self._scripts = {}
         self._pid = 0
         #: This process's asyncio clients, one per event loop (a client is bound to its loop).
         self._async: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
@@ -95,12 +98,10 @@ class Master:
         """The Redlock alias this master belongs to."""
         return self.backend.alias
 
-    def key(self, tag: str, *parts: str) -> str:
-        return self.backend.key(tag, *parts)
-
-    def script(self, name: str, client: Any = None) -> BoundScript:
-        """The script ``name`` bound to ``client`` (default: this master's blocking client)."""
-        return script(name).on(self.client if client is None else client)
+    @property
+    def key_prefix(self) -> str:  # type: ignore[override]
+        """The alias's key prefix: a master stores the keys the alias names."""
+        return self.backend.key_prefix
 
     @property
     def client(self) -> Any:
@@ -235,16 +236,11 @@ class Master:
         """True when this master's answers count toward a quorum (not quarantined)."""
         return time.monotonic() >= self.counted_from
 
-    @contextlib.contextmanager
-    def errors(self) -> Iterator[None]:
-        """redis-py connection errors as :class:`ConnectionFailed` naming this master."""
-        try:
-            yield
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise ConnectionFailed(
-                f"Redlock master {redact(self.url)} of REDISLOCK_LOCKS"
-                f"[{self.backend.alias!r}] is unreachable ({exc})"
-            ) from exc
+    def unreachable(self, exc: Exception) -> str:
+        return (
+            f"Redlock master {redact(self.url)} of REDISLOCK_LOCKS"
+            f"[{self.backend.alias!r}] is unreachable ({exc})"
+        )
 
     def run(self, call: Call) -> Any:
         """Run one script on this master; its result, or raise (errors as exceptions)."""
@@ -270,6 +266,7 @@ class Master:
         """Forget the clients (after a settings change); the run id is kept."""
         with self._lock:
             self._client, self._pid, self._async, self._async_pid = None, 0, {}, 0
+            self._scripts = {}
 
 
 class Quorum(Owner, Protocol):

@@ -119,3 +119,18 @@ def test_a_batch_can_resend_the_rest_from_the_first_call_that_did_not_run(
 def primary_for(target: RedisTarget, key: str) -> Any:
     raw: Any = target.raw
     return raw.get_redis_connection(raw.nodes_manager.get_node_from_slot(raw.keyslot(key)))
+
+
+def test_the_direct_sender_can_be_switched_off(target: RedisTarget) -> None:
+    """``OPTIONS['DIRECT_SENDER']``: only a plain client on a standard pool gets one, if on."""
+    for direct in (True, False):
+        backend = target.lock_backend(DIRECT_SENDER=direct)
+        lock = backend.lock(f"switch-{direct}", ttl=30)
+        assert lock.acquire(blocking=False)
+        lock.release()
+        sender = lock._scripts._entries["lock_acquire"].sender
+        assert (sender is not None) == (direct and target.kind == "single")
+        q = make_queue(target, f"switch-{direct}", DIRECT_SENDER=direct)
+        assert q.enqueue("a") is True
+        assert q._enqueue_head is not None
+        assert (q._enqueue_head[2] is not None) == (direct and target.kind == "single")

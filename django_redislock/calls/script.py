@@ -84,9 +84,12 @@ class Script:
             await client.script_load(self.script)
             return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def prepare(self, client: Any, keys: Sequence[Any]) -> Prepared:
-        """A :class:`Prepared` call of this script with ``keys`` on the blocking ``client``."""
-        return Prepared(self, client, list(keys))
+    def prepare(self, client: Any, keys: Sequence[Any], direct: bool = True) -> Prepared:
+        """A :class:`Prepared` call of this script with ``keys`` on the blocking ``client``.
+
+        ``direct=False`` keeps it on redis-py's ``execute_command`` (``OPTIONS['DIRECT_SENDER']``).
+        """
+        return Prepared(self, client, list(keys), direct)
 
     def on(self, client: Any) -> BoundScript:
         """This script bound to ``client`` (callable like redis-py's ``Script``)."""
@@ -140,8 +143,8 @@ class Prepared:
     The ``EVALSHA`` head (sha, key count, keys) is built once, and packed once
     for a :class:`~django_redislock.wire.DirectSender` where
     :func:`~django_redislock.wire.direct_pool` allows one for the client (a plain
-    ``redis.Redis`` on a standard pool); other clients go through redis-py's
-    ``execute_command``.
+    ``redis.Redis`` on a standard pool) and ``direct`` is true; other calls go
+    through redis-py's ``execute_command``.
     """
 
     __slots__ = ("client", "head", "keys", "script", "sender")

@@ -29,5 +29,6 @@ class ScriptCalls:
         client = backend.client
         entry = self._entries.get(name)
         if entry is None or entry.client is not client or entry.keys != keys:
-            entry = self._entries[name] = script(name).prepare(client, keys)
+            direct = bool(backend.options.get("DIRECT_SENDER", True))
+            entry = self._entries[name] = script(name).prepare(client, keys, direct)
         return entry(args)

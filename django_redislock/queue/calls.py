@@ -218,7 +218,9 @@ class QueueCalls:
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
             backend.register_queue(self.name)
-            prepared = script("queue_enqueue").prepare(client, [*self.script_keys, self.rates_key])
+            keys = [*self.script_keys, self.rates_key]
+            direct = bool(backend.options.get("DIRECT_SENDER", True))
+            prepared = script("queue_enqueue").prepare(client, keys, direct)
             hot = self._enqueue_head = (client, prepared, prepared.sender)
         try:  # a plain try, not backend.errors(), as in _run
             reply = hot[1](args)

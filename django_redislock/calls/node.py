@@ -53,7 +53,7 @@ class Node(Keys, Protocol):
         """This process's asyncio client for the running event loop."""
         ...
 
-    def script(self, name: str, client: Any = None) -> Any:
+    def script(self, name: str, client: Any = None) -> BoundScript:
         """The script ``name`` bound to ``client`` (default: the blocking client)."""
         ...
 

@@ -65,10 +65,10 @@ def parse_info(raw: Any) -> dict[str, str]:
 
 
 class Master(NodeBase):
-    """One independent master, shaped like a Redis backend for the shared helpers.
+    """One independent master: a node of the call layer (:class:`~..calls.node.NodeBase`).
 
-    It has the few attributes the single-server helpers use (``client``,
-    ``errors()``, ``options``, ``key()``, ``is_cluster``), so script pipelines,
+    It has what the single-server helpers use (``client``, ``errors()``,
+    ``options``, ``key()``, ``script()``, ``is_cluster``), so script pipelines,
     index pages and the ``BLPOP`` wait of :mod:`django_redislock.locking` run
     unchanged against one master.
     """

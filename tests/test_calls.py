@@ -9,6 +9,7 @@ import pytest
 
 from django_redislock.calls.batch import Batch
 from django_redislock.calls.script import Script, script
+from django_redislock.exceptions import InvalidArgument
 from django_redislock.locking.index import force_release_call
 from django_redislock.locking.pipeline import run_scripts
 from django_redislock.queue.calls import enqueue_args
@@ -134,3 +135,11 @@ def test_the_direct_sender_can_be_switched_off(target: RedisTarget) -> None:
         assert q.enqueue("a") is True
         assert q._enqueue_head is not None
         assert (q._enqueue_head[2] is not None) == (direct and target.kind == "single")
+
+
+def test_a_bad_resend_is_refused_before_anything_is_sent(target: RedisTarget) -> None:
+    batch = Batch(target.raw)
+    batch.command("SET", "untouched", "1")
+    with pytest.raises(InvalidArgument, match="resend"):
+        batch.execute(resend="all")  # type: ignore[arg-type]
+    assert target.raw.exists("untouched") == 0

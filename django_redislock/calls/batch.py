@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import redis
 
+from ..exceptions import InvalidArgument
 from .script import Call, NoScriptError, script
 
 #: A plain command in a batch: its name and arguments (``("WAIT", 1, 100)``).
@@ -59,6 +60,8 @@ class Batch:
 
     def execute(self, resend: Resend = "missing") -> list[Any]:
         """Send everything; one result per item, a failed item's result is its exception."""
+        if resend not in ("missing", "rest"):
+            raise InvalidArgument(f"resend must be 'missing' or 'rest', got {resend!r}")
         results = self._send(list(range(len(self.commands))))
         missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if not missing:

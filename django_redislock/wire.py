@@ -8,7 +8,7 @@ in observability hooks, a retry closure and per-command dispatch checks. A
 of the client's own pool, keeping what matters from ``execute_command``: the
 connection's retry policy (a connection error disconnects and retries, as
 redis-py does), its health check, error replies raised as redis-py exceptions
-(``NoScriptError`` included), a connection interrupted between request and
+(``NOSCRIPT`` included), a connection interrupted between request and
 reply (``KeyboardInterrupt``, a timeout) dropped rather than reused, a server's
 maintenance notice honoured, and the connection always going back to the pool.
 

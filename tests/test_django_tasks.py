@@ -31,6 +31,12 @@ djtasks = pytest.importorskip("tests.djtasks")
 from django_redislock.contrib.tasks import RedisTaskBackend  # noqa: E402
 from django_redislock.contrib.tasks.results import result_keys  # noqa: E402
 
+
+def redis_queues() -> Any:
+    """The default queue alias (a Redis queue backend in these settings)."""
+    return queues["default"]
+
+
 TaskResultStatus = compat.TaskResultStatus
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,7 +113,7 @@ def test_run_after_defers_the_call(single: RedisTarget) -> None:
     delayed = queue().get(later.id)
     assert delayed is not None and 3590 < (delayed.when - timezone.now()).total_seconds() <= 3600
     # a result outlives the delay: its time to live is the delay plus RESULT_TTL
-    assert single.raw.pttl(result_keys(queues["default"], later.id)[0]) > 3600 * 1000
+    assert single.raw.pttl(result_keys(redis_queues(), later.id)[0]) > 3600 * 1000
 
 
 def test_django_priorities_order_the_queue(target: RedisTarget) -> None:
@@ -220,7 +226,7 @@ def test_results_expire_after_result_ttl(single: RedisTarget) -> None:
     with override_settings(TASKS=tasks_setting(RESULT_TTL=30)):
         result = djtasks.add.enqueue(1, 2)
         drain()
-        keys = result_keys(queues["default"], result.id)
+        keys = result_keys(redis_queues(), result.id)
         assert 0 < single.raw.pttl(keys[0]) <= 30_000
         assert 0 < single.raw.pttl(keys[1]) <= 30_000
         single.raw.delete(*keys)
@@ -261,7 +267,7 @@ def test_a_deleted_task_is_failed_and_dead_lettered(single: RedisTarget) -> None
     payload = {**claimed.payload, "django_task": "tests.djtasks.gone"}
     q.enqueue(result.id, payload, replace=True)
     assert "dead 1" in drain()
-    raw = single.raw.hgetall(result_keys(queues["default"], result.id)[0])
+    raw = single.raw.hgetall(result_keys(redis_queues(), result.id)[0])
     assert raw[b"status"] == b"FAILED"
 
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from django_redislock.calls.batch import Batch
 from django_redislock.exceptions import InvalidArgument
-from django_redislock.locking import index, pipeline
+from django_redislock.locking import index
 from django_redislock.locking.keys import BucketKeys
 from django_redislock.locking.pipeline import run_scripts
 
@@ -79,13 +80,13 @@ def test_a_page_is_two_pipelines_whatever_the_number_held(
     backend = redis_target.lock_backend()
     backend.held_locks()  # loads the script
     sends: list[int] = []
-    real_send = pipeline._send
+    real_send = Batch._send
 
-    def counting_send(client: Any, calls: Any) -> Any:
-        sends.append(len(calls))
-        return real_send(client, calls)
+    def counting_send(self: Batch, positions: list[int]) -> Any:
+        sends.append(len(positions))
+        return real_send(self, positions)
 
-    monkeypatch.setattr(pipeline, "_send", counting_send)
+    monkeypatch.setattr(Batch, "_send", counting_send)
     from redis.connection import AbstractConnection
 
     requests = [0]

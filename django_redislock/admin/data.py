@@ -22,9 +22,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
-from ..backends.redis import RedisBackendMixin
+from ..backends.base import BaseLockBackend
+from ..backends.redis import RedisQueueBackend
+from ..calls.node import Node
 from ..exceptions import ConfigurationError, InvalidArgument, RedisLockError
 from ..locking.index import HeldLock
 from ..locking.pipeline import run_scripts
@@ -52,12 +54,12 @@ ACTIONS = {"run": (DELAYED, READY), "requeue": (DEAD,), "delete": STATES}
 DONE, GONE, CHANGED, NOT_APPLICABLE = 1, 0, -1, -2
 
 
-def supports_scripts(backend: Any) -> bool:
-    """True when the dashboard can run its scripts on this backend (the Redis backends)."""
-    return isinstance(backend, RedisBackendMixin)
+def supports_scripts(backend: object) -> TypeGuard[RedisQueueBackend]:
+    """True when the dashboard can run its scripts on this queue backend (the Redis one)."""
+    return isinstance(backend, RedisQueueBackend)
 
 
-def _results(backend: Any, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+def _results(backend: Node, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
     results = run_scripts(backend, calls)
     for result in results:
         if isinstance(result, Exception):
@@ -130,7 +132,7 @@ class QueueSummary:
 
 
 def queue_summaries(
-    backend: Any, names: list[str] | None = None, trends: bool = False
+    backend: RedisQueueBackend, names: list[str] | None = None, trends: bool = False
 ) -> list[QueueSummary]:
     """A summary of every queue of the alias: two round trips (names, then one pipeline).
 
@@ -378,7 +380,7 @@ def find_task(
     return row
 
 
-def find_everywhere(backend: Any, id: str) -> list[tuple[str, TaskRow]]:
+def find_everywhere(backend: RedisQueueBackend, id: str) -> list[tuple[str, TaskRow]]:
     """``(queue name, task)`` for every queue of the alias holding a task ``id``.
 
     Two round trips: the queue list, then one lookup script per queue in one
@@ -534,7 +536,7 @@ def act(queue: Any, action: str, seen: list[tuple[str, int, int]]) -> list[int]:
     return [int(code) for code in reply]
 
 
-def find_lock(backend: Any, name: str) -> HeldLock | None:
+def find_lock(backend: BaseLockBackend, name: str) -> HeldLock | None:
     """The held lock ``name``, or None; one pipeline over the index buckets."""
     page = backend.held_locks_page(prefix=name, limit=1)
     if page.locks and page.locks[0].name == name:

@@ -40,6 +40,8 @@ from .data import PAGE_SIZE, find_lock
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
+    from ..backends.base import BaseLockBackend
+
 
 def backend_of(alias: str) -> Any:
     """The lock backend of ``alias``; 404 for an alias that isn't configured."""
@@ -103,7 +105,7 @@ def holder_matches(held: HeldLock, text: str) -> bool:
 
 
 def filtered_page(
-    backend: Any, prefix: str, *, kind: str, holder: str, sort: str, number: int
+    backend: BaseLockBackend, prefix: str, *, kind: str, holder: str, sort: str, number: int
 ) -> tuple[list[HeldLock], int, bool]:
     """A page of the held locks that pass the filters, in ``sort`` order.
 

@@ -77,8 +77,9 @@ def read_aliases(find: str = "") -> dict[str, Any]:
     jobs: dict[str, Callable[[], Any]] = {}
     if find:
         for alias in queues:
-            if supports_scripts(queues[alias]):
-                jobs[f"admin-find:{alias}"] = partial(find_everywhere, queues[alias], find)
+            backend = queues[alias]
+            if supports_scripts(backend):
+                jobs[f"admin-find:{alias}"] = partial(find_everywhere, backend, find)
     for alias in locks:
         jobs[f"admin-locks:{alias}"] = partial(count_locks, alias)
     for alias in queues:

@@ -8,14 +8,13 @@ calls live in the lock and queue modules, which receive this backend and use
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.core import checks
-from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
+from ..calls.node import NodeBase
 from ..conf import (
     CONNECTION_OPTIONS,
     DEFAULT_LOCATION,
@@ -25,15 +24,12 @@ from ..conf import (
     with_defaults,
 )
 from ..connections import (
-    CLIENT_ERRORS,
     ClientCache,
     create_async_client,
     create_client,
     location_errors,
     redact,
 )
-from ..exceptions import ConnectionFailed
-from ..scripts import source
 from ..wire import to_text
 from .base import BaseLockBackend, BaseQueueBackend
 
@@ -41,12 +37,7 @@ if TYPE_CHECKING:
     from ..locking import Lock, LockPage, ReadWriteLock
 
 
-def cluster_unreachable(exc: RedisClusterException) -> bool:
-    """True for the cluster client's way of saying no node answered (or a slot has none)."""
-    return isinstance(exc, SlotNotCoveredError) or "cannot be connected" in str(exc)
-
-
-class RedisBackendMixin:
+class RedisBackendMixin(NodeBase):
     """Connections, key names and scripts shared by the Redis lock and queue backends."""
 
     alias: str
@@ -58,7 +49,7 @@ class RedisBackendMixin:
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
         super().__init__(alias, params)  # type: ignore[call-arg]
         self._clients = ClientCache(self._make_client)
-        self._scripts: dict[tuple[int, str], Any] = {}
+        self._scripts = {}
 
     def _make_client(self, asynchronous: bool) -> Any:
         if asynchronous:
@@ -88,34 +79,13 @@ class RedisBackendMixin:
         """True when the client is a RedisCluster (keys must share a hash tag per script)."""
         return bool(self.options["CLUSTER"])
 
-    def key(self, tag: str, *parts: str) -> str:
-        """Return ``<prefix>:{<tag>}:<part>:...``: every key of one object shares ``{tag}``."""
-        return ":".join((f"{self.key_prefix}:{{{tag}}}", *parts))
-
-    def script(self, name: str, client: Any = None) -> Any:
-        """Return the registered script ``name`` for ``client`` (default: the blocking client)."""
-        client = self.client if client is None else client
-        cache_key = (id(client), name)
-        found = self._scripts.get(cache_key)
-        if found is None or found.registered_client is not client:
-            found = client.register_script(source(name))
-            self._scripts[cache_key] = found
-        return found
-
-    @contextlib.contextmanager
-    def errors(self) -> Iterator[None]:
-        """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting."""
-        try:
-            yield
-        except CLIENT_ERRORS as exc:
-            if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
-                raise
-            raise ConnectionFailed(
-                f"Redis at {redact(self.location)} is unreachable for "
-                f"{self.settings_name}[{self.alias!r}] ({exc}). Set "
-                f"{self.settings_name}[{self.alias!r}]['LOCATION'] to a running server, or to "
-                f"'embedded:///some/dir' for development."
-            ) from exc
+    def unreachable(self, exc: Exception) -> str:
+        return (
+            f"Redis at {redact(self.location)} is unreachable for "
+            f"{self.settings_name}[{self.alias!r}] ({exc}). Set "
+            f"{self.settings_name}[{self.alias!r}]['LOCATION'] to a running server, or to "
+            f"'embedded:///some/dir' for development."
+        )
 
     def ping(self) -> bool:
         """Return True when the server answers; raise :class:`ConnectionFailed` otherwise."""

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from django.core import checks
 
+from ..calls.node import KeyNames
 from ..conf import CONNECTION_OPTIONS, LOCK_OPTIONS, REDLOCK_OPTIONS
 from ..connections import location_errors as url_errors
 from ..connections import redact
@@ -45,7 +46,7 @@ REDLOCK_LOCK_KEYS = ("DEFAULT_TTL", "DEFAULT_TIMEOUT", "LOCK_INDEX_BUCKETS")
 MASTER_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-class RedlockBackend(BaseLockBackend):
+class RedlockBackend(KeyNames, BaseLockBackend):
     """Mutexes granted by a quorum of independent masters (LOCATION: a list of URLs)."""
 
     option_schema = {
@@ -101,10 +102,6 @@ class RedlockBackend(BaseLockBackend):
                 id="redislock.W003",
             )
         ]
-
-    def key(self, tag: str, *parts: str) -> str:
-        """``<prefix>:{<tag>}:<part>:...``: the same layout as the Redis backend, per master."""
-        return ":".join((f"{self.key_prefix}:{{{tag}}}", *parts))
 
     def each(
         self, func: Callable[[Any], T], masters: list[Any] | None = None

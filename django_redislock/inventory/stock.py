@@ -71,7 +71,7 @@ def check_data(data: Any) -> dict[str, Any]:
 class StockKeys(NamedTuple):
     """A stock's key names on one backend (built once: they are on every call's hot path)."""
 
-    backend: Any
+    backend: RedisQueueBackend
     own: list[str]
     #: the order queue's keys (``Queue.keys``)
     queue: list[str]

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import redis
 
+from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument, LockNotAcquired, LockNotOwned
 from .holding import HoldKeeping
 from .keys import check_name, check_seconds, to_ms
@@ -54,7 +55,7 @@ class BaseLock(HoldKeeping):
 
     def __init__(
         self,
-        backend: Any,
+        backend: Backend,
         name: str,
         *,
         ttl: float | None = None,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import signals
+from ..calls.node import Backend
 from ..exceptions import LockLost, LockNotOwned, LockUsageError
 from .owners import Hold, current_user
 
@@ -26,7 +27,7 @@ logger = logging.getLogger("django_redislock.locks")
 class HoldKeeping:
     """Hold state of a lock object (see the module docstring)."""
 
-    backend: Any
+    backend: Backend
     name: str
     watchdog: bool
     on_lost: Callable[[Any], None] | None

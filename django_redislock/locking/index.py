@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..calls.node import Node
 from ..exceptions import InvalidArgument
 from ..wire import to_text
 from .keys import BucketKeys, bucket_keys, check_name, lock_key
@@ -166,7 +167,7 @@ def _holder(name: str, expiry: float, now: int, reads: list[Any]) -> HeldLock | 
     )
 
 
-def _read_holders(backend: Any, names: list[str]) -> list[list[Any]]:
+def _read_holders(backend: Node, names: list[str]) -> list[list[Any]]:
     """The holder fields of each lock in ``names``: one pipeline of plain reads."""
     if not names:
         return []
@@ -184,7 +185,7 @@ def _read_holders(backend: Any, names: list[str]) -> list[list[Any]]:
 
 
 def _list_names(
-    backend: Any, bounds: tuple[bytes, bytes], fetch: int, backward: bool
+    backend: Node, bounds: tuple[bytes, bytes], fetch: int, backward: bool
 ) -> tuple[list[tuple[str, float, int]], int, str | None]:
     """Up to ``fetch`` ``(name, expiry, now)`` per bucket in walk order, the total, the stop.
 
@@ -219,7 +220,7 @@ def _list_names(
 
 
 def page(
-    backend: Any,
+    backend: Node,
     prefix: str = "",
     limit: int = 100,
     after: str | None = None,
@@ -247,13 +248,13 @@ def page(
     return LockPage(held, next_after, total, previous_before)
 
 
-def count(backend: Any) -> int:
+def count(backend: Node) -> int:
     """How many locks are held on this alias (one pipeline over the buckets)."""
     return page(backend, limit=0).total
 
 
 def force_release_call(
-    backend: Any, name: str, fence: int | None = None
+    backend: Node, name: str, fence: int | None = None
 ) -> tuple[str, list[str], list[Any]]:
     """The script call that ends every hold on ``name`` and bumps its bucket's fence.
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import validation
+from ..calls.node import Node
 from ..validation import MAX_LOCK_NAME_LENGTH
 from ..validation import check_lock_name as check_name
 
@@ -84,17 +85,17 @@ class BucketKeys:
     expiry: str
 
     @classmethod
-    def build(cls, backend: Any, bucket: int) -> BucketKeys:
+    def build(cls, backend: Node, bucket: int) -> BucketKeys:
         tag = f"lk{bucket}"
         return cls(*(backend.key(tag, "ix", part) for part in ("f", "t", "n", "e")))
 
 
-def lock_key(backend: Any, name: str, part: str) -> str:
+def lock_key(backend: Node, name: str, part: str) -> str:
     """The key ``part`` (``l``, ``s``, ``rw``, ...) of lock ``name``."""
     bucket = bucket_of(name, backend.options["LOCK_INDEX_BUCKETS"])
     return str(backend.key(f"lk{bucket}", part, name))
 
 
-def bucket_keys(backend: Any, name: str) -> BucketKeys:
+def bucket_keys(backend: Node, name: str) -> BucketKeys:
     """The index keys of the bucket of lock ``name``."""
     return BucketKeys.build(backend, bucket_of(name, backend.options["LOCK_INDEX_BUCKETS"]))

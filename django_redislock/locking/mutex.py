@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..calls.node import Backend
 from ..exceptions import LockNotOwned
 from .base import SIGNAL_MS, BaseLock
 from .keys import BucketKeys, bucket_keys, lock_key, to_ms
@@ -27,7 +28,9 @@ class Lock(BaseLock):
     Build it with ``locks[alias].lock(name, ...)``; see :mod:`django_redislock.locking`.
     """
 
-    def __init__(self, backend: Any, name: str, *, reentrant: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, backend: Backend, name: str, *, reentrant: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(backend, name, **kwargs)
         self.reentrant = bool(reentrant)
         self.kind = "reentrant" if self.reentrant else "mutex"

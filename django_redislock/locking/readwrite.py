@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument
 from .base import SIGNAL_MS, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
@@ -31,7 +32,7 @@ INTENT_MARGIN_MS = 50
 
 
 class _RWKeys:
-    def __init__(self, backend: Any, name: str) -> None:
+    def __init__(self, backend: Backend, name: str) -> None:
         self.writer = lock_key(backend, name, "rw")
         self.readers = lock_key(backend, name, "rr")
         self.reader_meta = lock_key(backend, name, "rm")
@@ -260,7 +261,7 @@ class ReadWriteLock:
     ``ReadWriteLock`` can be shared by threads: ``with rw.read(): ...``.
     """
 
-    def __init__(self, backend: Any, name: str, **defaults: Any) -> None:
+    def __init__(self, backend: Backend, name: str, **defaults: Any) -> None:
         self.backend = backend
         self.name = check_name(name)
         unknown = set(defaults) - {"ttl", "timeout", "blocking", "watchdog", "on_lost", "owner"}

@@ -22,11 +22,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import redis
-
+from ..calls.batch import Batch
+from ..calls.node import Node
 from ..exceptions import ReplicaAckTimeout
-from ..scripts import source
-from .pipeline import sha_of
 
 logger = logging.getLogger("django_redislock.locks")
 
@@ -34,24 +32,17 @@ logger = logging.getLogger("django_redislock.locks")
 GRANT_SCRIPTS = frozenset({"lock_acquire", "lock_rw_read", "lock_rw_write"})
 
 
-def wants_ack(backend: Any, script: str) -> bool:
+def wants_ack(backend: Node, script: str) -> bool:
     """True when ``script`` grants and the alias asks for replica acknowledgements."""
     return script in GRANT_SCRIPTS and bool(backend.options.get("MIN_REPLICAS_ACK"))
 
 
-def _node_client(backend: Any, key: str) -> Any:
+def _node_client(backend: Node, key: str) -> Any:
     client: Any = backend.client
     if backend.is_cluster:
         node = client.nodes_manager.get_node_from_slot(client.keyslot(key))
         return client.get_redis_connection(node)
     return client
-
-
-def _send(client: Any, name: str, keys: list[str], args: list[Any], wait: list[Any]) -> list[Any]:
-    pipe = client.pipeline(transaction=False)
-    pipe.execute_command("EVALSHA", sha_of(name), len(keys), *keys, *args)
-    pipe.execute_command("WAIT", *wait)
-    return list(pipe.execute(raise_on_error=False))
 
 
 def call_with_ack(lock: Any, call: tuple[str, list[str], list[Any]]) -> Any:
@@ -61,11 +52,12 @@ def call_with_ack(lock: Any, call: tuple[str, list[str], list[Any]]) -> Any:
     needed = int(backend.options["MIN_REPLICAS_ACK"])
     wait = [needed, max(1, int(backend.options["REPLICA_ACK_TIMEOUT"] * 1000))]
     with backend.errors():
-        client = _node_client(backend, keys[0])
-        result, acked = _send(client, name, keys, args, wait)
-        if isinstance(result, redis.exceptions.NoScriptError):
-            client.script_load(source(name))
-            result, acked = _send(client, name, keys, args, wait)
+        batch = Batch(_node_client(backend, keys[0]))
+        batch.add(name, keys, args)
+        batch.command("WAIT", *wait)
+        # a grant answered NOSCRIPT did not run: it is sent again with its WAIT (which only
+        # counts acknowledgements, so sending it twice is harmless)
+        result, acked = batch.execute(resend="rest")
     for reply in (result, acked):
         if isinstance(reply, Exception):
             raise reply

@@ -20,6 +20,8 @@ from typing import Any
 
 import redis
 
+from ..calls.node import Node
+
 #: Extra server-side timeout beyond the client-side deadline (seconds).
 SERVER_SLACK = 1.0
 
@@ -28,7 +30,7 @@ def _server_timeout(seconds: float) -> str:
     return f"{seconds + SERVER_SLACK:.3f}"
 
 
-def wait_for_signal(backend: Any, key: str, seconds: float) -> None:
+def wait_for_signal(backend: Node, key: str, seconds: float) -> None:
     """Block until ``key`` is pushed (consuming one element) or ``seconds`` pass."""
     client = backend.client
     with backend.errors():
@@ -55,7 +57,7 @@ def wait_for_signal(backend: Any, key: str, seconds: float) -> None:
             pool.release(conn)
 
 
-async def wait_for_signal_async(backend: Any, key: str, seconds: float) -> None:
+async def wait_for_signal_async(backend: Node, key: str, seconds: float) -> None:
     """The asyncio twin of :func:`wait_for_signal`."""
     client = backend.async_client()
     with backend.errors():

@@ -22,12 +22,15 @@ import logging
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..exceptions import ConfigurationError, ConnectionFailed, RedisLockError
 from ..locking.pipeline import run_scripts
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY
 from ..queue.stats import QueueStats, stats_or_error, summary_call
+
+if TYPE_CHECKING:
+    from ..backends.redis import RedisQueueBackend
 from .deadline import DeadlineExceeded, all_within, metrics_timeout
 from .families import Family
 from .histograms import timings
@@ -138,7 +141,7 @@ def reason(exc: BaseException) -> str:
     return "error"
 
 
-def queue_rows(backend: Any) -> list[tuple[str, QueueStats | Exception]]:
+def queue_rows(backend: RedisQueueBackend) -> list[tuple[str, QueueStats | Exception]]:
     """``(queue name, its stats or the error of that queue)`` for every queue of the alias.
 
     A queue whose keys hold the wrong type (or whose script fails) gets its
@@ -206,7 +209,7 @@ def read_queues(alias: str) -> list[tuple[str, QueueStats | Exception]] | None:
 
     backend = queues[alias]
     try:
-        return queue_rows(backend)
+        return queue_rows(cast("RedisQueueBackend", backend))  # others: AttributeError
     except (AttributeError, NotImplementedError):
         return None
 

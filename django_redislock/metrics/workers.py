@@ -10,7 +10,9 @@ counters (``redislock_queue_tasks_processed_total``) already sum every worker.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
+from ..calls.node import Node
 from ..queue.workers import WorkerList, count_by_queue, list_workers
 
 
@@ -21,7 +23,7 @@ def read_workers(alias: str) -> WorkerList | None:
     backend = queues[alias]
     if not hasattr(backend, "key"):
         return None
-    return list_workers(backend)
+    return list_workers(cast(Node, backend))  # a Redis queue backend: it builds keys
 
 
 def per_queue(listing: WorkerList, known: Iterable[str]) -> list[tuple[str, int, int]]:

@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import redis
-
+from ..calls.script import Prepared, script
 from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_id, check_ids, check_name, check_seconds
-from ..wire import DirectSender, direct_sender, to_text
+from ..wire import DirectSender, to_text
 from .flow import FLOW_PART
 from .history import worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
@@ -165,8 +164,8 @@ class QueueCalls:
         #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
         self.history_key = backend.key(f"q:{name}", "history")
         self.history_index_key = backend.key(f"q:{name}", "history-index")
-        #: (client, EVALSHA head, its DirectSender or None) for send_entries
-        self._enqueue_head: tuple[Any, tuple[Any, ...], DirectSender | None] | None = None
+        #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
+        self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
 
     def request_key(self) -> str:
         """A fresh key for one call that must be safe to resend (claims, replacing enqueues).
@@ -179,25 +178,19 @@ class QueueCalls:
 
     def _run(self, call: Call[R]) -> R:
         keys = [*self.script_keys, *call.extra_keys]
-        script = self.backend.script(call.script)
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
-            try:
-                # EVALSHA straight through execute_command: redis-py's Script wrapper costs
-                # about as much client time as the script itself costs the server
-                reply = script.registered_client.execute_command(
-                    "EVALSHA", script.sha, len(keys), *keys, *call.args
-                )
-            except redis.exceptions.NoScriptError:
-                reply = script(keys=keys, args=call.args)  # loads it, runs it
+            reply = script(call.script).run(self.backend.client, keys, call.args)
         except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
 
     async def _arun(self, call: Call[R]) -> R:
-        script = self.backend.script(call.script, self.backend.async_client())
+        keys = [*self.script_keys, *call.extra_keys]
         try:
-            reply = await script(keys=[*self.script_keys, *call.extra_keys], args=call.args)
+            reply = await script(call.script).run_async(
+                self.backend.async_client(), keys, call.args
+            )
         except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
@@ -208,10 +201,10 @@ class QueueCalls:
 
         The hot path of every blocking enqueue (a replacing one goes through
         :meth:`_run` with a request key instead, so a resend is harmless). Per
-        client (first call, a forked child, a settings reset) the EVALSHA head
-        (sha, key count, keys) is built
-        once, packed once for a :class:`~django_redislock.wire.DirectSender` where the client
-        allows one, and the queue name is registered
+        client (first call, a forked child, a settings reset) the call is prepared once
+        (:class:`~django_redislock.calls.script.Prepared`: the EVALSHA head packed once,
+        for a :class:`~django_redislock.wire.DirectSender` where the client allows one),
+        and the queue name is registered
         (:meth:`~django_redislock.backends.redis.RedisQueueBackend.register_queue`)
         then, or again after it was forgotten, rather than checked on every call.
         """
@@ -226,20 +219,12 @@ class QueueCalls:
         hot = self._enqueue_head
         if hot is None or hot[0] is not client or self.name not in backend.registered:
             backend.register_queue(self.name)
-            script = backend.script("queue_enqueue", client)
             keys = [*self.script_keys, self.rates_key]
-            head = ("EVALSHA", script.sha, len(keys), *keys)
-            hot = self._enqueue_head = (client, head, direct_sender(client, head))
+            direct = bool(backend.options.get("DIRECT_SENDER", True))
+            prepared = script("queue_enqueue").prepare(client, keys, direct)
+            hot = self._enqueue_head = (client, prepared, prepared.sender)
         try:  # a plain try, not backend.errors(), as in _run
-            try:
-                sender = hot[2]
-                if sender is not None:
-                    reply = sender.call(args)
-                else:
-                    reply = client.execute_command(*hot[1], *args)
-            except redis.exceptions.NoScriptError:
-                keys = [*self.script_keys, self.rates_key]
-                reply = backend.script("queue_enqueue", client)(keys=keys, args=args)
+            reply = hot[1](args)
         except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with backend.errors():
                 raise

@@ -21,7 +21,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import signals
 from ..validation import MAX_COUNT
@@ -32,6 +32,9 @@ from .rates import add_to_pipeline, type_name
 from .records import Task
 from .results import store_failure
 from .stats import counters_key
+
+if TYPE_CHECKING:
+    from ..backends.redis import RedisQueueBackend
 
 logger = logging.getLogger("django_redislock.worker")
 
@@ -97,7 +100,7 @@ class Outcomes:
     _last_ack: float
     _ack_every: float
     _last_counted: float
-    backend: Any
+    backend: RedisQueueBackend
 
     def _succeeded(self, queue: Queue, task: Task, result: Any, runtime: float) -> None:
         """Queue the ack for the next claim, count it, and send ``task_succeeded``.

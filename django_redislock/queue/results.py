@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
-from ..exceptions import ConnectionFailed, MissingDependency, UndecodablePayload
+from ..calls.batch import Batch
+from ..calls.script import script
+from ..exceptions import MissingDependency, UndecodablePayload
 from ..validation import MAX_SECONDS
 from ..wire import redis_py_version, to_text
 from .calls import Call
@@ -271,29 +273,17 @@ def read_call(queue: Queue, task_id: str) -> Call[Outcome]:
 
 
 def run(queue: Queue, call: Call[R]) -> R:
-    """Run one of these scripts on the blocking client (``Call.extra_keys`` are all its keys).
-
-    EVALSHA through ``execute_command``, as ``Queue._run`` does: redis-py's ``Script``
-    wrapper costs about as much client time as the round trip (the worker's store
-    runs once per stored task).
-    """
-    script = queue.backend.script(call.script)
-    keys = call.extra_keys
+    """Run one of these scripts on the blocking client (``Call.extra_keys`` are all its keys)."""
     with queue.backend.errors():
-        try:
-            reply = script.registered_client.execute_command(
-                "EVALSHA", script.sha, len(keys), *keys, *call.args
-            )
-        except redis.exceptions.NoScriptError:
-            reply = script(keys=list(keys), args=call.args)  # loads it, runs it
+        reply = script(call.script).run(queue.backend.client, call.extra_keys, call.args)
     return call.parse(reply)
 
 
 async def run_async(queue: Queue, call: Call[R]) -> R:
     """The asyncio twin of :func:`run`."""
-    script = queue.backend.script(call.script, queue.backend.async_client())
+    client = queue.backend.async_client()
     with queue.backend.errors():
-        return call.parse(await script(keys=list(call.extra_keys), args=call.args))
+        return call.parse(await script(call.script).run_async(client, call.extra_keys, call.args))
 
 
 def marked_sender(
@@ -310,11 +300,6 @@ def marked_sender(
         return send_marked(queue, args, marks, ttl + due_in / 1e6)
 
     return send
-
-
-def evalsha(sha: str, keys: list[str], args: list[Any]) -> list[Any]:
-    """The arguments of ``EVALSHA`` after the command name."""
-    return [sha, len(keys), *keys, *args]
 
 
 def send_marked(
@@ -339,28 +324,17 @@ def send_marked(
     for task_id, data, gen in marks:
         mark_keys += record_keys(queue, task_id)
         mark_args += [task_id, data, gen]
-    client = backend.client
-    enqueue, mark = (backend.script(name, client) for name in ("queue_enqueue", "result_mark"))
+    batch = Batch(backend.client, transaction=True)
+    batch.add("queue_enqueue", enqueue_keys, enqueue_args)
+    batch.add("result_mark", mark_keys, mark_args)
     with backend.errors():
-        for _ in range(2):
-            pipe = client.pipeline(transaction=True)
-            # execute_command: a cluster pipeline refuses pipe.evalsha, not EVALSHA itself
-            pipe.execute_command("EVALSHA", *evalsha(enqueue.sha, enqueue_keys, enqueue_args))
-            pipe.execute_command("EVALSHA", *evalsha(mark.sha, mark_keys, mark_args))
-            flags, marked = pipe.execute(raise_on_error=False)
-            if isinstance(flags, redis.exceptions.NoScriptError):
-                # a new server or a SCRIPT FLUSH: nothing ran that matters (the mark found no
-                # payload of this call); load both and send the MULTI again
-                client.script_load(enqueue.script)
-                client.script_load(mark.script)
-                continue
-            if isinstance(flags, Exception):
-                raise flags
-            if isinstance(marked, Exception):
-                if not isinstance(marked, redis.exceptions.NoScriptError):
-                    raise marked
-                # the enqueue ran, the mark was not loaded yet: run it alone (it checks the
-                # payload again, so a call deduplicated or already finished is left alone)
-                mark(keys=mark_keys, args=mark_args)
-            return [bool(flag) for flag in flags]
-    raise ConnectionFailed("the enqueue scripts could not be loaded on the server")
+        # After NOSCRIPT (a new server, a SCRIPT FLUSH) the rest of the MULTI is sent again
+        # from the first call that did not run. Enqueue NOSCRIPT: the mark found no payload
+        # of this call, so both go again, still one MULTI. Mark NOSCRIPT: the enqueue ran,
+        # the mark goes alone (it checks the payload again, so a call deduplicated or
+        # already finished is left alone).
+        flags, marked = batch.execute(resend="rest")
+    for reply in (flags, marked):
+        if isinstance(reply, Exception):
+            raise reply
+    return [bool(flag) for flag in flags]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ..calls.node import Node
 from ..locking.pipeline import run_scripts
 
 #: The hash tag of an alias's registry keys.
@@ -44,12 +45,12 @@ MAX_CURRENT = 100
 MAX_TEXT = 300
 
 
-def registry_keys(backend: Any) -> list[str]:
+def registry_keys(backend: Node) -> list[str]:
     """The index zset and the records hash of ``backend``'s alias."""
     return [backend.key(TAG, "index"), backend.key(TAG, "records")]
 
 
-def beat(backend: Any, worker_id: str, ttl: float, record: Mapping[str, Any]) -> int:
+def beat(backend: Node, worker_id: str, ttl: float, record: Mapping[str, Any]) -> int:
     """Store ``record`` for ``worker_id`` with an expiry ``ttl`` s ahead; returns server µs.
 
     Safe to resend (redis-py retries a command after a connection error): a
@@ -59,12 +60,12 @@ def beat(backend: Any, worker_id: str, ttl: float, record: Mapping[str, Any]) ->
     return int(run_one(backend, "workers_beat", args))
 
 
-def leave(backend: Any, worker_id: str) -> bool:
+def leave(backend: Node, worker_id: str) -> bool:
     """Remove ``worker_id`` from the registry at once; True when it was registered."""
     return bool(run_one(backend, "workers_leave", [worker_id]))
 
 
-def run_one(backend: Any, script: str, args: list[Any]) -> Any:
+def run_one(backend: Node, script: str, args: list[Any]) -> Any:
     """Run one registry script through the client itself (a Cluster client's retries apply)."""
     with backend.errors():
         return backend.script(script)(keys=registry_keys(backend), args=args)
@@ -149,7 +150,7 @@ def iso(micros: int) -> str:
     return datetime.fromtimestamp(micros / 1e6, timezone.utc).isoformat(timespec="milliseconds")
 
 
-def list_workers(backend: Any, limit: int = MAX_LISTED) -> WorkerList:
+def list_workers(backend: Node, limit: int = MAX_LISTED) -> WorkerList:
     """The live workers of ``backend``'s alias (one read-only script), sorted by host and pid."""
     keys = registry_keys(backend)
     (reply,) = run_scripts(backend, [("workers_list", keys, [limit])])
@@ -158,7 +159,7 @@ def list_workers(backend: Any, limit: int = MAX_LISTED) -> WorkerList:
     return parse_listing(reply)
 
 
-async def list_workers_async(backend: Any, limit: int = MAX_LISTED) -> WorkerList:
+async def list_workers_async(backend: Node, limit: int = MAX_LISTED) -> WorkerList:
     """The asyncio twin of :func:`list_workers`."""
     script = backend.script("workers_list", backend.async_client())
     with backend.errors():

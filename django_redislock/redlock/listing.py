@@ -18,9 +18,10 @@ from typing import Any
 
 from ..exceptions import ConnectionFailed
 from ..locking.index import HeldLock, LockPage, check_page, page, page_cursors
+from .masters import Quorum
 
 
-def _answered(backend: Any, pages: list[Any]) -> list[LockPage]:
+def _answered(backend: Quorum, pages: list[Any]) -> list[LockPage]:
     answered = [p for p in pages if not isinstance(p, Exception)]
     if len(answered) < backend.quorum:
         errors = [p for p in pages if isinstance(p, Exception)]
@@ -44,7 +45,7 @@ def _stop(one: LockPage, backward: bool) -> str | None:
 
 
 def merged_page(
-    backend: Any,
+    backend: Quorum,
     prefix: str = "",
     limit: int = 100,
     after: str | None = None,

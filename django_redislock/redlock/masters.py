@@ -19,13 +19,12 @@ a master cannot know whether it restarted a moment ago; with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import redis
 import redis.asyncio
@@ -33,13 +32,29 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..calls.node import NodeBase
+from ..calls.script import Call, script
 from ..connections import redact
-from ..exceptions import ConnectionFailed
-from ..locking.pipeline import Call, run_scripts, sha_of
-from ..scripts import source
+from ..locking.pipeline import run_scripts
 from ..wire import to_text
 
 logger = logging.getLogger("django_redislock.redlock")
+T = TypeVar("T")
+
+
+class Owner(Protocol):
+    """What a master reads from its Redlock alias: the name, the options, the key layout."""
+
+    @property
+    def alias(self) -> str: ...
+
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+    @property
+    def key_prefix(self) -> str: ...
+
+    def key(self, tag: str, *parts: str) -> str: ...
 
 
 def parse_info(raw: Any) -> dict[str, str]:
@@ -49,18 +64,18 @@ def parse_info(raw: Any) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-class Master:
-    """One independent master, shaped like a Redis backend for the shared helpers.
+class Master(NodeBase):
+    """One independent master: a node of the call layer (:class:`~..calls.node.NodeBase`).
 
-    It has the few attributes the single-server helpers use (``client``,
-    ``errors()``, ``options``, ``key()``, ``is_cluster``), so script pipelines,
+    It has what the single-server helpers use (``client``, ``errors()``,
+    ``options``, ``key()``, ``script()``, ``is_cluster``), so script pipelines,
     index pages and the ``BLPOP`` wait of :mod:`django_redislock.locking` run
     unchanged against one master.
     """
 
     is_cluster = False
 
-    def __init__(self, backend: Any, url: str) -> None:
+    def __init__(self, backend: Owner, url: str) -> None:
         self.backend = backend
         self.url = url
         self.options: dict[str, Any] = {**backend.options, "CLIENT_CLASS": None, "CLUSTER": False}
@@ -69,6 +84,7 @@ class Master:
         self.counted_from = 0.0
         self._lock = threading.Lock()
         self._client: Any = None
+        self._scripts = {}
         self._pid = 0
         #: This process's asyncio clients, one per event loop (a client is bound to its loop).
         self._async: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
@@ -77,8 +93,15 @@ class Master:
     def __repr__(self) -> str:
         return f"<Master {redact(self.url)}>"
 
-    def key(self, tag: str, *parts: str) -> str:
-        return str(self.backend.key(tag, *parts))
+    @property
+    def alias(self) -> str:
+        """The Redlock alias this master belongs to."""
+        return self.backend.alias
+
+    @property
+    def key_prefix(self) -> str:  # type: ignore[override]
+        """The alias's key prefix: a master stores the keys the alias names."""
+        return self.backend.key_prefix
 
     @property
     def client(self) -> Any:
@@ -213,16 +236,11 @@ class Master:
         """True when this master's answers count toward a quorum (not quarantined)."""
         return time.monotonic() >= self.counted_from
 
-    @contextlib.contextmanager
-    def errors(self) -> Iterator[None]:
-        """redis-py connection errors as :class:`ConnectionFailed` naming this master."""
-        try:
-            yield
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise ConnectionFailed(
-                f"Redlock master {redact(self.url)} of REDISLOCK_LOCKS"
-                f"[{self.backend.alias!r}] is unreachable ({exc})"
-            ) from exc
+    def unreachable(self, exc: Exception) -> str:
+        return (
+            f"Redlock master {redact(self.url)} of REDISLOCK_LOCKS"
+            f"[{self.backend.alias!r}] is unreachable ({exc})"
+        )
 
     def run(self, call: Call) -> Any:
         """Run one script on this master; its result, or raise (errors as exceptions)."""
@@ -242,13 +260,25 @@ class Master:
         name, keys, args = call
         client = self.async_client()
         with self.errors():
-            try:
-                return await client.evalsha(sha_of(name), len(keys), *keys, *args)
-            except redis.exceptions.NoScriptError:
-                await client.script_load(source(name))
-                return await client.evalsha(sha_of(name), len(keys), *keys, *args)
+            return await script(name).run_async(client, keys, args)
 
     def reset(self) -> None:
         """Forget the clients (after a settings change); the run id is kept."""
         with self._lock:
             self._client, self._pid, self._async, self._async_pid = None, 0, {}, 0
+            self._scripts = {}
+
+
+class Quorum(Owner, Protocol):
+    """A Redlock alias as its lock objects and listings use it: masters and a quorum."""
+
+    masters: list[Master]
+    quorum: int
+
+    def each(
+        self, func: Callable[[Master], T], masters: list[Master] | None = None
+    ) -> list[T | Exception]: ...
+
+    async def each_async(
+        self, func: Callable[[Master], Awaitable[T]], masters: list[Master] | None = None
+    ) -> list[T | Exception]: ...

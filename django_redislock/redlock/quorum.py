@@ -19,7 +19,7 @@ from ..exceptions import ConnectionFailed, InvalidArgument
 from ..locking.keys import to_ms
 from ..locking.mutex import Lock
 from ..locking.owners import Hold
-from .masters import Master
+from .masters import Master, Quorum
 
 
 @dataclass
@@ -36,13 +36,16 @@ class Outcome:
 class QuorumMutex(Lock):
     """The calls of a mutex held on a quorum of independent masters (see the module docs)."""
 
-    def __init__(self, backend: Any, name: str, **kwargs: Any) -> None:
+    #: every method that would reach a single node is overridden to fan out to the masters
+    backend: Quorum  # type: ignore[assignment]
+
+    def __init__(self, backend: Quorum, name: str, **kwargs: Any) -> None:
         if kwargs.pop("reentrant", False):
             raise InvalidArgument(
                 "reentrant=True is not supported by the Redlock backend (supports_reentrant "
                 "is False); use a Redis lock alias for reentrant locks"
             )
-        super().__init__(backend, name, **kwargs)
+        super().__init__(backend, name, **kwargs)  # type: ignore[arg-type]
         self.kind = "quorum"
         self._check_ttl(self.ttl, "ttl")
         self._valid_until = 0.0

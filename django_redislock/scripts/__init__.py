@@ -2,8 +2,8 @@
 
 Every file starts with a ``KEYS[..] / ARGV[..] / returns`` comment, declares
 every key it touches in ``KEYS`` (so each script runs on one cluster slot) and
-never builds key names inside Lua. Scripts are registered lazily per client
-with ``register_script`` (EVALSHA, falling back to loading the source).
+never builds key names inside Lua. Every call goes through
+:mod:`django_redislock.calls.script` (``EVALSHA``, loading the source after ``NOSCRIPT``).
 
 Redis Lua has no ``require``, so code that two scripts share lives in
 ``fragments/<name>.lua`` (a ``local function``) and a script pulls it in with a

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
+from ...calls.node import Keys, Node
 from ...wire import to_text
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
@@ -29,7 +30,7 @@ TIMES = ("enqueued_at", "started_at", "finished_at", "last_attempted_at")
 Call = tuple[str, list[str], list[Any]]
 
 
-def result_keys(queue_backend: Any, result_id: str) -> list[str]:
+def result_keys(queue_backend: Keys, result_id: str) -> list[str]:
     """The hash, worker-id list and error list of one result."""
     tag = f"djt:{result_id}"
     return [queue_backend.key(tag, part) for part in ("r", "w", "e")]
@@ -40,7 +41,7 @@ def iso(moment: datetime | None) -> str:
 
 
 def write_call(
-    queue_backend: Any,
+    queue_backend: Keys,
     result_id: str,
     ttl: float,
     fields: dict[str, str],
@@ -56,14 +57,14 @@ def write_call(
     return "djtask_write", result_keys(queue_backend, result_id), args
 
 
-def run_call(queue_backend: Any, call: Call) -> Any:
+def run_call(queue_backend: Node, call: Call) -> Any:
     """Send one script call on the blocking client (connection errors name the setting)."""
     script, keys, args = call
     with queue_backend.errors():
         return queue_backend.script(script)(keys=keys, args=args)
 
 
-async def run_call_async(queue_backend: Any, call: Call) -> Any:
+async def run_call_async(queue_backend: Node, call: Call) -> Any:
     """The asyncio twin of :func:`run_call`."""
     script, keys, args = call
     client = queue_backend.async_client()
@@ -130,6 +131,6 @@ def build_result(result_id: str, reply: list[Any]) -> TaskResult[Any]:
     return result
 
 
-def read_call(queue_backend: Any, result_id: str) -> Call:
+def read_call(queue_backend: Keys, result_id: str) -> Call:
     """The ``djtask_read`` call of one result."""
     return "djtask_read", result_keys(queue_backend, result_id), []

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from ...backends.base import BaseLockBackend
 from ...conf import DEFAULT_ALIAS
 from ...exceptions import ConfigurationError, RedisLockError
 from ...handlers import locks
@@ -39,7 +40,7 @@ class Command(LoggedCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            backend: Any = locks[options["using"]]
+            backend: BaseLockBackend = locks[options["using"]]
             if not backend.supports_listing:
                 raise CommandError(f"The backend of {options['using']!r} cannot list locks.")
             page = backend.held_locks_page(

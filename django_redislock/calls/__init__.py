@@ -1,0 +1,7 @@
+"""The call layer: what a Redis node offers and how every Lua script is sent to it.
+
+:mod:`.node` states what the layers above need from a backend or a Redlock
+master (clients, key building, error mapping, scripts); :mod:`.script` sends the
+scripts (blocking, asyncio, pipelined) and handles ``NOSCRIPT`` in one place.
+See ``docs/calls.md``.
+"""

@@ -1,0 +1,167 @@
+"""One object per Lua script, and the one place that handles ``NOSCRIPT``.
+
+Every script call of the app goes through a :class:`Script`: :meth:`Script.run`
+(a blocking client), :meth:`Script.run_async` (an asyncio client),
+:meth:`Script.prepare` (a hot call whose keys do not change, see
+:class:`Prepared`) or :class:`~django_redislock.calls.batch.Batch` (many calls in
+one pipeline). Each sends ``EVALSHA``; a server that does not know the script
+(a new or restarted server, ``SCRIPT FLUSH``, a failover to a replica that never
+saw it) answers ``NOSCRIPT`` *without running anything*, so loading the source
+and sending the same call once more is always safe: the call runs at most once.
+
+What a timeout, a resend or a cancellation leave behind is the script's own
+business (the scripts that must be safe to resend carry a request key, see
+``docs/calls.md``); this module adds no state on the server beyond the script
+cache that ``SCRIPT LOAD`` fills.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from ..scripts import source
+from ..wire import DirectSender, direct_sender
+
+#: One script call: the script's name, its KEYS and its ARGV.
+Call = tuple[str, list[str], list[Any]]
+
+NoScriptError = redis.exceptions.NoScriptError
+ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.RedisCluster)
+
+
+class Script:
+    """A Lua script of this app (``scripts/<name>.lua``): its source, its SHA1, its calls."""
+
+    __slots__ = ("name", "script", "sha")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        #: the Lua source, includes expanded (the attribute name redis-py's ``Script`` uses)
+        self.script = source(name)
+        self.sha = hashlib.sha1(self.script.encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"<Script {self.name} {self.sha[:8]}>"
+
+    def args(self, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The whole ``EVALSHA`` command of one call."""
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def run(self, client: Any, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        """Run the script on a blocking client; its reply (an error reply is raised)."""
+        try:
+            return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return self.reloaded(client, keys, args)
+
+    def load(self, client: Any) -> None:
+        """Load the source into the server's script cache (every primary of a Cluster)."""
+        client.script_load(self.script)
+
+    def reloaded(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """After ``NOSCRIPT`` (nothing ran): load the script, then send the call again."""
+        self.load(client)
+        return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    async def run_async(
+        self, client: Any, keys: Sequence[Any] = (), args: Sequence[Any] = ()
+    ) -> Any:
+        """The asyncio twin of :meth:`run`.
+
+        Cancelled while the reply is awaited, redis-py drops the connection, so a
+        late reply is never read by another command; whether the script ran is then
+        unknown, as after a timeout (the caller's request key, if any, settles it).
+        """
+        try:
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(self.script)
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def prepare(self, client: Any, keys: Sequence[Any], direct: bool = True) -> Prepared:
+        """A :class:`Prepared` call of this script with ``keys`` on the blocking ``client``.
+
+        ``direct=False`` keeps it on redis-py's ``execute_command`` (``OPTIONS['DIRECT_SENDER']``).
+        """
+        return Prepared(self, client, list(keys), direct)
+
+    def on(self, client: Any) -> BoundScript:
+        """This script bound to ``client`` (callable like redis-py's ``Script``)."""
+        return BoundScript(self, client)
+
+
+@cache
+def script(name: str) -> Script:
+    """The :class:`Script` called ``name`` (one object per name and process)."""
+    return Script(name)
+
+
+def sha_of(name: str) -> str:
+    """The SHA1 under which Redis caches the script ``name``."""
+    return script(name).sha
+
+
+class BoundScript:
+    """A script and the client it runs on, as a node's ``script(name, client)`` returns it.
+
+    Called with ``keys`` and ``args`` it runs the script, like redis-py's
+    ``Script``: on a blocking client it returns the reply, on an asyncio client an
+    awaitable of it.
+    """
+
+    __slots__ = ("is_async", "registered_client", "source")
+
+    def __init__(self, source: Script, client: Any) -> None:
+        self.source = source
+        self.registered_client = client
+        self.is_async = isinstance(client, ASYNC_CLIENTS)
+
+    @property
+    def sha(self) -> str:
+        return self.source.sha
+
+    @property
+    def script(self) -> str:
+        """The Lua source."""
+        return self.source.script
+
+    def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        if self.is_async:
+            return self.source.run_async(self.registered_client, keys, args)
+        return self.source.run(self.registered_client, keys, args)
+
+
+class Prepared:
+    """A hot call: one script with fixed keys on one blocking client; only ARGV varies.
+
+    The ``EVALSHA`` head (sha, key count, keys) is built once, and packed once
+    for a :class:`~django_redislock.wire.DirectSender` where
+    :func:`~django_redislock.wire.direct_pool` allows one for the client (a plain
+    ``redis.Redis`` on a standard pool) and ``direct`` is true; other calls go
+    through redis-py's ``execute_command``.
+    """
+
+    __slots__ = ("client", "head", "keys", "script", "sender")
+
+    def __init__(self, source: Script, client: Any, keys: list[Any], direct: bool = True) -> None:
+        self.script = source
+        self.client = client
+        self.keys = keys
+        self.head = ("EVALSHA", source.sha, len(keys), *keys)
+        self.sender: DirectSender | None = direct_sender(client, self.head) if direct else None
+
+    def __call__(self, args: Sequence[Any]) -> Any:
+        """Run the call with ``args`` as ARGV; the reply (an error reply is raised)."""
+        try:
+            sender = self.sender
+            if sender is not None:
+                return sender.call(args)
+            return self.client.execute_command(*self.head, *args)
+        except NoScriptError:
+            return self.script.reloaded(self.client, self.keys, args)

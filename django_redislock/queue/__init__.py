@@ -6,8 +6,7 @@ replace the ``django_redislock.queues`` handler attribute as soon as it is impor
 
 from __future__ import annotations
 
-from .calls import Entry
 from .queue import Queue
-from .records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, Claim, Task
+from .records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, Claim, Entry, Task
 
 __all__ = ["DEAD", "DELAYED", "IN_FLIGHT", "READY", "STATES", "Claim", "Entry", "Queue", "Task"]

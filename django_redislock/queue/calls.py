@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..calls.script import Prepared, script
 from ..connections import CLIENT_ERRORS
@@ -28,7 +27,9 @@ from .records import (
     DELAYED,
     IN_FLIGHT,
     READY,
+    Call,
     Claim,
+    Entry,
     Task,
     micros,
     optional_score,
@@ -78,26 +79,6 @@ def cursor_of(after: Cursor) -> tuple[int, str] | None:
     raise InvalidArgument(f"after must be a Task or a (score, id) pair, got {after!r}")
 
 
-@dataclass(frozen=True)
-class Entry:
-    """A validated, serialized task ready to be sent: id, delay (microseconds) and data."""
-
-    id: str
-    delay: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Call(Generic[R]):
-    """One script call: its name, its ARGV and how to read its reply."""
-
-    script: str
-    args: list[Any]
-    parse: Callable[[Any], R]
-    #: keys after the queue's own: the request key of a call that must be safe to resend
-    extra_keys: tuple[str, ...] = ()
-
-
 def enqueue_args(
     entries: Iterable[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
 ) -> list[Any]:
@@ -132,15 +113,6 @@ def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[
     """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
     pairs = claim_refs(refs, argument)
     return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
-
-
-def task_ids(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
-    """Ids of one task, one id, or an iterable of either."""
-    if isinstance(refs, (Task, str)):
-        refs = [refs]
-    if isinstance(refs, bytes) or not isinstance(refs, Iterable):
-        raise InvalidArgument(f"{argument} must be a Task, an id or a list of them")
-    return check_ids([ref.id if isinstance(ref, Task) else ref for ref in refs], argument)
 
 
 class QueueCalls:

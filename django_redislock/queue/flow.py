@@ -25,10 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..exceptions import InvalidArgument
-
-if TYPE_CHECKING:
-    from .calls import Call
-    from .records import Task
+from .records import Call, Task
 
 R = TypeVar("R")
 #: The hash of a queue's flow state (pause, rate limit), next to its other keys.
@@ -108,8 +105,6 @@ class FlowMixin:
         def request_key(self) -> str: ...
 
     def _flow_call(self, *args: Any) -> Call[dict[str, Any]]:
-        from .calls import Call
-
         return Call("queue_flow", list(args), parse_flow, (self.flow_key,))
 
     def _limit_call(self, rate: str | None) -> Call[dict[str, Any]]:
@@ -181,8 +176,6 @@ class FlowMixin:
 
     def _throttle_call(self, task: Task, name: str, rate: Rate) -> Call[str]:
         """One check that never waits: the task runs now or goes back to the queue."""
-        from .calls import Call
-
         args, extra = self._throttle_args(task, name, rate, 0)
         return Call("queue_throttle", args, lambda reply: THROTTLE_RESULTS[int(reply[0])], extra)
 
@@ -190,8 +183,6 @@ class FlowMixin:
         self, task: Task, name: str, rate: Rate, hold: int
     ) -> Call[tuple[int, int]]:
         """One check that may answer "wait this many µs" (:data:`HELD`), up to ``hold``."""
-        from .calls import Call
-
         args, extra = self._throttle_args(task, name, rate, hold)
         return Call("queue_throttle", args, lambda reply: (int(reply[0]), int(reply[1])), extra)
 

@@ -33,10 +33,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..validation import check_count, check_id, check_seconds
-from .calls import Cursor, Entry, QueueCalls, TaskRef, enqueue_args
+from .calls import Cursor, QueueCalls, TaskRef, enqueue_args
 from .flow import FlowMixin
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
-from .records import READY, Claim, Task, micros
+from .records import READY, Claim, Entry, Task, micros
 
 
 class Queue(QueueCalls, FlowMixin):

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..exceptions import UndecodablePayload
 from ..wire import to_text
+
+R = TypeVar("R")
 
 #: Task states, in the order of the zsets in the scripts' KEYS (pending is ready or delayed).
 READY = "ready"
@@ -231,3 +233,23 @@ class Claim:
         if self.paused or self.next_due is None:
             return None
         return self.next_due if self.next_allowed is None else max(self.next_due, self.next_allowed)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A validated, serialized task ready to be sent: id, delay (microseconds) and data."""
+
+    id: str
+    delay: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One script call: its name, its ARGV and how to read its reply."""
+
+    script: str
+    args: list[Any]
+    parse: Callable[[Any], R]
+    #: keys after the queue's own: the request key of a call that must be safe to resend
+    extra_keys: tuple[str, ...] = ()

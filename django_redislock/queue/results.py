@@ -33,8 +33,7 @@ from ..calls.script import script
 from ..exceptions import MissingDependency, UndecodablePayload
 from ..validation import MAX_SECONDS
 from ..wire import redis_py_version, to_text
-from .calls import Call
-from .records import Task
+from .records import Call, Task
 
 if TYPE_CHECKING:
     from .queue import Queue

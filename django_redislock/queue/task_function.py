@@ -25,13 +25,13 @@ from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument
 from ..handlers import queues
 from ..validation import check_bool, check_count, check_id, check_name, check_seconds
-from .calls import Entry, enqueue_args
+from .calls import enqueue_args
 from .flow import parse_rate
 from .handles import Enqueued
 from .limits import check_limits
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
-from .records import micros
+from .records import Entry, micros
 from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
 
 P = ParamSpec("P")

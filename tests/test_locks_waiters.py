@@ -8,13 +8,16 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+from django_redislock.backends.redlock import RedlockBackend
 from django_redislock.locking.keys import lock_key
 from django_redislock.locking.pipeline import run_scripts
 
 from .conftest import RedisTarget
+from .servers import RedisProcess
 
 
 def waiters_of(backend: Any, name: str) -> int:
@@ -150,3 +153,106 @@ def test_writers_waiting_on_a_read_write_lock_are_counted(redis_target: RedisTar
     with rw.read():
         assert not rw.write().acquire(blocking=False)
         assert waiters_of(backend, "sheet:4") == 0
+
+
+def test_readers_waiting_on_a_read_write_lock_are_counted(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("sheet:5", ttl=10)
+    got: list[bool] = []
+
+    def reader() -> None:
+        lock = rw.read()
+        got.append(lock.acquire(blocking=True, timeout=20))
+        lock.release()
+
+    with rw.write():
+        threads = [threading.Thread(target=reader) for _ in range(3)]
+        for t in threads:
+            t.start()
+        assert wait_for(lambda: waiters_of(backend, "sheet:5") == 3)
+        assert not rw.read().acquire(blocking=False)  # a try that will not wait is no waiter
+        assert waiters_of(backend, "sheet:5") == 3
+    for t in threads:
+        t.join(30)
+    assert got == [True] * 3
+    assert backend.client.zcard(lock_key(backend, "sheet:5", "q")) == 0  # each grant left it
+
+
+def test_a_reader_that_never_retries_is_dropped_after_its_deadline(
+    redis_target: RedisTarget,
+) -> None:
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("sheet:6", ttl=10)
+    with rw.write():
+        # a waiting read try from a caller that then dies: 1 s of waiting left
+        other = rw.read()
+        [reply] = run_scripts(backend, [other._attempt("dead", other.meta("t", None), True, 1.0)])
+        assert int(reply[0]) == 0
+        assert waiters_of(backend, "sheet:6") == 1
+        key = lock_key(backend, "sheet:6", "q")
+        assert 0 < backend.client.pttl(key) <= 2100  # the structure expires on its own
+        assert wait_for(lambda: waiters_of(backend, "sheet:6") == 0, timeout=3)
+    assert wait_for(lambda: backend.client.exists(key) == 0, timeout=3)
+
+
+def test_redlock_waiters_are_counted(redlock_servers: list[RedisProcess]) -> None:
+    """Each waiting try is recorded on every master; the listing shows the most one counts."""
+    backend = RedlockBackend(
+        "quorum",
+        {
+            "LOCATION": [server.url for server in redlock_servers],
+            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
+            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
+        },
+    )
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = backend.lock("seat:1", ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        lock.release()
+
+    with backend.lock("seat:1", ttl=10):
+        threads = [threading.Thread(target=waiter) for _ in range(3)]
+        for t in threads:
+            t.start()
+        assert wait_for(lambda: waiters_of(backend, "seat:1") == 3)
+        time.sleep(2.5)  # longer than one block on a master's wake-up list (MAX_BLOCK, 2 s)
+        assert waiters_of(backend, "seat:1") == 3  # still waiting: still counted
+    for t in threads:
+        t.join(30)
+    assert got == [True] * 3
+    with backend.lock("seat:1", ttl=10):
+        assert waiters_of(backend, "seat:1") == 0
+
+
+def test_a_force_release_keeps_counting_the_callers_that_still_wait(
+    redis_target: RedisTarget,
+) -> None:
+    """The woken waiters retry: one gets the lock, the others are waiters again."""
+    backend = redis_target.lock_backend()
+    release = threading.Event()
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = backend.lock("order:10", ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        release.wait(20)
+        lock.release()
+
+    holder = backend.lock("order:10", ttl=10)
+    assert holder.acquire(blocking=False)
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        assert wait_for(lambda: waiters_of(backend, "order:10") == 3)
+        assert backend.force_release("order:10") is True
+        assert wait_for(lambda: len(got) == 1)  # one woken waiter got it
+        assert wait_for(lambda: waiters_of(backend, "order:10") == 2)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+    assert got == [True] * 3
+    assert backend.client.zcard(lock_key(backend, "order:10", "q")) == 0

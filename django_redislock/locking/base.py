@@ -40,6 +40,9 @@ RESOLVE_RESENDS = 2
 ABANDON_SECONDS = 1.0
 #: How long a wake-up signal outlives a release nobody was waiting for (ms).
 SIGNAL_MS = 1000
+#: Longest a waiter's entry in the waiters zset lasts without a retry renewing it (seconds):
+#: a caller that waits without a timeout is not recorded for ever.
+WAIT_RECORD_CAP = 3600.0
 #: Fraction of ``SOCKET_TIMEOUT`` one blocking read may use.
 BLOCK_FRACTION = 0.8
 

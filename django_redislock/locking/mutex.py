@@ -13,13 +13,9 @@ from typing import Any
 
 from ..calls.node import Backend
 from ..exceptions import LockNotOwned
-from .base import SIGNAL_MS, BaseLock
+from .base import SIGNAL_MS, WAIT_RECORD_CAP, BaseLock
 from .keys import BucketKeys, bucket_keys, lock_key, to_ms
 from .owners import Hold, new_token
-
-#: Longest a waiter's entry in the waiters zset lasts without a retry renewing it (seconds):
-#: a caller that waits without a timeout is not recorded for ever.
-WAIT_RECORD_CAP = 3600.0
 
 
 class Lock(BaseLock):

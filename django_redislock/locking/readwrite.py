@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument
-from .base import SIGNAL_MS, BaseLock
+from .base import SIGNAL_MS, WAIT_RECORD_CAP, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
 from .owners import Hold, current_user, new_token
 
@@ -139,7 +139,11 @@ class ReadLock(_RWHold):
         ix = k.index
         keys = [k.writer, k.readers, k.intent, k.read_signal, ix.fence, ix.names, ix.expiry]
         keys += [k.reader_meta, ix.released]
-        return "lock_rw_read", keys, [owner, to_ms(self.ttl), self.name, meta, SIGNAL_MS]
+        args = [owner, to_ms(self.ttl), self.name, meta, SIGNAL_MS]
+        if blocking and remaining > 0:  # a waiting try is counted on the admin's locks page
+            keys.append(k.waiters)
+            args.append(to_ms(min(remaining, WAIT_RECORD_CAP)))
+        return "lock_rw_read", keys, args
 
 
 class WriteLock(_RWHold):

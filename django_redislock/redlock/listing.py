@@ -33,10 +33,12 @@ def _answered(backend: Quorum, pages: list[Any]) -> list[LockPage]:
 
 
 def _merge(entries: list[HeldLock], quorum: int) -> HeldLock:
-    """One row per name: the largest fence, and the time a quorum still holds it."""
+    """One row per name: the largest fence, the time a quorum still holds it, and the most
+    waiters a master counts (each waiting try is recorded on every master it reached)."""
     expires = sorted((e.expires_in for e in entries), reverse=True)[quorum - 1]
     best = max(entries, key=lambda e: e.fence or 0)
-    return dataclasses.replace(best, expires_in=expires)
+    waiters = max(e.waiters for e in entries)
+    return dataclasses.replace(best, expires_in=expires, waiters=waiters)
 
 
 def _stop(one: LockPage, backward: bool) -> str | None:

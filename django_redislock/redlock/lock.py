@@ -76,7 +76,7 @@ class RedlockLock(QuorumMutex):
         while True:
             remaining = deadline - time.monotonic()
             mode = 2 if waited else int(blocking and remaining > 0)
-            outcome = self._try(owner, meta, mode)
+            outcome = self._try(owner, meta, mode, remaining)
             if outcome.fence:
                 self._valid_until = outcome.valid_until
                 return self._granted(owner, user[0], [1, outcome.fence])
@@ -97,7 +97,7 @@ class RedlockLock(QuorumMutex):
             # The attempt runs as its own task: a cancellation of this call must not cut a
             # master's reply off unread (its grant would then be unknown), so the attempt is
             # finished and its grant, if any, removed (see _abandon_attempt).
-            attempt = asyncio.ensure_future(self._try_async(owner, meta, mode))
+            attempt = asyncio.ensure_future(self._try_async(owner, meta, mode, remaining))
             try:
                 outcome = await asyncio.shield(attempt)
             except asyncio.CancelledError:

@@ -65,10 +65,12 @@ class QuorumMutex(Lock):
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    def _try(self, owner: str, meta: str, mode: int) -> Outcome:
+    def _try(self, owner: str, meta: str, mode: int, remaining: float = 1.0) -> Outcome:
+        """One attempt on every master; a waiting one (``mode`` > 0) is recorded as a waiter
+        on each master for the ``remaining`` seconds the caller will still wait."""
         backend = self.backend
         started = time.monotonic()
-        call = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
+        call = self._attempt(owner, meta, mode != 0, remaining, mode == 2)
         replies = backend.each(lambda master: master.run(call))
         outcome, granted, held, ours = self._tally(owner, replies)
         if self._in_time(granted, started):
@@ -118,11 +120,11 @@ class QuorumMutex(Lock):
             outcome.wait_on = next((m for _, m in held if m.counts()), held[-1][1])
         return outcome
 
-    async def _try_async(self, owner: str, meta: str, mode: int) -> Outcome:
+    async def _try_async(self, owner: str, meta: str, mode: int, remaining: float = 1.0) -> Outcome:
         """The asyncio twin of :meth:`_try`: the masters are asked in parallel on the loop."""
         backend = self.backend
         started = time.monotonic()
-        call = self._attempt(owner, meta, mode != 0, 1.0, mode == 2)
+        call = self._attempt(owner, meta, mode != 0, remaining, mode == 2)
         replies = await backend.each_async(lambda master: master.run_async(call))
         outcome, granted, held, ours = self._tally(owner, replies)
         if self._in_time(granted, started):

@@ -8,8 +8,13 @@
 -- KEYS[3] waiting writer's intent   KEYS[4] reader wake-up signal   KEYS[5] bucket fence counter
 -- KEYS[6] index names   KEYS[7] index expiry   KEYS[8] latest reader's metadata hash
 -- KEYS[9] request memory zset (request id -> fence)
+-- KEYS[10] (optional) waiters zset shared with the mutex and the writers of the name (owner
+--          -> wait deadline in ms): a refused try records its owner there until
+--          min(ARGV[6], the blocker's remaining ms + 1 s) from now (a retry renews it), a
+--          grant removes it, and entries past their deadline are pruned
 -- ARGV[1] reader owner (unique per acquire call)   ARGV[2] ttl ms   ARGV[3] lock name
 -- ARGV[4] holder metadata (JSON)   ARGV[5] signal lifetime ms
+-- ARGV[6] (with KEYS[10]) ms the caller will still wait
 -- returns {1, fence, readers} when granted;
 --         {0, wait_ms} when a writer holds it or a writer waits (writer preference)
 local seen = redis.call('ZSCORE', KEYS[9], ARGV[1])
@@ -21,13 +26,25 @@ if seen then
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local function refused(wait)
+  if KEYS[10] then
+    local ms = math.max(math.min(tonumber(ARGV[6]), wait + 1000), 1000)
+    redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now)
+    redis.call('ZADD', KEYS[10], now + ms, ARGV[1])
+    if redis.call('PTTL', KEYS[10]) < ms + 1000 then
+      redis.call('PEXPIRE', KEYS[10], ms + 1000)
+    end
+  end
+  return {0, wait}
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0, redis.call('PTTL', KEYS[1])}
+  return refused(redis.call('PTTL', KEYS[1]))
 end
 local intent = redis.call('PTTL', KEYS[3])
 if intent > 0 then
-  return {0, intent}
+  return refused(intent)
 end
+if KEYS[10] then redis.call('ZREM', KEYS[10], ARGV[1]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local fence = redis.call('INCR', KEYS[5])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1] .. '@' .. fence)

@@ -582,3 +582,11 @@ def test_a_queued_tick_counts_as_enqueued_in_the_rates(real: RedisTarget) -> Non
     assert scheduler.send(entry, BASE, clock.now) == QUEUED
     assert scheduler.send(entry, BASE, clock.now) == ALREADY  # a resend counts nothing
     assert read(entry.queue).total("enqueued") == 1
+
+
+def test_a_queued_tick_has_its_enqueue_time(real: RedisTarget) -> None:
+    scheduler = Scheduler([make()], clock=Clock(BASE + SECOND))
+    scheduler.tick()
+    queue = queues["default"].queue("tests")
+    (tick_id,) = periodic_ids(queue)
+    assert queue.backend.client.hexists(queue.enqueued_key, tick_id)

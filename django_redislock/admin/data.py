@@ -187,6 +187,19 @@ class TaskRow:
     priority: int = 0
     #: Its recorded runs, oldest first (:mod:`~django_redislock.queue.history`; the task page).
     runs: list[Any] = field(default_factory=list)
+    #: When it was queued (server µs), or None when not recorded (queued by another producer
+    #: or before enqueue times were kept).
+    enqueued: int | None = None
+
+    @property
+    def enqueued_at(self) -> datetime | None:
+        """``enqueued`` as an aware UTC datetime."""
+        return None if self.enqueued is None else from_micros(self.enqueued)
+
+    @property
+    def waiting(self) -> str:
+        """How long ago it was queued, for the task page ("" when not recorded)."""
+        return "" if self.enqueued is None else duration((self.now - self.enqueued) / 1e6)
 
     @property
     def when(self) -> datetime:
@@ -367,7 +380,7 @@ def find_task(
     reply, *runs = _results(queue.backend, calls)
     if not reply:
         return None
-    now, where, score, attempts, payload, size, error, level = reply
+    now, where, score, attempts, payload, size, error, level, enqueued = reply
     score = int(float(score))
     state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
     serializer = queue.backend.options["SERIALIZER"]
@@ -376,6 +389,7 @@ def find_task(
     row.truncated = len(payload) < int(size)
     row.raw = payload if isinstance(payload, bytes) else str(payload).encode()
     row.priority = int(level)
+    row.enqueued = int(enqueued) if int(enqueued) >= 0 else None
     row.runs = parse_history(runs[0]) if runs else []
     return row
 
@@ -402,7 +416,7 @@ def find_everywhere(backend: RedisQueueBackend, id: str) -> list[tuple[str, Task
     for queue, reply in zip(queues, run_scripts(backend, calls), strict=True):
         if isinstance(reply, Exception) or not reply:
             continue
-        now, where, score, attempts, payload, size, error, _level = reply
+        now, where, score, attempts, payload, size, error, _level, _enqueued = reply
         score = int(float(score))
         state = {2: IN_FLIGHT, 3: DEAD}.get(int(where), READY if score <= int(now) else DELAYED)
         text = payload_text(payload, serializer)
@@ -474,7 +488,7 @@ def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
     for id, reply in zip(unique, _results(queue.backend, calls), strict=True):
         if not reply:
             continue  # gone since the scan saw it
-        now, where_, score, attempts, payload, size, error, _level = reply
+        now, where_, score, attempts, payload, size, error, _level, _enqueued = reply
         score = int(float(score))
         state = {2: IN_FLIGHT, 3: DEAD}.get(int(where_), READY if score <= int(now) else DELAYED)
         row = TaskRow(

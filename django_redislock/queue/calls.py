@@ -123,11 +123,14 @@ class QueueCalls:
         self.name = check_name(name)
         self.serializer = get_serializer(backend.options["SERIALIZER"])
         self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
-        #: the keys every queue script takes: ``keys``, the claims hash and the priority keys
+        #: the keys every queue script takes: ``keys``, the claims hash, the priority keys
+        #: and the enqueue times
         self.claims_key = backend.key(f"q:{name}", CLAIMS_PART)
         #: the priority index zset and the levels hash (see queue/priority.py)
         self.priority_keys = [backend.key(f"q:{name}", part) for part in PRIORITY_PARTS]
-        self.script_keys = [*self.keys, self.claims_key, *self.priority_keys]
+        #: task id -> server time (µs) it was queued, kept as long as its payload
+        self.enqueued_key = backend.key(f"q:{name}", "enqueued")
+        self.script_keys = [*self.keys, self.claims_key, *self.priority_keys, self.enqueued_key]
         self.signal_key = self.keys[KEY_PARTS.index("signal")]
         #: pause and rate limit (see :mod:`.flow`), read by every claim
         self.flow_key = backend.key(f"q:{name}", FLOW_PART)

@@ -2,6 +2,7 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash, KEYS[9] priority index zset, KEYS[10] levels hash (see the priority
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- fragment: a task run now or requeued keeps its level)
 -- ARGV[1] action: "run" (a delayed task becomes due now; a ready one keeps its place),
 --         "requeue" (a dead task goes back to ready with fresh attempts, its last error kept)
@@ -52,6 +53,7 @@ for i = 2, #ARGV, 3 do
       redis.call('HDEL', KEYS[4], id)
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
+      redis.call('HDEL', KEYS[11], id)
       prio_forget({id})
     end
   else

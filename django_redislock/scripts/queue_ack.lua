@@ -3,17 +3,18 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1..] "<claim token>:<task id>" (token "" for whatever claim is current); at most a
 -- few thousand (they are passed to single commands)
 -- returns how many were acknowledged; a claim that is no longer current (its lease expired,
 -- or a newer copy was queued with replace=True) changes nothing
--- KEYS[11] (optional) this request's key: a resent call (same key) answers the first call's
+-- KEYS[12] (optional) this request's key: a resent call (same key) answers the first call's
 --         count and changes nothing
 -- include: claims
-if #KEYS >= 11 then
-  local seen = redis.call('GET', KEYS[11])
+if #KEYS >= 12 then
+  local seen = redis.call('GET', KEYS[12])
   if seen then return tonumber(seen) end
 end
 local done = ack(ARGV, 1)
-if #KEYS >= 11 then redis.call('SET', KEYS[11], done, 'PX', 60000) end
+if #KEYS >= 12 then redis.call('SET', KEYS[12], done, 'PX', 60000) end
 return done

@@ -6,8 +6,9 @@
 -- KEYS[7] signal list (a wake-up token that idle workers BLPOP)
 -- KEYS[8] claims hash (id -> claim token of an in-flight task; see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
--- KEYS[11] rates hash (the enqueued count goes to its time buckets; see the rates fragment)
--- KEYS[12] (optional, sent with replace) this request's key: a resent call (same key) answers
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
+-- KEYS[12] rates hash (the enqueued count goes to its time buckets; see the rates fragment)
+-- KEYS[13] (optional, sent with replace) this request's key: a resent call (same key) answers
 --         the first call's reply and changes nothing
 -- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy;
 --         followed by the tasks' priority level when it is not 0 ("05": level 5)
@@ -18,13 +19,14 @@
 -- is a task of its own, and the run of the old one can no longer ack, retry, release or
 -- extend anything (those calls answer lost).
 --
--- Every script keeps a payload field exactly while the id is in one of the three zsets, so
+-- Every script keeps a payload field (and its enqueue time in KEYS[11]) exactly while the id
+-- is in one of the three zsets, so
 -- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
 -- include: priority
 -- include: rates
-if #KEYS >= 12 then
-  local seen = redis.call('LRANGE', KEYS[12], 0, -1)
+if #KEYS >= 13 then
+  local seen = redis.call('LRANGE', KEYS[13], 0, -1)
   if #seen > 0 then
     for i = 1, #seen do seen[i] = tonumber(seen[i]) end
     return seen
@@ -36,6 +38,8 @@ local replace = string.sub(ARGV[1], 1, 1) == '1'
 local level = tonumber(string.sub(ARGV[1], 2)) or 0
 local out = {}
 local added = 0
+local stamps = {}  -- id, enqueue time, ... of the tasks queued anew (one HSET at the end)
+local stamp = string.format('%d', now)
 local total = (#ARGV - 1) / 3
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
@@ -46,6 +50,8 @@ for i = 2, #ARGV, 3 do
   if redis.call('HSETNX', KEYS[4], id, ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[1], score, id)
     if level > 0 then prio_set(id, score, level) end
+    stamps[#stamps + 1] = id
+    stamps[#stamps + 1] = stamp
   else
     local live = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
     if live and not replace then
@@ -60,19 +66,24 @@ for i = 2, #ARGV, 3 do
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
       prio_set(id, score, level)
+      stamps[#stamps + 1] = id
+      stamps[#stamps + 1] = stamp
     end
   end
   added = added + queued
   out[#out + 1] = queued
 end
+for i = 1, #stamps, 1000 do
+  redis.call('HSET', KEYS[11], unpack(stamps, i, math.min(i + 999, #stamps)))
+end
 if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
-if added > 0 then rate_count(KEYS[11], tonumber(t[1]), 'enqueued', added) end
-if #KEYS >= 12 then
+if added > 0 then rate_count(KEYS[12], tonumber(t[1]), 'enqueued', added) end
+if #KEYS >= 13 then
   for i = 1, #out, 1000 do
-    redis.call('RPUSH', KEYS[12], unpack(out, i, math.min(i + 999, #out)))
+    redis.call('RPUSH', KEYS[13], unpack(out, i, math.min(i + 999, #out)))
   end
-  redis.call('PEXPIRE', KEYS[12], 60000)
+  redis.call('PEXPIRE', KEYS[13], 60000)
 end
 return out

@@ -5,6 +5,7 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash, KEYS[9] priority index zset, KEYS[10] levels hash
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1] state: "ready", "delayed", "in_flight" or "dead"
 -- ARGV[2] direction: "first", "last", "after" or "before" (the cursor)
 -- ARGV[3] cursor score, ARGV[4] cursor id (ignored for "first" and "last")

@@ -3,13 +3,14 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
--- KEYS[11] flow hash: pause and rate limit (see the flow fragment); a paused queue claims
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
+-- KEYS[12] flow hash: pause and rate limit (see the flow fragment); a paused queue claims
 --         nothing, a rate-limited one at most what its limit admits (acks and expired
 --         leases are handled either way)
--- KEYS[12] (optional) this request's key: a resent call (same key) answers what the first
+-- KEYS[13] (optional) this request's key: a resent call (same key) answers what the first
 --         call claimed, those of its claims that are still current, and claims nothing new
 --         (kept 60 s)
--- KEYS[13] (optional) the request key of the caller's previous claim, deleted: its answer
+-- KEYS[14] (optional) the request key of the caller's previous claim, deleted: its answer
 --         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
@@ -40,7 +41,7 @@ local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
 local acked = ack(ARGV, 7)
-if #KEYS >= 13 then redis.call('DEL', KEYS[13]) end
+if #KEYS >= 14 then redis.call('DEL', KEYS[14]) end
 local quota, paused, limit = flow_quota(now, count)
 
 -- held: paused, or the rate limit is used up: no idle worker is woken (they wait for the
@@ -59,8 +60,8 @@ local function wake_and_hints(out, held)
   return out
 end
 
-if #KEYS >= 12 then
-  local rows = redis.call('LRANGE', KEYS[12], 0, -1)
+if #KEYS >= 13 then
+  local rows = redis.call('LRANGE', KEYS[13], 0, -1)
   if #rows > 0 then
     local out = {now, -1, -1, acked, 0, {}, {}, {}, 0, -1}
     -- the record: first token, due scores and suspect flags (comma-separated), then the ids
@@ -171,13 +172,13 @@ if quota > 0 then
       scores[i] = due[2 * i]
       flags[i] = held[i] == '?' and 1 or 0
     end
-    if #KEYS >= 12 then
+    if #KEYS >= 13 then
       local head = string.format('%d', last - n + 1)
-      redis.call('RPUSH', KEYS[12], head, table.concat(scores, ','), table.concat(flags, ','))
+      redis.call('RPUSH', KEYS[13], head, table.concat(scores, ','), table.concat(flags, ','))
       for i = 1, n, 1000 do
-        redis.call('RPUSH', KEYS[12], unpack(ids, i, math.min(i + 999, n)))
+        redis.call('RPUSH', KEYS[13], unpack(ids, i, math.min(i + 999, n)))
       end
-      redis.call('PEXPIRE', KEYS[12], 60000)
+      redis.call('PEXPIRE', KEYS[13], 60000)
     end
     for i = 1, 2 * n, 1000 do
       redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))

@@ -4,6 +4,7 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1] chunk size
 -- include: priority
 -- ARGV[2] (optional) tasks the caller confirmed may be deleted (the admin's confirmation page);
@@ -28,6 +29,7 @@ for k = 1, 3 do
       redis.call('HDEL', KEYS[5], unpack(ids))
       redis.call('HDEL', KEYS[6], unpack(ids))
       redis.call('HDEL', KEYS[8], unpack(ids))
+      redis.call('HDEL', KEYS[11], unpack(ids))
       prio_forget(ids)
       deleted = deleted + #ids
       budget = budget - #ids
@@ -36,5 +38,7 @@ for k = 1, 3 do
 end
 local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
   + redis.call('ZCARD', KEYS[3])
-if left == 0 then redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) end
+if left == 0 then
+  redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10], KEYS[11])
+end
 return {deleted, left}

@@ -3,6 +3,7 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1..] triples: id, claim token ("" for whatever claim is current), the due score it had
 -- before it was claimed
 -- returns how many were given back (an attempt recorded for the claim is given back too);

@@ -3,6 +3,7 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1..] task ids
 -- returns how many of them existed
 -- include: priority
@@ -15,6 +16,7 @@ for _, id in ipairs(ARGV) do
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
   redis.call('HDEL', KEYS[8], id)
+  redis.call('HDEL', KEYS[11], id)
   prio_forget({id})
 end
 return removed

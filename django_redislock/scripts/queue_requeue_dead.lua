@@ -3,6 +3,7 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1] at most this many (oldest deaths first) when no ids are given
 -- ARGV[2..] task ids (optional)
 -- returns how many were requeued (their last error is kept for the record)

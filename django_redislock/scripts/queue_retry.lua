@@ -3,11 +3,12 @@
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1] id, ARGV[2] claim token ("" for whatever claim is current), ARGV[3] delay in
 -- microseconds, ARGV[4] error text, ARGV[5] attempts after which the task is dead-lettered
 -- returns 1 retried, 2 dead-lettered, 0 lost: the claim is no longer current (its lease
 --         expired, or a newer copy was queued with replace=True) and nothing changed
--- KEYS[11], KEYS[12] (optional) the queue's history hash and index: the failed run is added to
+-- KEYS[12], KEYS[13] (optional) the queue's history hash and index: the failed run is added to
 -- the task's history (see the history fragment), with ARGV[6] the worker ("host:pid") and
 -- ARGV[7] the run's duration in µs ("" when unknown)
 -- The failed run counts as an attempt (here, unless its start was recorded already).
@@ -25,8 +26,8 @@ local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
 if not started(v) then attempts = redis.call('HINCRBY', KEYS[5], id, 1) end
 redis.call('HSET', KEYS[6], id, ARGV[4])
 local dead = attempts >= tonumber(ARGV[5])
-if #KEYS >= 12 then
-  history_add(KEYS[11], KEYS[12], id, attempts, now, ARGV[7] or '', ARGV[6] or '',
+if #KEYS >= 13 then
+  history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '',
     dead and 'dead' or 'retried', ARGV[4])
 end
 if dead then

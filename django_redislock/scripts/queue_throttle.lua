@@ -3,10 +3,11 @@
 -- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
 -- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
 -- KEYS[8] claims hash (see the claims fragment), KEYS[9], KEYS[10] the priority index and
---         levels (see the priority fragment), KEYS[11] flow hash (see the flow fragment):
+--         levels (see the priority fragment), KEYS[11] enqueue times (not read),
+--         KEYS[12] flow hash (see the flow fragment):
 --         field ARGV[3] holds the limit's theoretical arrival time (µs, GCRA), field
 --         ARGV[3] .. ':h' the latest time a task was given back for (spreads them out)
--- KEYS[12] this request's key: a resent call (same key) answers the first call's answer and
+-- KEYS[13] this request's key: a resent call (same key) answers the first call's answer and
 --         changes nothing (kept 60 s)
 -- ARGV[1] task id, ARGV[2] its claim token ("" for whatever claim is current)
 -- ARGV[3] the limit's field in the flow hash ("task:<task path>")
@@ -23,7 +24,7 @@
 --         {0, 0} lost: the claim is no longer current, nothing changed
 -- include: claims
 -- include: priority
-local seen = redis.call('LRANGE', KEYS[12], 0, -1)
+local seen = redis.call('LRANGE', KEYS[13], 0, -1)
 if #seen > 0 then return {tonumber(seen[1]), tonumber(seen[2])} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -34,16 +35,16 @@ local out = {0, 0}
 local v = holder(id, ARGV[2])
 if v then
   local tolerance = (burst - 1) * interval
-  local tat = math.max(tonumber(redis.call('HGET', KEYS[11], field) or '0'), now)
+  local tat = math.max(tonumber(redis.call('HGET', KEYS[12], field) or '0'), now)
   if tat - tolerance <= now then
-    redis.call('HSET', KEYS[11], field, string.format('%d', tat + interval))
+    redis.call('HSET', KEYS[12], field, string.format('%d', tat + interval))
     out = {1, 0}
   elseif tat - tolerance - now <= hold then
     out = {3, tat - tolerance - now}
   else
-    local after = tonumber(redis.call('HGET', KEYS[11], field .. ':h') or '0') + interval
+    local after = tonumber(redis.call('HGET', KEYS[12], field .. ':h') or '0') + interval
     local due = math.max(tat - tolerance, after)
-    redis.call('HSET', KEYS[11], field .. ':h', string.format('%d', due))
+    redis.call('HSET', KEYS[12], field .. ':h', string.format('%d', due))
     redis.call('ZREM', KEYS[2], id)
     if started(v) and tonumber(redis.call('HGET', KEYS[5], id) or '0') > 0 then
       redis.call('HINCRBY', KEYS[5], id, -1)
@@ -58,6 +59,6 @@ if v then
     out = {2, tat - tolerance - now}
   end
 end
-redis.call('RPUSH', KEYS[12], out[1], string.format('%d', out[2]))
-redis.call('PEXPIRE', KEYS[12], 60000)
+redis.call('RPUSH', KEYS[13], out[1], string.format('%d', out[2]))
+redis.call('PEXPIRE', KEYS[13], 60000)
 return out

@@ -2,8 +2,8 @@
 -- KEYS[1] units string, KEYS[2] meta hash, KEYS[3] buyers set, KEYS[4] reservations hash
 -- KEYS[5] this request's key: a restore that restored records its answer there, so a resent
 --   restore (same key) answers exactly what the first answered (1) and changes nothing
--- KEYS[6..13] optional: the order queue's keys (pending, inflight, dead, payload, attempts,
---   errors, signal, claims)
+-- KEYS[6..16] optional: the order queue's keys (pending, inflight, dead, payload, attempts,
+--   errors, signal, claims, priority index, levels, enqueue times)
 -- ARGV[1] reservation id
 -- ARGV[2] "1": the buyer may buy again (leaves the buyers set); "0": the buyer stays marked
 -- ARGV[3] how long the request's record is kept, in milliseconds
@@ -35,6 +35,7 @@ if #KEYS >= 13 then
     redis.call('HDEL', KEYS[10], ARGV[1])
     redis.call('HDEL', KEYS[11], ARGV[1])
     redis.call('HDEL', KEYS[13], ARGV[1])  -- a claim of it, so no field outlives the task
+    if #KEYS >= 16 then redis.call('HDEL', KEYS[16], ARGV[1]) end  -- its enqueue time
     dropped = 1
   end
 end

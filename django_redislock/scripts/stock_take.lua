@@ -4,9 +4,9 @@
 -- KEYS[4] reservations hash (reservation id -> "<qty>:<taken at µs>:<buyer>")
 -- KEYS[5] this request's key: a take that took records its answer there, so a resent take
 --   (same key) answers exactly what the first answered and changes nothing
--- KEYS[6..15] optional: the order queue's keys in the queue scripts' order (pending, inflight,
---   dead, payload, attempts, errors, signal, claims, priority index, levels); they share the
---   stock's hash tag (one slot); KEYS[16] the order queue's rates hash (the queued order
+-- KEYS[6..16] optional: the order queue's keys in the queue scripts' order (pending, inflight,
+--   dead, payload, attempts, errors, signal, claims, priority index, levels, enqueue times);
+--   they share the stock's hash tag (one slot); KEYS[17] the order queue's rates hash (the queued order
 --   counts as enqueued; order tasks are queued at level 0)
 -- ARGV[1] quantity (>= 1), ARGV[2] buyer id, ARGV[3] reservation id (also the order task's id)
 -- ARGV[4] serialized order task payload (ignored without the queue keys)
@@ -46,7 +46,8 @@ if #KEYS >= 13 then
   -- so it has no attempts, error or dead letter to clear
   redis.call('ZADD', KEYS[6], now, ARGV[3])
   redis.call('HSET', KEYS[9], ARGV[3], ARGV[4])
+  if #KEYS >= 16 then redis.call('HSET', KEYS[16], ARGV[3], stamp) end  -- its enqueue time
   if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end
-  if #KEYS >= 16 then rate_count(KEYS[16], tonumber(t[1]), 'enqueued', 1) end
+  if #KEYS >= 17 then rate_count(KEYS[17], tonumber(t[1]), 'enqueued', 1) end
 end
 return {0, left, now}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 from django.test import Client
@@ -53,3 +54,20 @@ def test_a_gone_task_shows_its_runs(dashboard: Dashboard, admin_client: Client) 
     assert 'id="task-gone"' in html and "TimeoutError: slow" in html
     never = admin_client.get(f"{BASE}queues/default/orders/tasks/never/")
     assert never.status_code == 302  # no task, no runs: back to the queue, as before
+
+
+def test_the_task_page_shows_when_a_task_was_queued(
+    dashboard: Dashboard, admin_client: Client
+) -> None:
+    q = dashboard.queue()
+    q.enqueue("later", {"task": "shop.tasks.send_receipt", "args": [], "kwargs": {}}, delay=3600)
+    html = admin_client.get(f"{BASE}queues/default/orders/tasks/later/").content.decode()
+    queued = html.split('id="task-enqueued">', 1)[1].split("</td>", 1)[0]
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", queued) and "s ago)" in queued
+    assert "Due" in html  # the due time an hour later is shown beside it
+    # a task another producer wrote straight into the queue's keys has no enqueue time
+    client = q.backend.client
+    client.hset(q.keys[3], "foreign", b"raw")
+    client.zadd(q.keys[0], {"foreign": 1})
+    html = admin_client.get(f"{BASE}queues/default/orders/tasks/foreign/").content.decode()
+    assert "not recorded" in html.split('id="task-enqueued">', 1)[1].split("</td>", 1)[0]

@@ -1,8 +1,8 @@
 -- Fragment: who holds a claim, and acknowledging finished tasks (every script that acts on a
 -- claimed task includes it).
 -- KEYS[2] in-flight zset, KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash,
--- KEYS[8] claims hash, KEYS[10] levels hash (the queue scripts' key order). A claims field
--- is, per id:
+-- KEYS[8] claims hash, KEYS[10] levels hash, KEYS[11] enqueue times (the queue scripts' key
+-- order). A claims field is, per id:
 --   "<token>"        claimed under that token, its run not recorded as started
 --   "<token>|<max>"  claimed and its run recorded as started (one attempt counted); <max> is
 --                    the task's own max_attempts (0: the queue's default)
@@ -60,6 +60,7 @@ local function ack(args, from)
     redis.call('HDEL', KEYS[6], unpack(done))
     redis.call('HDEL', KEYS[8], unpack(done))
     if redis.call('EXISTS', KEYS[10]) == 1 then redis.call('HDEL', KEYS[10], unpack(done)) end
+    redis.call('HDEL', KEYS[11], unpack(done))
   end
   return #done
 end

@@ -1,12 +1,12 @@
 -- Fragment: pause and the queue's rate limit, read from the queue's flow hash (the claim
 -- script includes it).
--- KEYS[11] flow hash: "paused" -> "1" while the queue is paused; "interval" and "burst" its
+-- KEYS[12] flow hash: "paused" -> "1" while the queue is paused; "interval" and "burst" its
 -- rate limit (µs between two tasks, tasks admitted at once); "tat" the limit's theoretical
 -- arrival time (GCRA, µs of server time). No other field is read here.
 -- flow_quota(now, count): how many tasks this claim may take (0 while paused), whether the
 -- queue is paused, and the limit's state for flow_charge (nil without a limit)
 local function flow_quota(now, count)
-  local f = redis.call('HMGET', KEYS[11], 'paused', 'interval', 'burst', 'tat')
+  local f = redis.call('HMGET', KEYS[12], 'paused', 'interval', 'burst', 'tat')
   if f[1] then return 0, true, nil end
   if not f[2] then return count, false, nil end
   local interval, burst = tonumber(f[2]), tonumber(f[3])
@@ -21,7 +21,7 @@ end
 local function flow_charge(limit, n)
   if not limit then return nil end
   local tat = limit[3] + n * limit[1]
-  if n > 0 then redis.call('HSET', KEYS[11], 'tat', string.format('%d', tat)) end
+  if n > 0 then redis.call('HSET', KEYS[12], 'tat', string.format('%d', tat)) end
   if n < limit[4] then return nil end
   return tat - limit[2]
 end

@@ -33,11 +33,12 @@ def _answered(backend: Quorum, pages: list[Any]) -> list[LockPage]:
 
 
 def _merge(entries: list[HeldLock], quorum: int) -> HeldLock:
-    """One row per name: the largest fence, the time a quorum still holds it, and the most
-    waiters a master counts (each waiting try is recorded on every master it reached)."""
+    """One row per name: the largest fence, the time a quorum still holds it, and the waiters
+    a quorum counts (a waiting try is recorded on every master it reaches; a try granted on
+    a quorum may stay recorded on a master that refused it, until its deadline)."""
     expires = sorted((e.expires_in for e in entries), reverse=True)[quorum - 1]
     best = max(entries, key=lambda e: e.fence or 0)
-    waiters = max(e.waiters for e in entries)
+    waiters = sorted((e.waiters for e in entries), reverse=True)[quorum - 1]
     return dataclasses.replace(best, expires_in=expires, waiters=waiters)
 
 

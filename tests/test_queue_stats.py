@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from django_redislock.admin.data import queue_summaries
+from django_redislock.admin.summaries import queue_summaries
 from django_redislock.locking.pipeline import run_scripts
 from django_redislock.queue.stats import (
     QueueStats,

@@ -35,13 +35,13 @@ from .data import (
     CHANGED,
     DONE,
     GONE,
-    WHERE,
     act,
     find_task,
     task_page,
 )
 from .lookup import queue_of
 from .queues import STATE_LABELS
+from .rows import WHERE
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -18,10 +18,7 @@ web process.
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ..backends.base import BaseLockBackend
@@ -31,12 +28,12 @@ from ..exceptions import ConfigurationError, InvalidArgument, RedisLockError
 from ..locking.index import HeldLock
 from ..locking.pipeline import run_scripts
 from ..queue.flow import parse_flow
-from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES, from_micros
-from ..queue.stats import QueueStats, stats_or_error, summary_call
+from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
 from ..wire import to_text
-from .common import duration, encode_id, parse_int
+from .common import parse_int
 from .history import history_call, parse_history
-from .trends import trend_call, trend_of, trend_or_none
+from .rows import TaskRow, payload_text
+from .trends import trend_call, trend_of
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
@@ -46,8 +43,6 @@ PREVIEW_BYTES = 200
 TASK_PAYLOAD_BYTES = 64 * 1024
 #: Tasks deleted per script call by a purge (Redis stays responsive).
 PURGE_CHUNK = 1000
-#: The zset a state's tasks live in (1 pending, 2 in flight, 3 dead), as the scripts number them.
-WHERE = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
 #: Actions of the admin_task_action script, and the states each applies to.
 ACTIONS = {"run": (DELAYED, READY), "requeue": (DEAD,), "delete": STATES}
 #: Codes of the admin_task_action script.
@@ -65,217 +60,6 @@ def _results(backend: Node, calls: list[tuple[str, list[str], list[Any]]]) -> li
         if isinstance(result, Exception):
             raise result
     return results
-
-
-@dataclass(frozen=True)
-class QueueSummary:
-    """One queue's row on the overview: its :class:`QueueStats`, or why it could not be read.
-
-    The counts read as 0 and the times as None for a queue that could not be read.
-    """
-
-    name: str
-    stats: QueueStats | None = None
-    #: Why this queue could not be read (a key of the wrong type, a script error); "" when read.
-    error: str = ""
-    #: Its rates (:mod:`.trends`), when the page reads them.
-    trend: Any = None
-
-    @property
-    def ready(self) -> int:
-        return self.stats.ready if self.stats else 0
-
-    @property
-    def delayed(self) -> int:
-        return self.stats.delayed if self.stats else 0
-
-    @property
-    def in_flight(self) -> int:
-        return self.stats.in_flight if self.stats else 0
-
-    @property
-    def dead(self) -> int:
-        return self.stats.dead if self.stats else 0
-
-    @property
-    def expired_leases(self) -> int:
-        return self.stats.expired_leases if self.stats else 0
-
-    @property
-    def oldest_due_age(self) -> float | None:
-        return self.stats.oldest_due_age if self.stats else None
-
-    @property
-    def next_lease_in(self) -> float | None:
-        return self.stats.next_lease_in if self.stats else None
-
-    @property
-    def paused(self) -> bool:
-        """Paused (see :mod:`django_redislock.queue.flow`)."""
-        return bool(self.stats and self.stats.paused)
-
-    @property
-    def rate_limit(self) -> str:
-        """Its rate limit as written, or ""."""
-        return (self.stats.rate_limit if self.stats else None) or ""
-
-    @property
-    def total(self) -> int:
-        return self.stats.total if self.stats else 0
-
-    @property
-    def trouble(self) -> tuple[int, float, int]:
-        """Sort key of the overview, most troubled first: errors, expired leases and dead
-        tasks, then the longest wait of a due task, then depth."""
-        urgent = int(bool(self.error)) * 4 + int(self.expired_leases > 0) * 2 + int(self.dead > 0)
-        return (-urgent, -(self.oldest_due_age or 0.0), -self.total)
-
-
-def queue_summaries(
-    backend: RedisQueueBackend, names: list[str] | None = None, trends: bool = False
-) -> list[QueueSummary]:
-    """A summary of every queue of the alias: two round trips (names, then one pipeline).
-
-    With ``trends``, each summary also carries the queue's rates (read in the same pipeline).
-
-    A queue that cannot be read (its keys hold the wrong type, its name is not
-    a valid queue name) gets a summary with ``error`` set; the others are read
-    as usual. Errors of the whole alias (unreachable, BUSY) are raised.
-    """
-    names = backend.queue_names() if names is None else names
-    calls: list[tuple[str, list[str], list[Any]]] = []
-    rows: list[QueueSummary] = []
-    readable: list[str] = []
-    for name in names:
-        try:
-            calls.append(summary_call(backend.queue(name)))
-            readable.append(name)
-        except (RedisLockError, ConfigurationError) as exc:
-            rows.append(QueueSummary(name, error=str(exc)))
-    if trends:
-        calls += [trend_call(backend.queue(name)) for name in readable]
-    replies = run_scripts(backend, calls)
-    rates = dict(zip(readable, replies[len(readable) :], strict=False))
-    for name, reply in zip(readable, replies, strict=False):
-        stats = stats_or_error(name, reply)
-        if isinstance(stats, Exception):
-            rows.append(QueueSummary(name, error=str(stats)))
-            continue
-        trend = trend_or_none(rates[name]) if name in rates else None
-        rows.append(QueueSummary(name, stats, trend=trend))
-    order = {name: i for i, name in enumerate(names)}
-    return sorted(rows, key=lambda row: order[row.name])
-
-
-@dataclass
-class TaskRow:
-    """A task as the dashboard shows it: raw payload text, never deserialized."""
-
-    id: str
-    state: str
-    score: int
-    attempts: int
-    payload: str
-    size: int
-    last_error: str
-    now: int
-    truncated: bool = False
-    urls: dict[str, str] = field(default_factory=dict)
-    #: The payload bytes as read (the download view), else b"".
-    raw: bytes = b""
-    #: The priority level (0, the default, to 9; docs/queue.md "Priorities").
-    priority: int = 0
-    #: Its recorded runs, oldest first (:mod:`~django_redislock.queue.history`; the task page).
-    runs: list[Any] = field(default_factory=list)
-    #: When it was queued (server µs), or None when not recorded (queued by another producer
-    #: or before enqueue times were kept).
-    enqueued: int | None = None
-
-    @property
-    def enqueued_at(self) -> datetime | None:
-        """``enqueued`` as an aware UTC datetime."""
-        return None if self.enqueued is None else from_micros(self.enqueued)
-
-    @property
-    def waiting(self) -> str:
-        """How long ago it was queued, for the task page ("" when not recorded)."""
-        return "" if self.enqueued is None else duration((self.now - self.enqueued) / 1e6)
-
-    @property
-    def when(self) -> datetime:
-        """Due time (ready, delayed), lease deadline (in flight) or time of death (dead)."""
-        return from_micros(self.score)
-
-    @property
-    def seconds_from_now(self) -> float:
-        return (self.score - self.now) / 1e6
-
-    @property
-    def relative(self) -> str:
-        """``in 4 min`` or ``3.2 s ago``."""
-        seconds = self.seconds_from_now
-        return f"in {duration(seconds)}" if seconds >= 0 else f"{duration(-seconds)} ago"
-
-    @property
-    def where(self) -> int:
-        return WHERE[self.state]
-
-    @property
-    def token(self) -> str:
-        """``score:id``, the value of the row's checkbox (the score makes stale picks fail).
-
-        The id is %-escaped (see :func:`~.common.encode_id`) so that one with a
-        newline comes back unchanged when the browser posts the form.
-        """
-        return f"{self.score}:{encode_id(self.id)}"
-
-    @property
-    def preview(self) -> str:
-        """The stored payload text with JSON's ``\\uXXXX`` escapes shown as the characters."""
-        return unescape_json(self.payload)
-
-    def pretty(self) -> str:
-        """The payload indented when it is (whole) JSON, else as stored, escapes shown as text."""
-        if not self.truncated:
-            try:
-                return json.dumps(json.loads(self.payload), indent=2, ensure_ascii=False)
-            except (ValueError, RecursionError):  # not JSON, or nested deeper than it can parse
-                pass
-        return unescape_json(self.payload)
-
-
-_ESCAPE = re.compile(
-    r"\\\\|\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})"
-)
-
-
-def _unescape(match: re.Match[str]) -> str:
-    high, low, single = match.groups()
-    if high:
-        code = 0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00)
-        return chr(code)
-    if single:
-        code = int(single, 16)
-        return chr(code) if not 0xD800 <= code <= 0xDFFF and code >= 0x20 else match.group(0)
-    return match.group(0)  # an escaped backslash stays as it is
-
-
-def unescape_json(text: str) -> str:
-    """``text`` with JSON ``\\uXXXX`` escapes (and surrogate pairs) turned into characters.
-
-    For display only, on text that may be cut anywhere (a preview): an escaped
-    backslash is kept, so ``\\\\u00e9`` stays literal; lone surrogates and control
-    characters stay escaped.
-    """
-    return _ESCAPE.sub(_unescape, text)
-
-
-def payload_text(raw: Any, serializer: str) -> str:
-    """Stored payload bytes as text; pickles are shown as their bytes' repr, never loaded."""
-    data = raw if isinstance(raw, bytes) else str(raw).encode()
-    if serializer == "pickle":
-        return repr(data)
-    return data.decode("utf-8", errors="replace")
 
 
 @dataclass

@@ -26,7 +26,8 @@ from ..handlers import locks, queues
 from ..metrics.deadline import admin_timeout, all_within
 from ..models import MANAGE_TASKS, PURGE_QUEUES, RELEASE_LOCKS
 from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, render, require, url
-from .data import QueueSummary, find_everywhere, queue_summaries, supports_scripts
+from .data import find_everywhere, supports_scripts
+from .summaries import QueueSummary, queue_summaries
 from .workers import listing, worker_count
 
 if TYPE_CHECKING:

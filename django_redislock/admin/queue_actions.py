@@ -18,8 +18,9 @@ from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, IN_FLIGHT
 from .actions import back_to
 from .common import REDIS_ERRORS, log, parse_int, read, render, require
-from .data import purge_confirmed, queue_summaries
+from .data import purge_confirmed
 from .lookup import queue_exists, queue_of
+from .summaries import queue_summaries
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -33,7 +33,6 @@ from .data import (
     ACTIONS,
     PrefixHits,
     TaskPage,
-    TaskRow,
     find_prefix,
     find_task,
     task_page,
@@ -41,6 +40,7 @@ from .data import (
 from .flow import FLOW_ACTIONS
 from .history import function_name
 from .lookup import queue_exists, queue_of
+from .rows import TaskRow
 from .trends import outcome_rows
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
 from .common import REDIS_ERRORS, duration, read, render, require, url
-from .data import queue_summaries
+from .summaries import queue_summaries
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -7,8 +7,8 @@ from django.test import RequestFactory
 
 from django_redislock.admin.actions import parse_selected
 from django_redislock.admin.common import duration
-from django_redislock.admin.data import TaskRow
 from django_redislock.admin.queues import requested_page
+from django_redislock.admin.rows import TaskRow
 from django_redislock.templatetags.redislock_admin import count
 
 

@@ -12,7 +12,7 @@ from django_redislock.calls.script import Script, script
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.locking.index import force_release_call
 from django_redislock.locking.pipeline import run_scripts
-from django_redislock.queue.calls import enqueue_args
+from django_redislock.queue.arguments import enqueue_args
 
 from .conftest import RedisTarget, make_queue
 

@@ -19,9 +19,18 @@ from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_id, check_ids, check_name, check_seconds
 from ..wire import DirectSender, to_text
+from .arguments import (
+    Cursor,
+    TaskRef,
+    ack_refs,
+    claim_refs,
+    cursor_of,
+    enqueue_args,
+    parse_flags,
+)
 from .flow import FLOW_PART
 from .history import worker_id
-from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS, check_priority, enqueue_flag
+from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
     DEAD,
     DELAYED,
@@ -43,9 +52,6 @@ if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
 
 R = TypeVar("R")
-TaskRef = Task | str
-#: Where a page of :meth:`Queue.tasks` starts: after this task, or this ``(score, id)``.
-Cursor = Task | tuple[int, str] | None
 #: Retry outcomes, from the retry script's reply codes.
 RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead"}
 #: The zset each listable state lives in (index into the scripts' KEYS).
@@ -60,59 +66,6 @@ MAX_CLAIM_BYTES = 16 * 1024 * 1024
 #: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
 #: levels, paused, next allowed).
 CLAIM_HEAD = 10
-
-
-def cursor_of(after: Cursor) -> tuple[int, str] | None:
-    """The ``(score, id)`` a page starts after; ``after`` is a task, such a pair, or None."""
-    if after is None:
-        return None
-    if isinstance(after, Task):
-        return after.score, after.id
-    if (
-        isinstance(after, tuple)
-        and len(after) == 2
-        and isinstance(after[0], int)
-        and not isinstance(after[0], bool)
-        and isinstance(after[1], str)
-    ):
-        return after
-    raise InvalidArgument(f"after must be a Task or a (score, id) pair, got {after!r}")
-
-
-def enqueue_args(
-    entries: Iterable[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
-) -> list[Any]:
-    """The enqueue script's ARGV: the replace flag and level, then id, delay, data per entry."""
-    args: list[Any] = [enqueue_flag(replace, check_priority(priority))]
-    for entry in entries:
-        args += [entry.id, entry.delay, entry.data]
-    return args
-
-
-def parse_flags(reply: list[Any]) -> list[bool]:
-    """The enqueue script's reply: 1 queued (or rescheduled), 0 an earlier copy was kept."""
-    return [bool(flag) for flag in reply]
-
-
-def claim_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
-    """``[id, claim token, ...]`` for tasks and ids; a bare id's token is "" (any claim)."""
-    if isinstance(refs, (Task, str)):
-        refs = [refs]
-    if isinstance(refs, bytes) or not isinstance(refs, Iterable):
-        raise InvalidArgument(f"{argument} must be a Task, an id or a list of them")
-    pairs: list[str] = []
-    for i, ref in enumerate(refs):
-        if isinstance(ref, Task):
-            pairs += [ref.id, ref.claim]
-        else:
-            pairs += [check_id(ref, f"{argument}[{i}]"), ""]
-    return pairs
-
-
-def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
-    """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
-    pairs = claim_refs(refs, argument)
-    return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
 
 
 class QueueCalls:

@@ -33,7 +33,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..validation import check_count, check_id, check_seconds
-from .calls import Cursor, QueueCalls, TaskRef, enqueue_args
+from .arguments import Cursor, TaskRef, enqueue_args
+from .calls import QueueCalls
 from .flow import FlowMixin
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .records import READY, Claim, Entry, Task, micros

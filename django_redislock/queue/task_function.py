@@ -25,7 +25,7 @@ from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument
 from ..handlers import queues
 from ..validation import check_bool, check_count, check_id, check_name, check_seconds
-from .calls import enqueue_args
+from .arguments import enqueue_args
 from .flow import parse_rate
 from .handles import Enqueued
 from .limits import check_limits

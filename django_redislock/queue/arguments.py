@@ -1,0 +1,72 @@
+"""The arguments the queue scripts take: task references, list cursors and enqueue ARGV.
+
+Each builder checks what it is given and raises :class:`InvalidArgument` naming the
+argument before anything is sent, so a bad call leaves Redis unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..exceptions import InvalidArgument
+from ..validation import check_id
+from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
+from .records import Entry, Task
+
+TaskRef = Task | str
+#: Where a page of :meth:`Queue.tasks` starts: after this task, or this ``(score, id)``.
+Cursor = Task | tuple[int, str] | None
+
+
+def cursor_of(after: Cursor) -> tuple[int, str] | None:
+    """The ``(score, id)`` a page starts after; ``after`` is a task, such a pair, or None."""
+    if after is None:
+        return None
+    if isinstance(after, Task):
+        return after.score, after.id
+    if (
+        isinstance(after, tuple)
+        and len(after) == 2
+        and isinstance(after[0], int)
+        and not isinstance(after[0], bool)
+        and isinstance(after[1], str)
+    ):
+        return after
+    raise InvalidArgument(f"after must be a Task or a (score, id) pair, got {after!r}")
+
+
+def enqueue_args(
+    entries: Iterable[Entry], replace: bool, priority: int = DEFAULT_PRIORITY
+) -> list[Any]:
+    """The enqueue script's ARGV: the replace flag and level, then id, delay, data per entry."""
+    args: list[Any] = [enqueue_flag(replace, check_priority(priority))]
+    for entry in entries:
+        args += [entry.id, entry.delay, entry.data]
+    return args
+
+
+def parse_flags(reply: list[Any]) -> list[bool]:
+    """The enqueue script's reply: 1 queued (or rescheduled), 0 an earlier copy was kept."""
+    return [bool(flag) for flag in reply]
+
+
+def claim_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
+    """``[id, claim token, ...]`` for tasks and ids; a bare id's token is "" (any claim)."""
+    if isinstance(refs, (Task, str)):
+        refs = [refs]
+    if isinstance(refs, bytes) or not isinstance(refs, Iterable):
+        raise InvalidArgument(f"{argument} must be a Task, an id or a list of them")
+    pairs: list[str] = []
+    for i, ref in enumerate(refs):
+        if isinstance(ref, Task):
+            pairs += [ref.id, ref.claim]
+        else:
+            pairs += [check_id(ref, f"{argument}[{i}]"), ""]
+    return pairs
+
+
+def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
+    """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
+    pairs = claim_refs(refs, argument)
+    return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]

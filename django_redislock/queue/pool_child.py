@@ -34,7 +34,8 @@ from .payloads import Runnable, runnable
 from .queue import Queue
 from .records import Task
 from .registry import registry
-from .worker import ForcedStop, Summary, Worker, WorkerGaveUp
+from .stops import ForcedStop, WorkerGaveUp
+from .worker import Summary, Worker
 
 logger = logging.getLogger("django_redislock.worker.pool")
 

@@ -1,4 +1,4 @@
-"""What interrupts a worker: the errors it rides out as outages, and the stop of an idle wait.
+"""What interrupts a worker: the outages it rides out, and what stops a wait, a run or itself.
 
 A leaf module: the worker and its pools (:mod:`.pool_thread`, :mod:`.pool_limits`) both
 read these, and none of the pools imports the worker at run time.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import redis
 
-from ..exceptions import ConnectionFailed
+from ..exceptions import ConnectionFailed, QueueError
 
 #: Errors that mean "Redis is unreachable for now" (a restart, a failover, a partition).
 OUTAGES: tuple[type[BaseException], ...] = (
@@ -23,3 +23,23 @@ OUTAGES: tuple[type[BaseException], ...] = (
 
 class Interrupted(Exception):
     """Raised out of an idle wait by the stop signal handler."""
+
+
+class ForcedStop(BaseException):
+    """A second SIGTERM/SIGINT: raised out of whatever runs, the running task included.
+
+    A BaseException, like KeyboardInterrupt, so a task's ``except Exception`` does
+    not swallow it. The interrupted task's claim stays in flight until its lease ends.
+    """
+
+
+class WorkerGaveUp(ConnectionFailed):
+    """Redis stayed unreachable for longer than the worker's give-up time."""
+
+
+class HungTask(QueueError):
+    """A run outlived its hard time limit and could not be ended: the worker exits.
+
+    Its lease was renewed until the process ended, so no other worker ran it
+    meanwhile; it comes back after its lease as a suspect, charged one attempt.
+    """

@@ -49,7 +49,6 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from ..exceptions import ConnectionFailed, QueueError
 from .database import close_old_connections
 from .heartbeat import register
 from .keeper import LeaseKeeper
@@ -60,7 +59,7 @@ from .queue import Queue
 from .records import Claim, Task
 from .runs import EXIT_HUNG, Runs
 from .stats import counters_key
-from .stops import OUTAGES, Interrupted
+from .stops import OUTAGES, ForcedStop, HungTask, Interrupted, WorkerGaveUp
 
 __all__ = [
     "ACK_INTERVAL",
@@ -87,26 +86,6 @@ BLOCK_SLACK = 0.1
 #: Reconnect delays: the first, and the cap of the doubling (each with jitter).
 RECONNECT_FIRST = 0.1
 RECONNECT_MAX = 5.0
-
-
-class ForcedStop(BaseException):
-    """A second SIGTERM/SIGINT: raised out of whatever runs, the running task included.
-
-    A BaseException, like KeyboardInterrupt, so a task's ``except Exception`` does
-    not swallow it. The interrupted task's claim stays in flight until its lease ends.
-    """
-
-
-class WorkerGaveUp(ConnectionFailed):
-    """Redis stayed unreachable for longer than the worker's give-up time."""
-
-
-class HungTask(QueueError):
-    """A run outlived its hard time limit and could not be ended: the worker exits.
-
-    Its lease was renewed until the process ended, so no other worker ran it
-    meanwhile; it comes back after its lease as a suspect, charged one attempt.
-    """
 
 
 class Worker(Runs):

@@ -8,8 +8,10 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import InvalidArgument, RedisLockError
+from ...queue.pools import POOLS, check_pool
 from ...queue.registry import autodiscover, queues_of
-from ...queue.worker import POOLS, ForcedStop, Summary, Worker, check_pool, logger
+from ...queue.stops import ForcedStop
+from ...queue.worker import Summary, Worker, logger
 from ._logging import LoggedCommand, log_to_stderr
 from ._pool import add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of

@@ -19,6 +19,7 @@
 --         retry renews it), a grant removes it, and entries past their deadline are pruned
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
+-- include: waiters
 local ttl = tonumber(ARGV[2])
 local wait = string.sub(ARGV[5], 2)
 local rid = ARGV[6] or ''
@@ -54,12 +55,7 @@ if holder then
       redis.call('HSET', KEYS[1], 'w', 1)
       if KEYS[6] and ARGV[7] then
         local now = tonumber(redis.call('TIME')[1]) * 1000
-        local ms = math.max(math.min(tonumber(ARGV[7]), left + 1000), 1000)
-        redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
-        redis.call('ZADD', KEYS[6], now + ms, rid ~= '' and rid or ARGV[1])
-        if redis.call('PTTL', KEYS[6]) < ms + 1000 then
-          redis.call('PEXPIRE', KEYS[6], ms + 1000)
-        end
+        record_waiter(KEYS[6], rid ~= '' and rid or ARGV[1], now, tonumber(ARGV[7]), left)
       end
     end
     return {0, left}

@@ -17,6 +17,7 @@
 -- ARGV[6] (with KEYS[10]) ms the caller will still wait
 -- returns {1, fence, readers} when granted;
 --         {0, wait_ms} when a writer holds it or a writer waits (writer preference)
+-- include: waiters
 local seen = redis.call('ZSCORE', KEYS[9], ARGV[1])
 if seen then
   if redis.call('ZSCORE', KEYS[2], ARGV[1] .. '@' .. seen) then
@@ -27,14 +28,7 @@ end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local function refused(wait)
-  if KEYS[10] then
-    local ms = math.max(math.min(tonumber(ARGV[6]), wait + 1000), 1000)
-    redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now)
-    redis.call('ZADD', KEYS[10], now + ms, ARGV[1])
-    if redis.call('PTTL', KEYS[10]) < ms + 1000 then
-      redis.call('PEXPIRE', KEYS[10], ms + 1000)
-    end
-  end
+  if KEYS[10] then record_waiter(KEYS[10], ARGV[1], now, tonumber(ARGV[6]), wait) end
   return {0, wait}
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then

@@ -14,6 +14,7 @@
 -- ARGV[1] writer owner (unique per acquire call)   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
 -- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)   ARGV[6] signal lifetime ms
 -- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
+-- include: waiters
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f')
 if hold[1] == ARGV[1] then
   return {1, tonumber(hold[2]), 1}  -- this call's grant: a resend
@@ -40,12 +41,7 @@ if wait ~= 0 then
     redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[5])
   end
   if KEYS[9] and tonumber(ARGV[5]) > 0 then
-    local ms = math.max(math.min(tonumber(ARGV[5]), wait + 1000), 1000)
-    redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
-    redis.call('ZADD', KEYS[9], now + ms, ARGV[1])
-    if redis.call('PTTL', KEYS[9]) < ms + 1000 then
-      redis.call('PEXPIRE', KEYS[9], ms + 1000)
-    end
+    record_waiter(KEYS[9], ARGV[1], now, tonumber(ARGV[5]), wait)
   end
   return {0, wait}
 end

@@ -343,7 +343,10 @@ def test_connections_are_checked_only_once_one_was_opened(
     monkeypatch.setattr(database, "django_close_old_connections", lambda: checks.append(1))
     for i in range(3):
         tasks.remember.delay(f"t{i}")
-    Worker([queue()], burst=True, batch=10).run()
+    # in a thread of its own: Django's connections are per thread, and this one has none
+    thread = threading.Thread(target=Worker([queue()], burst=True, batch=10).run)
+    thread.start()
+    thread.join(30)
     assert checks == []  # no connection: nothing to close, and no per-task lookup
     # what Django sends when it opens a connection (a task's first query, say)
     connection_created.send(sender=type(connection), connection=connection)
@@ -351,6 +354,23 @@ def test_connections_are_checked_only_once_one_was_opened(
         tasks.remember.delay(f"u{i}")
     Worker([queue()], burst=True, batch=10).run()
     assert len(checks) == 4  # before each of the 3 tasks and after the last, as Django's
+
+
+def test_a_connection_opened_before_the_worker_started_is_checked(
+    alias: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+
+    from django_redislock.queue import database
+
+    connection.ensure_connection()  # this thread's connection, opened before the worker
+    checks: list[int] = []
+    monkeypatch.setattr(database, "opened", False)  # as if no signal had reached the module
+    monkeypatch.setattr(database, "django_close_old_connections", lambda: checks.append(1))
+    for i in range(3):
+        tasks.remember.delay(f"t{i}")
+    Worker([queue()], burst=True, batch=10).run()
+    assert len(checks) == 4  # before each of the 3 tasks and after the last
 
 
 def test_waiting_tasks_keep_their_leases_during_a_long_task(alias: RedisTarget) -> None:

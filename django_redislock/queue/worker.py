@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from .database import close_old_connections
+from .database import close_old_connections, note_open_connections
 from .heartbeat import register
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
@@ -228,6 +228,7 @@ class Worker(Runs):
     def run(self) -> Summary:
         """Drain until stopped, bounded, or (with ``burst``) out of due tasks."""
         registration = register(self)  # the workers registry (see .heartbeat)
+        note_open_connections()  # opened before the worker's modules were imported
         try:
             while not self._done():
                 try:

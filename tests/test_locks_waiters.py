@@ -256,3 +256,23 @@ def test_a_force_release_keeps_counting_the_callers_that_still_wait(
             t.join(30)
     assert got == [True] * 3
     assert backend.client.zcard(lock_key(backend, "order:10", "q")) == 0
+
+
+def test_a_waiters_deadline_is_its_wait_from_now_to_the_millisecond(
+    redis_target: RedisTarget,
+) -> None:
+    backend = redis_target.lock_backend()
+    client = backend.client
+    key = lock_key(backend, "order:12", "q")
+    with backend.lock("order:12", ttl=10):
+        other = backend.lock("order:12", ttl=10)
+        call = other._attempt("late", other.meta("t", None), True, 1.0)
+        # late in a server second: a deadline counted from the whole second would be < 0.5 s
+        while client.time()[1] < 500_000:
+            time.sleep(0.01)
+        seconds, micros = client.time()
+        [reply] = run_scripts(backend, [call])
+        assert int(reply[0]) == 0
+        deadline = client.zscore(key, "late")
+        assert deadline is not None
+        assert deadline - (seconds * 1000 + micros // 1000) >= 900

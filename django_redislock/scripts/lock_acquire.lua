@@ -54,7 +54,8 @@ if holder then
     if wait ~= '0' then
       redis.call('HSET', KEYS[1], 'w', 1)
       if KEYS[6] and ARGV[7] then
-        local now = tonumber(redis.call('TIME')[1]) * 1000
+        local t = redis.call('TIME')  -- in ms: whole seconds would cut up to 1 s off the wait
+        local now = t[1] * 1000 + math.floor(t[2] / 1000)
         record_waiter(KEYS[6], rid ~= '' and rid or ARGV[1], now, tonumber(ARGV[7]), left)
       end
     end

@@ -8,7 +8,7 @@ slot and can update the lock and the index atomically::
     <prefix>:{lk<b>}:l:<name>     hash   mutex/reentrant hold: o=owner, f=fence, n=count,
                                          m=holder metadata (JSON), w=waited
     <prefix>:{lk<b>}:s:<name>     list   wake-up signal of a mutex (short-lived)
-    <prefix>:{lk<b>}:q:<name>     zset   waiting callers (mutex, reentrant, rw writer): request
+    <prefix>:{lk<b>}:q:<name>     zset   waiting callers (mutex, reentrant, rw reader/writer): req.
                                          id or owner -> wait deadline (ms, server clock); expires
                                          on its own a second after its last deadline
     <prefix>:{lk<b>}:rw:<name>    hash   read-write lock writer: o=owner, f=fence, m=metadata

@@ -73,6 +73,30 @@ def test_a_waiter_that_never_retries_is_dropped_after_its_deadline(
     assert wait_for(lambda: backend.client.exists(key) == 0, timeout=3)
 
 
+def test_a_resent_waiting_try_is_counted_once(redis_target: RedisTarget) -> None:
+    """A retry, or the same call sent again after a timeout, renews the caller's one entry."""
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("sheet:7", ttl=10)
+    with backend.lock("order:11", ttl=10), rw.write():
+        mutex = backend.lock("order:11", ttl=10)
+        reader = rw.read()
+        for _ in range(3):
+            replies = run_scripts(
+                backend,
+                [
+                    mutex._attempt("again", mutex.meta("t", None), True, 5.0),
+                    reader._attempt("again", reader.meta("t", None), True, 5.0),
+                ],
+            )
+            assert [int(r[0]) for r in replies] == [0, 0]
+        assert waiters_of(backend, "order:11") == 1
+        assert waiters_of(backend, "sheet:7") == 1
+        for name in ("order:11", "sheet:7"):
+            key = lock_key(backend, name, "q")
+            assert backend.client.zcard(key) == 1
+            assert 0 < backend.client.pttl(key) <= 6100
+
+
 def test_a_non_blocking_try_is_not_a_waiter(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     with backend.lock("order:9", ttl=10):

@@ -280,3 +280,33 @@ def test_a_force_release_keeps_counting_the_callers_that_still_wait(
             t.join(30)
     assert got == [True] * 3
     assert backend.client.zcard(lock_key(backend, "order:10", "q")) == 0
+
+
+def test_a_dead_or_resent_redlock_waiter_counts_once_until_its_deadline(
+    redlock_servers: list[RedisProcess],
+) -> None:
+    """A waiting try sent twice is one entry per master; if its caller then dies, every master
+    drops it at its deadline (1 s of waiting left here) and the zsets expire on their own."""
+    backend = RedlockBackend(
+        "quorum",
+        {
+            "LOCATION": [server.url for server in redlock_servers],
+            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
+            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
+        },
+    )
+    with backend.lock("seat:2", ttl=10):
+        other = backend.lock("seat:2", ttl=10)
+        for _ in range(2):
+            outcome = other._try("dead", other.meta("t", None), 1, 1.0)
+            assert not outcome.fence
+        assert waiters_of(backend, "seat:2") == 1
+        keys = [lock_key(master, "seat:2", "q") for master in backend.masters]
+        assert [m.client.zcard(k) for m, k in zip(backend.masters, keys, strict=True)] == [1] * 5
+        assert wait_for(lambda: waiters_of(backend, "seat:2") == 0, timeout=3)
+        assert wait_for(
+            lambda: all(
+                m.client.exists(k) == 0 for m, k in zip(backend.masters, keys, strict=True)
+            ),
+            timeout=3,
+        )

@@ -310,3 +310,40 @@ def test_a_dead_or_resent_redlock_waiter_counts_once_until_its_deadline(
             ),
             timeout=3,
         )
+
+
+def test_a_redlock_force_release_keeps_counting_the_callers_that_still_wait(
+    redlock_servers: list[RedisProcess],
+) -> None:
+    backend = RedlockBackend(
+        "quorum",
+        {
+            "LOCATION": [server.url for server in redlock_servers],
+            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
+            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
+        },
+    )
+    release = threading.Event()
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = backend.lock("seat:3", ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        release.wait(20)
+        lock.release()
+
+    holder = backend.lock("seat:3", ttl=10)
+    assert holder.acquire(blocking=False)
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        assert wait_for(lambda: waiters_of(backend, "seat:3") == 3)
+        assert backend.force_release("seat:3") is True
+        assert wait_for(lambda: len(got) == 1)  # one woken waiter got it
+        assert wait_for(lambda: waiters_of(backend, "seat:3") == 2)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+    assert got == [True] * 3

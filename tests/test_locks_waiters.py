@@ -220,7 +220,7 @@ def test_a_reader_that_never_retries_is_dropped_after_its_deadline(
 
 
 def test_redlock_waiters_are_counted(redlock_servers: list[RedisProcess]) -> None:
-    """Each waiting try is recorded on every master; the listing shows the most one counts."""
+    """Each waiting try is recorded on every master; the listing shows what a quorum counts."""
     backend = RedlockBackend(
         "quorum",
         {

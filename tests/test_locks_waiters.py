@@ -73,6 +73,30 @@ def test_a_waiter_that_never_retries_is_dropped_after_its_deadline(
     assert wait_for(lambda: backend.client.exists(key) == 0, timeout=3)
 
 
+def test_a_resent_waiting_try_is_counted_once(redis_target: RedisTarget) -> None:
+    """A retry, or the same call sent again after a timeout, renews the caller's one entry."""
+    backend = redis_target.lock_backend()
+    rw = backend.read_write_lock("sheet:7", ttl=10)
+    with backend.lock("order:11", ttl=10), rw.write():
+        mutex = backend.lock("order:11", ttl=10)
+        reader = rw.read()
+        for _ in range(3):
+            replies = run_scripts(
+                backend,
+                [
+                    mutex._attempt("again", mutex.meta("t", None), True, 5.0),
+                    reader._attempt("again", reader.meta("t", None), True, 5.0),
+                ],
+            )
+            assert [int(r[0]) for r in replies] == [0, 0]
+        assert waiters_of(backend, "order:11") == 1
+        assert waiters_of(backend, "sheet:7") == 1
+        for name in ("order:11", "sheet:7"):
+            key = lock_key(backend, name, "q")
+            assert backend.client.zcard(key) == 1
+            assert 0 < backend.client.pttl(key) <= 6100
+
+
 def test_a_non_blocking_try_is_not_a_waiter(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     with backend.lock("order:9", ttl=10):
@@ -196,7 +220,7 @@ def test_a_reader_that_never_retries_is_dropped_after_its_deadline(
 
 
 def test_redlock_waiters_are_counted(redlock_servers: list[RedisProcess]) -> None:
-    """Each waiting try is recorded on every master; the listing shows the most one counts."""
+    """Each waiting try is recorded on every master; the listing shows what a quorum counts."""
     backend = RedlockBackend(
         "quorum",
         {
@@ -276,3 +300,70 @@ def test_a_waiters_deadline_is_its_wait_from_now_to_the_millisecond(
         deadline = client.zscore(key, "late")
         assert deadline is not None
         assert deadline - (seconds * 1000 + micros // 1000) >= 900
+
+
+def test_a_dead_or_resent_redlock_waiter_counts_once_until_its_deadline(
+    redlock_servers: list[RedisProcess],
+) -> None:
+    """A waiting try sent twice is one entry per master; if its caller then dies, every master
+    drops it at its deadline (1 s of waiting left here) and the zsets expire on their own."""
+    backend = RedlockBackend(
+        "quorum",
+        {
+            "LOCATION": [server.url for server in redlock_servers],
+            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
+            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
+        },
+    )
+    with backend.lock("seat:2", ttl=10):
+        other = backend.lock("seat:2", ttl=10)
+        for _ in range(2):
+            outcome = other._try("dead", other.meta("t", None), 1, 1.0)
+            assert not outcome.fence
+        assert waiters_of(backend, "seat:2") == 1
+        keys = [lock_key(master, "seat:2", "q") for master in backend.masters]
+        assert [m.client.zcard(k) for m, k in zip(backend.masters, keys, strict=True)] == [1] * 5
+        assert wait_for(lambda: waiters_of(backend, "seat:2") == 0, timeout=3)
+        assert wait_for(
+            lambda: all(
+                m.client.exists(k) == 0 for m, k in zip(backend.masters, keys, strict=True)
+            ),
+            timeout=3,
+        )
+
+
+def test_a_redlock_force_release_keeps_counting_the_callers_that_still_wait(
+    redlock_servers: list[RedisProcess],
+) -> None:
+    backend = RedlockBackend(
+        "quorum",
+        {
+            "LOCATION": [server.url for server in redlock_servers],
+            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
+            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
+        },
+    )
+    release = threading.Event()
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = backend.lock("seat:3", ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        release.wait(20)
+        lock.release()
+
+    holder = backend.lock("seat:3", ttl=10)
+    assert holder.acquire(blocking=False)
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        assert wait_for(lambda: waiters_of(backend, "seat:3") == 3)
+        assert backend.force_release("seat:3") is True
+        assert wait_for(lambda: len(got) == 1)  # one woken waiter got it
+        assert wait_for(lambda: waiters_of(backend, "seat:3") == 2)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+    assert got == [True] * 3

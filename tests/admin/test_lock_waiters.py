@@ -42,3 +42,31 @@ def test_the_page_counts_the_threads_waiting_on_a_lock(
     with dashboard.locks.lock("order:5", ttl=10):
         html = admin_client.get(BASE + "locks/?alias=default").content.decode()
         assert waiters_cell(html, 0)
+
+
+def test_the_page_counts_the_readers_waiting_on_a_written_lock(
+    dashboard: Dashboard, admin_client: Client
+) -> None:
+    rw = dashboard.locks.read_write_lock("sheet:9", ttl=10)
+    got: list[bool] = []
+
+    def reader() -> None:
+        lock = rw.read()
+        got.append(lock.acquire(blocking=True, timeout=20))
+        lock.release()
+
+    with rw.write():
+        threads = [threading.Thread(target=reader) for _ in range(2)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        html = ""
+        while time.monotonic() < deadline:
+            html = admin_client.get(BASE + "locks/?alias=default&prefix=sheet").content.decode()
+            if waiters_cell(html, 2):
+                break
+            time.sleep(0.05)
+        assert waiters_cell(html, 2)
+    for t in threads:
+        t.join(30)
+    assert got == [True] * 2

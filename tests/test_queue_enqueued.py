@@ -85,3 +85,46 @@ def test_an_order_task_of_a_take_is_stamped_and_a_restore_deletes_it(
     assert take.reservation.id in stamps(queue)  # taken and queued in one script
     assert stock.restore(take.reservation)
     assert take.reservation.id not in stamps(queue)  # the order task went with its units
+
+
+def test_get_returns_the_enqueue_time_and_none_when_it_was_not_recorded(
+    redis_target: RedisTarget,
+) -> None:
+    q: Any = make_queue(redis_target)
+    assert q.enqueue("a", 1, delay=60)
+    task = q.get("a")
+    assert task is not None and task.enqueued_at == stamps(q)["a"]
+    assert task.enqueued_at < task.score  # queued now, due a minute later
+    # another producer writes the payload and the pending entry, no enqueue time
+    q.backend.client.hset(q.keys[3], "foreign", b"raw")
+    q.backend.client.zadd(q.keys[0], {"foreign": 1})
+    foreign = q.get("foreign")
+    assert foreign is not None and foreign.enqueued_at is None and foreign.raw_payload == b"raw"
+
+
+def test_a_resent_replace_does_not_move_the_enqueue_time(redis_target: RedisTarget) -> None:
+    from django_redislock.queue.records import Entry
+
+    q: Any = make_queue(redis_target)
+    assert q.enqueue("a", 1)
+    call = q._enqueue_call([Entry("a", 0, q.serializer.dumps(2))], True)
+    assert q._run(call) == [True]
+    first = stamps(q)["a"]
+    time.sleep(0.01)
+    assert q._run(call) == [True]  # the resend answers the first reply from its request key
+    assert stamps(q)["a"] == first
+
+
+def test_a_requeued_dead_letter_keeps_its_enqueue_time_until_it_is_done(
+    redis_target: RedisTarget,
+) -> None:
+    q = make_queue(redis_target)
+    q.enqueue("a", 1)
+    first = stamps(q)["a"]
+    [task] = q.pop(1)
+    assert q.retry(task, error="boom", max_attempts=1) == "dead"
+    assert q.requeue_dead() == 1
+    assert stamps(q) == {"a": first}  # requeued, not enqueued again
+    [again] = q.pop(1)
+    assert q.ack([again]) == 1
+    assert not q.backend.client.exists(q.enqueued_key)

@@ -215,6 +215,7 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
                     assert found is None, id
                     continue
                 assert found is not None, id
+                assert found.enqueued_at is not None, id
                 assert (found.state, found.payload, found.attempts, found.priority) == (
                     model.state,
                     model.payload,
@@ -230,6 +231,8 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
             assert {k.decode(): int(v) for k, v in client.hgetall(levels).items()} == {
                 i: m.priority for i, m in self.world.tasks.items() if m.priority
             }
+            # one enqueue time per queued task, none left behind by any way out
+            assert {k.decode() for k in client.hkeys(queue.enqueued_key)} == set(self.world.tasks)
 
     return QueueMachine
 

@@ -367,6 +367,7 @@ class QueueCalls:
             now, where = int(reply[0]), int(reply[1])
             [task] = parse_tasks(self.name, [id, *reply[2:6]], self.serializer.loads, str)
             task.priority = int(reply[6])
+            task.enqueued_at = int(reply[7]) if int(reply[7]) >= 0 else None
             default = READY if task.score <= now else DELAYED
             task.state = {2: IN_FLIGHT, 3: DEAD}.get(where, default)
             task.lease_deadline = task.score if where == 2 else None

@@ -82,6 +82,10 @@ class Task:
     #: The priority level (0, the default, to 9, the highest; see docs/queue.md "Priorities"):
     #: known for tasks returned by ``get``, ``tasks``, ``pop`` and ``claim``.
     priority: int = 0
+    #: When it was queued or last replaced (server µs, the same clock as ``score``): known for
+    #: tasks returned by ``get``; None for the others and for a task written by another
+    #: producer or queued before enqueue times were recorded.
+    enqueued_at: int | None = field(default=None, compare=False)
     loads: Loads | None = field(default=None, repr=False, compare=False)
     _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
 

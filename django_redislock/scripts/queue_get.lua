@@ -5,7 +5,8 @@
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- ARGV[1] id
 -- returns {} when unknown, else {now, state (1 pending, 2 in flight, 3 dead), score,
---          attempts, payload, last error, priority level (0-9)}
+--          attempts, payload, last error, priority level (0-9),
+--          enqueue time (server µs, -1 when not recorded)}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 for k = 1, 3 do
@@ -13,7 +14,8 @@ for k = 1, 3 do
   if score then
     return {now, k, score, tonumber(redis.call('HGET', KEYS[5], ARGV[1]) or '0'),
       redis.call('HGET', KEYS[4], ARGV[1]) or '', redis.call('HGET', KEYS[6], ARGV[1]) or '',
-      tonumber(redis.call('HGET', KEYS[10], ARGV[1]) or '0')}
+      tonumber(redis.call('HGET', KEYS[10], ARGV[1]) or '0'),
+      tonumber(redis.call('HGET', KEYS[11], ARGV[1]) or '-1')}
   end
 end
 return {}

@@ -142,6 +142,8 @@ def test_delete_one_and_selected_with_confirmation(
     )
     assert q.stats()["ready"] == 2 and q.get("t1") is None and q.get("t2") is None
     assert [flag for _, flag, _ in entries()] == [DELETION] * 3
+    # the deleted tasks' enqueue times went with their payloads
+    assert {k.decode() for k in q.backend.client.hkeys(q.enqueued_key)} == {"t3", "t4"}
 
 
 def test_stale_task_forms_are_refused(dashboard: Dashboard, admin_client: Client) -> None:

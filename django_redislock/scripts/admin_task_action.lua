@@ -53,6 +53,7 @@ for i = 2, #ARGV, 3 do
       redis.call('HDEL', KEYS[4], id)
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
+      redis.call('HDEL', KEYS[8], id)  -- the claim of an in-flight task: no field outlives it
       redis.call('HDEL', KEYS[11], id)
       prio_forget({id})
     end

@@ -146,6 +146,21 @@ def test_delete_one_and_selected_with_confirmation(
     assert {k.decode() for k in q.backend.client.hkeys(q.enqueued_key)} == {"t3", "t4"}
 
 
+def test_deleting_an_in_flight_task_leaves_none_of_its_fields(
+    dashboard: Dashboard, admin_client: Client
+) -> None:
+    q = dashboard.queue()
+    q.enqueue("busy", {"v": 1})
+    (claimed,) = q.pop(1)
+    confirm = admin_client.get(Q + "tasks/busy/delete/").content.decode()
+    admin_client.post(Q + "tasks/busy/delete/", {"where": "2", "score": hidden(confirm, "score")})
+    assert q.get("busy") is None
+    client = q.backend.client
+    for key in (q.keys[3], q.keys[4], q.keys[5], q.claims_key, q.enqueued_key):
+        assert not client.hexists(key, "busy"), key  # its claim token too
+    assert q.ack(claimed) == 0  # the run that held it finds nothing to acknowledge
+
+
 def test_stale_task_forms_are_refused(dashboard: Dashboard, admin_client: Client) -> None:
     q = dashboard.queue()
     q.enqueue("job", {"v": 1}, delay=600)

@@ -29,10 +29,20 @@ if TYPE_CHECKING:
 REQUEUE_CHUNK = 1000
 
 
-def summary_of(queue: Any) -> tuple[Any, bool]:
-    """The queue's summary, and whether the queue exists (it holds tasks or has state)."""
-    (found,) = queue_summaries(queue.backend, [queue.name])
-    return found, found.total > 0 or queue_exists(queue)
+def summary_of(queue: Any) -> Any:
+    """The queue's summary (under the page deadline); 404 when there is no such queue.
+
+    A queue exists when it holds tasks or the alias's queue list names it.
+    """
+
+    def load() -> tuple[Any, bool]:
+        (found,) = queue_summaries(queue.backend, [queue.name])
+        return found, found.total > 0 or queue_exists(queue)
+
+    summary, exists = read(load)
+    if not exists:
+        raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+    return summary
 
 
 def queue_action(
@@ -54,9 +64,7 @@ def queue_action(
     back = back_to(queue, DEAD if not purge else "ready")
     verb = "Purge" if purge else "Requeue all dead tasks of"
     try:
-        summary, exists = read(lambda: summary_of(queue))
-        if not exists:
-            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        summary = summary_of(queue)
         if summary.error:
             messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
             return HttpResponseRedirect(back)
@@ -135,9 +143,7 @@ def return_expired(
     queue = queue_of(alias, name)
     back = back_to(queue, IN_FLIGHT)
     try:
-        summary, exists = read(lambda: summary_of(queue))
-        if not exists:
-            raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
+        summary = summary_of(queue)
         if summary.error:
             messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
             return HttpResponseRedirect(back)

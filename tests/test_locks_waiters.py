@@ -34,6 +34,46 @@ def wait_for(check: Any, timeout: float = 10.0) -> bool:
     return False
 
 
+def redlock_backend(servers: list[RedisProcess]) -> RedlockBackend:
+    """A Redlock alias on the session's five masters, with a key prefix of its own."""
+    return RedlockBackend(
+        "quorum",
+        {
+            "LOCATION": [server.url for server in servers],
+            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
+            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
+        },
+    )
+
+
+def force_release_keeps_counting(backend: Any, name: str) -> None:
+    """Three waiters, a force release: one woken waiter gets it, the other two still count."""
+    release = threading.Event()
+    got: list[bool] = []
+
+    def waiter() -> None:
+        lock = backend.lock(name, ttl=10)
+        got.append(lock.acquire(blocking=True, timeout=20))
+        release.wait(20)
+        lock.release()
+
+    holder = backend.lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        assert wait_for(lambda: waiters_of(backend, name) == 3)
+        assert backend.force_release(name) is True
+        assert wait_for(lambda: len(got) == 1)  # one woken waiter got it
+        assert wait_for(lambda: waiters_of(backend, name) == 2)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+    assert got == [True] * 3
+
+
 def test_threads_waiting_on_a_held_lock_are_counted(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     got: list[bool] = []
@@ -221,14 +261,7 @@ def test_a_reader_that_never_retries_is_dropped_after_its_deadline(
 
 def test_redlock_waiters_are_counted(redlock_servers: list[RedisProcess]) -> None:
     """Each waiting try is recorded on every master; the listing shows what a quorum counts."""
-    backend = RedlockBackend(
-        "quorum",
-        {
-            "LOCATION": [server.url for server in redlock_servers],
-            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
-            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
-        },
-    )
+    backend = redlock_backend(redlock_servers)
     got: list[bool] = []
 
     def waiter() -> None:
@@ -255,30 +288,7 @@ def test_a_force_release_keeps_counting_the_callers_that_still_wait(
 ) -> None:
     """The woken waiters retry: one gets the lock, the others are waiters again."""
     backend = redis_target.lock_backend()
-    release = threading.Event()
-    got: list[bool] = []
-
-    def waiter() -> None:
-        lock = backend.lock("order:10", ttl=10)
-        got.append(lock.acquire(blocking=True, timeout=20))
-        release.wait(20)
-        lock.release()
-
-    holder = backend.lock("order:10", ttl=10)
-    assert holder.acquire(blocking=False)
-    threads = [threading.Thread(target=waiter) for _ in range(3)]
-    for t in threads:
-        t.start()
-    try:
-        assert wait_for(lambda: waiters_of(backend, "order:10") == 3)
-        assert backend.force_release("order:10") is True
-        assert wait_for(lambda: len(got) == 1)  # one woken waiter got it
-        assert wait_for(lambda: waiters_of(backend, "order:10") == 2)
-    finally:
-        release.set()
-        for t in threads:
-            t.join(30)
-    assert got == [True] * 3
+    force_release_keeps_counting(backend, "order:10")
     assert backend.client.zcard(lock_key(backend, "order:10", "q")) == 0
 
 
@@ -307,14 +317,7 @@ def test_a_dead_or_resent_redlock_waiter_counts_once_until_its_deadline(
 ) -> None:
     """A waiting try sent twice is one entry per master; if its caller then dies, every master
     drops it at its deadline (1 s of waiting left here) and the zsets expire on their own."""
-    backend = RedlockBackend(
-        "quorum",
-        {
-            "LOCATION": [server.url for server in redlock_servers],
-            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
-            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
-        },
-    )
+    backend = redlock_backend(redlock_servers)
     with backend.lock("seat:2", ttl=10):
         other = backend.lock("seat:2", ttl=10)
         for _ in range(2):
@@ -335,35 +338,4 @@ def test_a_dead_or_resent_redlock_waiter_counts_once_until_its_deadline(
 def test_a_redlock_force_release_keeps_counting_the_callers_that_still_wait(
     redlock_servers: list[RedisProcess],
 ) -> None:
-    backend = RedlockBackend(
-        "quorum",
-        {
-            "LOCATION": [server.url for server in redlock_servers],
-            "KEY_PREFIX": f"wt{uuid.uuid4().hex[:8]}",
-            "OPTIONS": {"QUARANTINE_FRESH_MASTERS": False, "MASTER_TIMEOUT": 2.0},
-        },
-    )
-    release = threading.Event()
-    got: list[bool] = []
-
-    def waiter() -> None:
-        lock = backend.lock("seat:3", ttl=10)
-        got.append(lock.acquire(blocking=True, timeout=20))
-        release.wait(20)
-        lock.release()
-
-    holder = backend.lock("seat:3", ttl=10)
-    assert holder.acquire(blocking=False)
-    threads = [threading.Thread(target=waiter) for _ in range(3)]
-    for t in threads:
-        t.start()
-    try:
-        assert wait_for(lambda: waiters_of(backend, "seat:3") == 3)
-        assert backend.force_release("seat:3") is True
-        assert wait_for(lambda: len(got) == 1)  # one woken waiter got it
-        assert wait_for(lambda: waiters_of(backend, "seat:3") == 2)
-    finally:
-        release.set()
-        for t in threads:
-            t.join(30)
-    assert got == [True] * 3
+    force_release_keeps_counting(redlock_backend(redlock_servers), "seat:3")

@@ -14,6 +14,18 @@ def waiters_cell(html: str, count: int) -> bool:
     return f'<td class="numeric lock-waiters">{count}</td>' in html
 
 
+def page_once_it_counts(admin_client: Client, prefix: str, waiters: int) -> str:
+    """The locks page filtered by ``prefix``, polled (10 s at most) until it shows ``waiters``."""
+    deadline = time.monotonic() + 10
+    html = ""
+    while time.monotonic() < deadline:
+        html = admin_client.get(BASE + f"locks/?alias=default&prefix={prefix}").content.decode()
+        if waiters_cell(html, waiters):
+            break
+        time.sleep(0.05)
+    return html
+
+
 def test_the_page_counts_the_threads_waiting_on_a_lock(
     dashboard: Dashboard, admin_client: Client
 ) -> None:
@@ -28,13 +40,7 @@ def test_the_page_counts_the_threads_waiting_on_a_lock(
         threads = [threading.Thread(target=waiter) for _ in range(3)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 10
-        html = ""
-        while time.monotonic() < deadline:
-            html = admin_client.get(BASE + "locks/?alias=default&prefix=order").content.decode()
-            if waiters_cell(html, 3):
-                break
-            time.sleep(0.05)
+        html = page_once_it_counts(admin_client, "order", 3)
         assert waiters_cell(html, 3) and ">Waiters</th>" in html
     for t in threads:
         t.join(30)
@@ -59,13 +65,7 @@ def test_the_page_counts_the_readers_waiting_on_a_written_lock(
         threads = [threading.Thread(target=reader) for _ in range(2)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 10
-        html = ""
-        while time.monotonic() < deadline:
-            html = admin_client.get(BASE + "locks/?alias=default&prefix=sheet").content.decode()
-            if waiters_cell(html, 2):
-                break
-            time.sleep(0.05)
+        html = page_once_it_counts(admin_client, "sheet", 2)
         assert waiters_cell(html, 2)
     for t in threads:
         t.join(30)

@@ -2,6 +2,7 @@
 
 :mod:`.node` states what the layers above need from a backend or a Redlock
 master (clients, key building, error mapping, scripts); :mod:`.script` sends the
-scripts (blocking, asyncio, pipelined) and handles ``NOSCRIPT`` in one place.
+scripts (blocking, asyncio, pipelined) and handles ``NOSCRIPT`` in one place;
+:mod:`.wait` blocks on signal lists with a client-side deadline.
 See ``docs/calls.md``.
 """

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from ..calls.wait import wait_on
 from .database import close_old_connections, note_open_connections
 from .heartbeat import register
 from .keeper import LeaseKeeper
@@ -367,10 +368,9 @@ class Worker(Runs):
         end = time.monotonic() + seconds
         self._waiting = True
         try:
-            if not self._stopping and seconds > slack:
-                with self.backend.errors():
-                    if self.backend.client.blpop(keys, timeout=seconds - slack):
-                        return
+            waiting = not self._stopping and seconds > slack
+            if waiting and wait_on(self.backend, keys, seconds - slack) is not None:
+                return
         except Interrupted:
             return
         finally:

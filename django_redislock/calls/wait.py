@@ -1,0 +1,170 @@
+"""The call layer's blocking wait: ``BLPOP`` on lists of one slot with a client-side deadline.
+
+Two parts of the app block on Redis: a lock waiter until a release pushes the
+lock's signal list, and an idle worker until an enqueue pushes a queue's signal
+list. Both go through :func:`wait_on` (or :func:`wait_on_async`).
+
+Why the deadline is the client's: ``BLPOP`` wakes as soon as a push arrives, but
+Redis checks blocked clients' own timeouts only on its clock tick (every 100 ms
+at the default ``hz 10``), which would end a wait up to 100 ms late. So the
+``BLPOP`` goes out with a server timeout :data:`SERVER_SLACK` longer than the
+wait, and the reply is awaited for exactly ``seconds``. If nothing came, the
+connection (still blocked on the server) is closed instead of going back to its
+pool, so no later command ever reads that ``BLPOP``'s late reply. That costs a
+reconnect, but only on the path where nothing was pushed in time.
+
+What a wait leaves behind:
+
+* **Deadline passed**: nothing popped; the connection is closed, the server
+  drops the blocked client with it; a later push stays in the list.
+* **Cancelled** (asyncio) or **interrupted** (a signal handler raising, as the
+  worker's stop does) at any point after the ``BLPOP`` was written: the
+  connection is closed before the exception goes on, so the same holds. A push
+  that raced the interruption may have been popped and is then lost; a signal
+  list only wakes waiters, and every caller checks the state again after a wait.
+* **Connection error** (a cut, a server restart): the connection is closed and
+  the node's :meth:`~django_redislock.calls.node.Node.errors` raises
+  ``ConnectionFailed`` naming the setting. It is not resent: the lost reply may
+  have carried a popped element, and a resend would then block to the deadline
+  for a push that already happened. The caller's loop goes on (the lock's next
+  attempt, the worker's outage handling).
+* **Redirected** (``MOVED``/``ASK`` while a Cluster reshards): returns None, as
+  if nothing came; the caller's next script call goes through the Cluster
+  client, which follows the redirection and refreshes its slot map.
+* **Process death**: the server drops the blocked client with its socket.
+
+Clients that are not redis-py's own (``OPTIONS['CLIENT_CLASS']``, e.g.
+fakeredis) get a plain ``client.blpop``: their connections are not redis-py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from ..exceptions import InvalidArgument
+from .node import Node
+
+#: Extra server-side timeout beyond the client-side deadline (seconds): the server ends a
+#: forgotten ``BLPOP`` by itself even if closing the connection did not reach it.
+SERVER_SLACK = 1.0
+
+#: What a wait returns when something was pushed: the list's key and the popped element.
+Popped = tuple[bytes, bytes]
+
+
+def _server_timeout(seconds: float) -> str:
+    return f"{seconds + SERVER_SLACK:.3f}"
+
+
+#: The shortest wait sent (seconds): a wait for nothing still sends one ``BLPOP``.
+MIN_WAIT = 0.001
+
+
+def _check(node: Node, client: Any, keys: Sequence[str]) -> None:
+    if not keys:
+        raise InvalidArgument("a wait needs at least one key")
+    if node.is_cluster and len(keys) > 1 and len({client.keyslot(key) for key in keys}) > 1:
+        raise InvalidArgument(f"a wait takes keys of one Cluster slot, got {list(keys)!r}")
+
+
+def _popped(reply: Any) -> Popped | None:
+    """``BLPOP``'s reply as redis-py's ``blpop`` gives it: a (key, element) tuple, or None."""
+    return None if reply is None else (reply[0], reply[1])
+
+
+def _redirected(exc: redis.ResponseError) -> bool:
+    return str(exc).startswith(("MOVED", "ASK"))
+
+
+def wait_on(node: Node, keys: Sequence[str], seconds: float) -> Popped | None:
+    """Block until one of ``keys`` is pushed (popping one element) or ``seconds`` pass.
+
+    Returns ``(key, element)``, or None when the deadline passed (or a Cluster
+    redirected the wait). ``keys`` must share one Cluster slot. Connection errors
+    are raised as the node maps them (``ConnectionFailed``); see the module's
+    docstring for what each outcome leaves behind.
+    """
+    client = node.client
+    _check(node, client, keys)
+    seconds = max(seconds, MIN_WAIT)
+    with node.errors():
+        if node.options["CLIENT_CLASS"] is not None:
+            return _popped(client.blpop(list(keys), timeout=seconds))
+        pool: Any  # redis-py's connection API is untyped
+        if isinstance(client, redis.RedisCluster):
+            cluster: Any = client
+            pool = cluster.get_redis_connection(cluster.get_node_from_key(keys[0])).connection_pool
+        else:
+            pool = client.connection_pool
+        conn = pool.get_connection()
+        try:
+            conn.send_command("BLPOP", *keys, _server_timeout(seconds))
+            if not conn.can_read(timeout=seconds):
+                conn.disconnect()  # still blocked on the server: never reused
+                return None
+            return _popped(conn.read_response())
+        except redis.ResponseError as exc:
+            if _redirected(exc):
+                return None
+            raise
+        except BaseException:
+            conn.disconnect()  # an interruption or a broken socket: a reply may still be due
+            raise
+        finally:
+            pool.release(conn)
+
+
+async def wait_on_async(node: Node, keys: Sequence[str], seconds: float) -> Popped | None:
+    """The asyncio twin of :func:`wait_on`, on the node's client for the running loop.
+
+    Cancellation-safe: cancelled at any ``await``, the connection is closed before
+    the cancellation goes on (the close itself does not wait), so it never goes
+    back to the pool with a ``BLPOP`` in flight.
+    """
+    client = node.async_client()
+    _check(node, client, keys)
+    seconds = max(seconds, MIN_WAIT)
+    with node.errors():
+        if node.options["CLIENT_CLASS"] is not None:
+            return _popped(await client.blpop(list(keys), timeout=seconds))
+        if isinstance(client, redis.asyncio.RedisCluster):
+            await client.initialize()  # loads the slot map if no command was sent yet
+            owner = client.get_node_from_key(keys[0])
+            if owner is None:
+                raise redis.exceptions.SlotNotCoveredError(f"no node serves {keys[0]!r}")
+            conn = owner.acquire_connection()
+            try:
+                return await _blpop(conn, keys, seconds)
+            finally:
+                owner.release(conn)
+        async_pool: Any = client.connection_pool
+        conn = await async_pool.get_connection()
+        try:
+            return await _blpop(conn, keys, seconds)
+        finally:
+            await async_pool.release(conn)
+
+
+async def _blpop(conn: Any, keys: Sequence[str], seconds: float) -> Popped | None:
+    try:
+        if not getattr(conn, "is_connected", True):
+            await conn.connect()
+        await conn.send_command("BLPOP", *keys, _server_timeout(seconds))
+        return _popped(await asyncio.wait_for(conn.read_response(), timeout=seconds))
+    except asyncio.TimeoutError:
+        await conn.disconnect(nowait=True)  # still blocked on the server: never reused
+        return None
+    except redis.ResponseError as exc:
+        if _redirected(exc):
+            return None
+        raise
+    except BaseException:
+        # nowait: the socket is closed before the first suspension, so a second
+        # cancellation cannot return the connection to the pool still blocked
+        await conn.disconnect(nowait=True)
+        raise

@@ -1,0 +1,239 @@
+"""The call layer's blocking wait (``calls.wait``): deadline, cancellation, faults, slots."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from django_redislock.calls.wait import wait_on, wait_on_async
+from django_redislock.exceptions import ConnectionFailed, InvalidArgument
+from django_redislock.queue.worker import Worker
+
+from .conftest import RedisTarget
+from .proxied import ProxiedTarget
+
+#: How late a wait may end on a loaded machine; Redis's own timeout would add up to its
+#: clock tick (0.1 s at hz 10) on top of the wait when the server kept the deadline.
+LATE = 0.09
+
+
+@pytest.fixture(params=["single", "cluster"])
+def target(request: pytest.FixtureRequest) -> RedisTarget:
+    found: RedisTarget = request.getfixturevalue(f"{request.param}_target")
+    return found
+
+
+def push_later(raw: Any, key: str, value: str, seconds: float) -> threading.Thread:
+    def push() -> None:
+        time.sleep(seconds)
+        raw.rpush(key, value)
+
+    thread = threading.Thread(target=push, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_push_ends_the_wait_with_what_it_popped(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+    key = backend.key("w", "signal")
+    pusher = push_later(redis_target.raw, key, "go", 0.1)
+    start = time.monotonic()
+    popped = wait_on(backend, [key], 5.0)
+    pusher.join()
+    assert popped == (key.encode(), b"go")
+    assert time.monotonic() - start < 2.0
+    assert redis_target.raw.llen(key) == 0
+
+
+def test_a_wait_on_several_keys_of_one_slot_returns_the_pushed_one(target: RedisTarget) -> None:
+    backend = target.queue_backend()
+    first, second = backend.key("q", "a"), backend.key("q", "b")
+    target.raw.rpush(second, "x")
+    assert wait_on(backend, [first, second], 1.0) == (second.encode(), b"x")
+
+
+def test_keys_of_several_slots_are_refused_on_a_cluster(cluster_target: RedisTarget) -> None:
+    backend = cluster_target.queue_backend()
+    keys = [backend.key("a", "signal"), backend.key("b", "signal")]
+    with pytest.raises(InvalidArgument, match="one Cluster slot"):
+        wait_on(backend, keys, 0.1)
+    with pytest.raises(InvalidArgument, match="at least one key"):
+        wait_on(backend, [], 0.1)
+
+
+def test_a_wait_ends_at_its_deadline_and_leaves_a_later_push_in_the_list(
+    target: RedisTarget,
+) -> None:
+    backend = target.lock_backend()
+    key = backend.key("w", "signal")
+    wait_on(backend, [backend.key("w", "warm")], 0.01)  # a connection is open
+    start = time.monotonic()
+    assert wait_on(backend, [key], 0.25) is None
+    took = time.monotonic() - start
+    assert 0.25 <= took < 0.25 + LATE, took
+    # the BLPOP still blocked on the server went with its connection: nothing pops this
+    target.raw.rpush(key, "late")
+    time.sleep(0.05)
+    assert target.raw.lrange(key, 0, -1) == [b"late"]
+    assert backend.client.set(backend.key("w", "own"), "mine") is True
+    assert backend.client.get(backend.key("w", "own")) == b"mine"
+
+
+def test_a_cancelled_asyncio_wait_leaves_no_connection_that_reads_its_reply(
+    target: RedisTarget,
+) -> None:
+    backend = target.lock_backend()
+    key, own = backend.key("w", "signal"), backend.key("w", "own")
+
+    async def main() -> tuple[Any, Any, list[bytes]]:
+        client = backend.async_client()
+        await client.set(own, "warm")  # the pool of the key's node holds a connection
+        waiting = asyncio.ensure_future(wait_on_async(backend, [key], 5.0))
+        await asyncio.sleep(0.2)  # the BLPOP is blocked on the server
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        # a push after the cancellation: a connection still blocked would pop it, and hand
+        # the BLPOP's reply to the next command sent on it
+        target.raw.rpush(key, "late")
+        await asyncio.sleep(0.05)
+        written = await client.set(own, "mine")
+        read = await client.get(own)
+        left: list[Any] = await client.lrange(key, 0, -1)
+        await client.aclose()
+        return written, read, left
+
+    written, read, left = asyncio.run(main())
+    assert written is True
+    assert read == b"mine"
+    assert left == [b"late"]
+
+
+def test_an_asyncio_wait_ends_at_its_deadline_or_on_a_push(target: RedisTarget) -> None:
+    backend = target.lock_backend()
+    key = backend.key("w", "signal")
+
+    async def main() -> tuple[Any, float, Any]:
+        client = backend.async_client()
+        start = time.monotonic()
+        missed = await wait_on_async(backend, [key], 0.25)
+        took = time.monotonic() - start
+        target.raw.rpush(key, "go")
+        popped = await wait_on_async(backend, [key], 5.0)
+        await client.aclose()
+        return missed, took, popped
+
+    missed, took, popped = asyncio.run(main())
+    assert missed is None
+    assert 0.25 <= took < 0.25 + LATE, took
+    assert popped == (key.encode(), b"go")
+
+
+# -- the worker's idle wait ----------------------------------------------------------------
+
+
+def test_the_workers_idle_wait_keeps_its_deadline_on_a_silent_server(
+    proxied_single: ProxiedTarget,
+) -> None:
+    """The wait ends on time even when no reply comes, and its reply is never read later.
+
+    The BLPOP reaches Redis, then the proxy holds every reply; a task enqueued meanwhile
+    pops the signal on the server, and that reply is due on the wait's connection. Redis's
+    own timeout cannot end this wait (its reply is held too), and a socket timeout would
+    end it late and as an error.
+    """
+    backend = proxied_single.queue_backend()
+    queue = backend.queue("idle")
+    worker = Worker([queue], timeout=30)
+    stall = proxied_single.proxy.stall_on(5.0, "BLPOP")
+    pusher = push_later(proxied_single.raw(), queue.signal_key, "1", 0.1)
+    start = time.monotonic()
+    worker._idle(0.3)
+    took = time.monotonic() - start
+    pusher.join()
+    assert stall.fired.is_set()
+    assert 0.3 <= took < 0.3 + LATE, took
+    proxied_single.clear()
+    assert proxied_single.raw().llen(queue.signal_key) == 0  # popped by the held BLPOP
+    assert backend.client.set(backend.key("w", "own"), "mine") is True  # its own reply
+    assert backend.client.get(backend.key("w", "own")) == b"mine"
+
+
+def test_the_workers_idle_wait_ends_on_an_enqueue(single_target: RedisTarget) -> None:
+    queue = single_target.queue_backend().queue("idle")
+    worker = Worker([queue], timeout=30)
+    pusher = push_later(single_target.raw, queue.signal_key, "1", 0.1)
+    start = time.monotonic()
+    worker._idle(3.0)
+    pusher.join()
+    assert time.monotonic() - start < 1.5
+
+
+# -- faults --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_cut_connection_ends_a_wait_with_connection_failed(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    proxied: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    backend = proxied.lock_backend()
+    key = backend.key("w", "signal")
+    errors: list[BaseException] = []
+    took: list[float] = []
+
+    def wait() -> None:
+        start = time.monotonic()
+        try:
+            wait_on(backend, [key], 10.0)
+        except BaseException as exc:
+            errors.append(exc)
+        took.append(time.monotonic() - start)
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while proxied.count("BLPOP") == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    assert proxied.cut_all() >= 1
+    thread.join(5)
+    assert len(errors) == 1 and isinstance(errors[0], ConnectionFailed), errors
+    assert took[0] < 2.0  # at the cut, not at the deadline
+    # the pool hands out a fresh connection afterwards
+    assert backend.client.set(backend.key("w", "own"), "mine") is True
+    assert backend.client.get(backend.key("w", "own")) == b"mine"
+
+
+def test_a_cut_connection_ends_an_asyncio_wait_with_connection_failed(
+    proxied_single: ProxiedTarget,
+) -> None:
+    backend = proxied_single.lock_backend()
+    key = backend.key("w", "signal")
+
+    async def main() -> tuple[type[BaseException] | None, float, Any]:
+        client = backend.async_client()
+        waiting = asyncio.ensure_future(wait_on_async(backend, [key], 10.0))
+        while proxied_single.count("BLPOP") == 0:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+        start = time.monotonic()
+        proxied_single.cut_all()
+        failed: type[BaseException] | None = None
+        try:
+            await asyncio.wait_for(waiting, 5)
+        except ConnectionFailed as exc:
+            failed = type(exc)
+        took = time.monotonic() - start
+        read = await client.set(backend.key("w", "own"), "mine")
+        await client.aclose()
+        return failed, took, read
+
+    failed, took, read = asyncio.run(main())
+    assert failed is ConnectionFailed
+    assert took < 2.0
+    assert read is True

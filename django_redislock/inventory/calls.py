@@ -16,11 +16,11 @@ changes nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
+from ..calls.requests import request_id
 from ..queue.records import from_micros
 from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
 
@@ -46,11 +46,6 @@ class StockCall(Generic[R]):
     parse: Callable[[Any], R]
     with_queue: bool = False
     request: str = ""
-
-
-def request_id() -> str:
-    """A fresh id for one call that must be safe to resend (the same kind as the queue's)."""
-    return os.urandom(9).hex()
 
 
 def hash_tag(key: str) -> str:

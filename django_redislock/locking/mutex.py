@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..calls.node import Backend
+from ..calls.requests import request_id
 from ..exceptions import LockNotOwned
 from .base import SIGNAL_MS, WAIT_RECORD_CAP, BaseLock
 from .keys import BucketKeys, bucket_keys, lock_key, to_ms
@@ -53,7 +54,7 @@ class Lock(BaseLock):
     def _request_id(self) -> str:
         # A mutex's own token names its acquire; a reentrant or explicit owner is shared by
         # many acquires, so each call gets its own id (see lock_acquire.lua).
-        return new_token() if self.reentrant or self.owner else ""
+        return request_id() if self.reentrant or self.owner else ""
 
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
@@ -79,7 +80,7 @@ class Lock(BaseLock):
         # A mutex hold is released once, so its fence names the release; a reentrant hold
         # (or a release by owner alone) is released in steps, each needing its own id so
         # that a resent step is recognised (see lock_release.lua).
-        rid = new_token() if self.reentrant or fence == "*" else ""
+        rid = request_id() if self.reentrant or fence == "*" else ""
         args = [owner, fence, self.name, SIGNAL_MS, rid]
         return "lock_release", self._release_keys, args
 

@@ -9,11 +9,11 @@ anything reaches Redis.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..calls.requests import request_key as new_request_key
 from ..calls.script import Prepared, script
 from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
@@ -102,7 +102,7 @@ class QueueCalls:
         the same request (redis-py retries a command after a connection error or timeout)
         finds it and answers the same without doing the work twice.
         """
-        return self.backend.key(f"q:{self.name}", f"req:{os.urandom(9).hex()}")
+        return new_request_key(self.backend, f"q:{self.name}")
 
     def _run(self, call: Call[R]) -> R:
         keys = [*self.script_keys, *call.extra_keys]

@@ -9,7 +9,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from django_redislock import wire
+from django_redislock.calls import direct
 from django_redislock.exceptions import ConnectionFailed
 
 from .conftest import RedisTarget
@@ -33,7 +33,7 @@ def test_a_failed_send_is_retried_under_the_client_policy(
     retry = Retry(NoBackoff(), 1)  # from_url clients retry 0 times unless told otherwise
     backend = redis_target.lock_backend(CLIENT_KWARGS={"retry": retry})
     client: Any = backend.client
-    assert wire.direct_pool(client) is client.connection_pool
+    assert direct.direct_pool(client) is client.connection_pool
     lock = backend.lock("dropped", ttl=5)
     with lock:
         pass  # both scripts are loaded now
@@ -84,9 +84,9 @@ def test_without_retries_a_failed_send_raises_as_redis_py_would(
 def test_other_clients_use_execute_command(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     if redis_target.kind == "single":
-        assert wire.direct_pool(backend.client) is not None
+        assert direct.direct_pool(backend.client) is not None
     else:
-        assert wire.direct_pool(backend.client) is None
+        assert direct.direct_pool(backend.client) is None
     pinned = redis.Redis(host="127.0.0.1", port=1)  # never connected: no I/O happens here
     pinned.connection = redis.Connection(host="127.0.0.1", port=1)  # as single_connection_client
-    assert wire.direct_pool(pinned) is None
+    assert direct.direct_pool(pinned) is None

@@ -12,9 +12,9 @@ import pytest
 import redis
 from django.core.serializers.json import DjangoJSONEncoder
 
+from django_redislock.calls.direct import DirectSender, direct_sender
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.queue.serializers import JSONSerializer
-from django_redislock.wire import DirectSender, direct_sender
 
 from .conftest import RedisTarget, make_queue
 

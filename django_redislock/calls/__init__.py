@@ -3,6 +3,8 @@
 :mod:`.node` states what the layers above need from a backend or a Redlock
 master (clients, key building, error mapping, scripts); :mod:`.script` sends the
 scripts (blocking, asyncio, pipelined) and handles ``NOSCRIPT`` in one place;
-:mod:`.wait` blocks on signal lists with a client-side deadline.
+:mod:`.wait` blocks on signal lists with a client-side deadline;
+:mod:`.direct` sends the hot calls without redis-py's per-command wrapper, and
+:mod:`.requests` draws the ids that make a call safe to resend.
 See ``docs/calls.md``.
 """

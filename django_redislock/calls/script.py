@@ -27,7 +27,7 @@ import redis.asyncio
 
 from ..connections import AsyncClient, Client
 from ..scripts import source
-from ..wire import DirectSender, direct_sender
+from .direct import DirectSender, direct_sender
 
 #: A key name as redis-py takes it.
 Key = str | bytes
@@ -152,8 +152,8 @@ class Prepared:
     """A hot call: one script with fixed keys on one blocking client; only ARGV varies.
 
     The ``EVALSHA`` head (sha, key count, keys) is built once, and packed once
-    for a :class:`~django_redislock.wire.DirectSender` where
-    :func:`~django_redislock.wire.direct_pool` allows one for the client (a plain
+    for a :class:`~django_redislock.calls.direct.DirectSender` where
+    :func:`~django_redislock.calls.direct.direct_pool` allows one for the client (a plain
     ``redis.Redis`` on a standard pool) and ``direct`` is true; other calls go
     through redis-py's ``execute_command``.
     """

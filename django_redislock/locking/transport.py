@@ -4,7 +4,7 @@ Each lock object keeps, per script it runs, a
 :class:`~django_redislock.calls.script.Prepared` call whose head (``EVALSHA``,
 the sha, the key count and the lock's keys) is packed once, so a call packs
 only its few arguments (see :mod:`django_redislock.calls.script`, which also
-handles ``NOSCRIPT``, and :mod:`django_redislock.wire` for the clients that may
+handles ``NOSCRIPT``, and :mod:`django_redislock.calls.direct` for the clients that may
 skip redis-py's ``execute_command``).
 """
 

@@ -13,12 +13,13 @@ import random
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..calls.direct import DirectSender
 from ..calls.requests import request_key as new_request_key
 from ..calls.script import Prepared, script
 from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_id, check_ids, check_name, check_seconds
-from ..wire import DirectSender, to_text
+from ..wire import to_text
 from .arguments import (
     Cursor,
     TaskRef,
@@ -131,7 +132,7 @@ class QueueCalls:
         :meth:`_run` with a request key instead, so a resend is harmless). Per
         client (first call, a forked child, a settings reset) the call is prepared once
         (:class:`~django_redislock.calls.script.Prepared`: the EVALSHA head packed once,
-        for a :class:`~django_redislock.wire.DirectSender` where the client allows one),
+        for a :class:`~django_redislock.calls.direct.DirectSender` where the client allows one),
         and the queue name is registered
         (:meth:`~django_redislock.backends.redis.RedisQueueBackend.register_queue`)
         then, or again after it was forgotten, rather than checked on every call.

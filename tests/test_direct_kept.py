@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from django_redislock import wire
+from django_redislock.calls import direct
 
 from .conftest import RedisTarget
 
@@ -61,14 +61,14 @@ def test_a_connection_the_server_closed_is_reopened_before_the_send(
 
 def test_a_blocking_pool_and_a_busy_connection_use_the_pool(single_target: RedisTarget) -> None:
     blocking = redis.BlockingConnectionPool.from_url(single_target.location, max_connections=4)
-    assert wire._kept_connection(blocking) is None  # a deliberate limit: never held back
+    assert direct._kept_connection(blocking) is None  # a deliberate limit: never held back
     backend, lock = warm_lock(single_target)
     pool = backend.client.connection_pool
-    kept = wire._kept_connection(pool)
+    kept = direct._kept_connection(pool)
     assert kept is not None
     kept.busy = True  # as if a signal handler interrupted a call on it
     try:
-        assert wire._kept_connection(pool) is None
+        assert direct._kept_connection(pool) is None
         with lock:  # served by a connection of the pool, handed back after each call
             pass
         assert in_use(pool) == 1
@@ -80,15 +80,15 @@ def test_a_crowded_pool_is_not_held_back(single_target: RedisTarget) -> None:
     pool = redis.ConnectionPool.from_url(single_target.location, max_connections=2)
     taken = pool.get_connection()
     try:
-        assert wire._kept_connection(pool) is None  # half of max_connections are in use
+        assert direct._kept_connection(pool) is None  # half of max_connections are in use
     finally:
         pool.release(taken)
-    assert wire._kept_connection(pool) is not None
+    assert direct._kept_connection(pool) is not None
 
 
 def test_a_forked_child_does_not_use_the_parents_connection(single_target: RedisTarget) -> None:
     backend, lock = warm_lock(single_target)
-    parent_kept = wire._kept_connection(backend.client.connection_pool)
+    parent_kept = direct._kept_connection(backend.client.connection_pool)
     assert parent_kept is not None
     pid = os.fork()
     if pid == 0:  # the child: its own connection, or nothing at all
@@ -96,7 +96,7 @@ def test_a_forked_child_does_not_use_the_parents_connection(single_target: Redis
         try:
             child = backend.lock("kept-child", ttl=5)
             with child:
-                kept = wire._kept_connection(backend.client.connection_pool)
+                kept = direct._kept_connection(backend.client.connection_pool)
                 code = 0 if kept is None or kept is not parent_kept else 2
         finally:
             os._exit(code)
@@ -109,13 +109,13 @@ def test_a_forked_child_does_not_use_the_parents_connection(single_target: Redis
 def test_a_thread_keeps_connections_of_a_bounded_number_of_pools(
     single_target: RedisTarget,
 ) -> None:
-    clients = [redis.Redis.from_url(single_target.location) for _ in range(wire.MAX_KEPT + 1)]
+    clients = [redis.Redis.from_url(single_target.location) for _ in range(direct.MAX_KEPT + 1)]
     for client in clients:
-        sender = wire.direct_sender(client, ("PING",))
+        sender = direct.direct_sender(client, ("PING",))
         assert sender is not None and sender.call([]) == b"PONG"
     pools = [client.connection_pool for client in clients]
     # the oldest pool got its connection back when the thread used one pool too many
-    assert [in_use(pool) for pool in pools] == [0] + [1] * wire.MAX_KEPT
+    assert [in_use(pool) for pool in pools] == [0] + [1] * direct.MAX_KEPT
     oldest = weakref.ref(pools[0])
     del clients, pools, sender
     gc.collect()

@@ -16,9 +16,10 @@ from django_redislock.queue.worker import Worker
 from .conftest import RedisTarget
 from .proxied import ProxiedTarget
 
-#: How late a wait may end on a loaded machine; Redis's own timeout would add up to its
-#: clock tick (0.1 s at hz 10) on top of the wait when the server kept the deadline.
-LATE = 0.09
+#: How late a wait may end on a loaded machine (a thread scheduled late). The wait's own
+#: checks are elsewhere: a later push stays in the list, the next command reads its own reply,
+#: and behind a silent proxy a server-kept deadline would end in an error at the socket timeout.
+LATE = 0.15
 
 
 @pytest.fixture(params=["single", "cluster"])

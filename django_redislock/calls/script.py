@@ -18,7 +18,7 @@ cache that ``SCRIPT LOAD`` fills.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -158,7 +158,7 @@ class Prepared:
     through redis-py's ``execute_command``.
     """
 
-    __slots__ = ("client", "execute", "head", "keys", "script", "sender")
+    __slots__ = ("client", "head", "keys", "script", "sender")
 
     def __init__(
         self, source: Script, client: Client, keys: list[Key], direct: bool = True
@@ -168,8 +168,6 @@ class Prepared:
         self.keys = keys
         self.head = ("EVALSHA", source.sha, len(keys), *keys)
         self.sender: DirectSender | None = direct_sender(client, self.head) if direct else None
-        sender: Any = client  # RedisCluster.execute_command is untyped
-        self.execute: Callable[..., Reply] = sender.execute_command
 
     def __call__(self, args: Sequence[Arg]) -> Reply:
         """Run the call with ``args`` as ARGV; the reply (an error reply is raised)."""
@@ -177,6 +175,9 @@ class Prepared:
             sender = self.sender
             if sender is not None:
                 return sender.call(args)
-            return self.execute(*self.head, *args)
+            # looked up per call, not bound once: whatever wraps the client's
+            # execute_command later (instrumentation, a test's fault) still sees the call
+            client: Any = self.client  # RedisCluster.execute_command is untyped
+            return client.execute_command(*self.head, *args)
         except NoScriptError:
             return self.script.reloaded(self.client, self.keys, args)

@@ -189,3 +189,19 @@ def test_a_process_that_imports_only_the_backend_module_can_build_queues() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "Queue"
+
+
+def test_one_script_call_on_an_unreachable_queue_alias_says_what_to_set() -> None:
+    import asyncio
+
+    from django_redislock.queue.sending import run_call, run_call_async
+    from django_redislock.queue.workers import registry_keys
+
+    backend = RedisQueueBackend("gone", {"LOCATION": "redis://127.0.0.1:1/0"})
+    call = ("workers_list", registry_keys(backend), [1])
+    for send in (
+        lambda: run_call(backend, call),
+        lambda: asyncio.run(run_call_async(backend, call)),
+    ):
+        with pytest.raises(ConnectionFailed, match=r"REDISLOCK_QUEUES\['gone'\]\['LOCATION'\]"):
+            send()

@@ -225,16 +225,7 @@ class BaseLock(LockCalls):
         """
         hold = self._require_hold("release")
         self._release_started(hold)
-        call = self._release_call(hold)
-        try:
-            try:
-                result = self._call(call)
-            except ConnectionFailed:
-                result = self._resend(call)
-        except BaseException:
-            self._release_failed(hold)
-            raise
-        self._released(hold, result)
+        self._released(hold, self._send_end(hold, self._release_call(hold)))
 
     async def release_async(self) -> None:
         """The asyncio twin of :meth:`release`.
@@ -245,18 +236,7 @@ class BaseLock(LockCalls):
         """
         hold = self._require_hold("release")
         self._release_started(hold)
-        call = self._release_call(hold)
-        try:
-            try:
-                result = await self._acall(call)
-            except ConnectionFailed:
-                result = await self._resend_async(call)
-        except BaseException as exc:  # includes a cancellation at the await
-            self._release_failed(hold)
-            if not isinstance(exc, ConnectionFailed):
-                await self._finish_async(call)
-            raise
-        self._released(hold, result)
+        self._released(hold, await self._send_end_async(hold, self._release_call(hold)))
 
     def _ttl_ms(self, ttl: float | None) -> int:
         return to_ms(self.ttl if ttl is None else check_seconds(ttl, "ttl"))

@@ -36,7 +36,7 @@ logger = logging.getLogger("django_redislock.locks")
 #: One script call of a lock: the script's name, its keys and its arguments.
 ScriptCall = tuple[str, list[str], list[Any]]
 
-#: Resends of an acquire attempt whose outcome a connection error left unknown.
+#: Resends of a call whose reply a connection error lost (an acquire try, a release, a downgrade).
 RESOLVE_RESENDS = 2
 #: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
 ABANDON_SECONDS = 1.0
@@ -111,12 +111,50 @@ class LockCalls(HoldKeeping):
         return self._call(call)
 
     async def _resend_async(self, call: ScriptCall) -> Any:
+        """The asyncio twin of :meth:`_resend`."""
         for _ in range(RESOLVE_RESENDS - 1):
             try:
                 return await self._acall(call)
             except ConnectionFailed:
                 continue
         return await self._acall(call)
+
+    def _send_end(self, hold: Hold, call: ScriptCall) -> Any:
+        """Send ``call``, which ends ``hold`` (a release, a downgrade); resent after a lost reply.
+
+        If its outcome stays unknown (Redis unreachable, an interrupt), the object gives
+        the hold up (:meth:`~.holding.HoldKeeping._release_failed`: nothing renews it, it
+        ends by its TTL at worst) and the error goes on.
+        """
+        try:
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                return self._resend(call)
+        except BaseException:
+            self._release_failed(hold)
+            raise
+
+    async def _send_end_async(
+        self, hold: Hold, call: ScriptCall, cleanup: tuple[ScriptCall, ...] = ()
+    ) -> Any:
+        """The asyncio twin of :meth:`_send_end`.
+
+        Cancelled at its await, it sends ``call`` once more, then each ``cleanup`` call
+        (each for at most ``ABANDON_SECONDS``, see :meth:`_finish_async`), before the
+        cancellation goes on.
+        """
+        try:
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                return await self._resend_async(call)
+        except BaseException as exc:  # includes a cancellation at the await
+            self._release_failed(hold)
+            if not isinstance(exc, ConnectionFailed):
+                for sent in (call, *cleanup):
+                    await self._finish_async(sent)
+            raise
 
     async def _finish_async(self, call: ScriptCall) -> None:
         """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
@@ -129,24 +167,26 @@ class LockCalls(HoldKeeping):
     # -- an acquire whose outcome is unknown -------------------------------------------------
 
     def _resolve(self, call: ScriptCall, owner: str, exc: Exception) -> Any:
-        """Resend an attempt whose outcome is unknown; take it back if Redis stays away."""
-        for _ in range(RESOLVE_RESENDS):
-            try:
-                return self._call(call)
-            except ConnectionFailed:
-                continue
+        """Resend an attempt whose outcome is unknown; take it back if Redis stays away.
+
+        The error raised then is ``exc``, the one that made the outcome unknown.
+        """
+        try:
+            return self._resend(call)
+        except ConnectionFailed:
+            pass
         self._abandon(owner)
         raise exc
 
     async def _resolve_async(self, call: ScriptCall, owner: str, exc: Exception) -> Any:
-        for _ in range(RESOLVE_RESENDS):
-            try:
-                return await self._acall(call)
-            except ConnectionFailed:
-                continue
-            except BaseException:
-                await self._abandon_async(owner)
-                raise
+        """The asyncio twin of :meth:`_resolve`; cancelled, it takes the attempt back too."""
+        try:
+            return await self._resend_async(call)
+        except ConnectionFailed:
+            pass
+        except BaseException:  # a cancellation at the await
+            await self._abandon_async(owner)
+            raise
         await self._abandon_async(owner)
         raise exc
 

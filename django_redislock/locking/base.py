@@ -255,16 +255,12 @@ class BaseLock(LockCalls):
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLost` unless this object's hold is still live in Redis."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._checked(hold, self._call(self._extend_call(hold, 0)))
 
     async def ensure_held_async(self) -> None:
         """The asyncio twin of :meth:`ensure_held`."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._checked(hold, await self._acall(self._extend_call(hold, 0)))
 
     def owned(self) -> bool:

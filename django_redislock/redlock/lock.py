@@ -284,16 +284,12 @@ class RedlockLock(QuorumMutex):
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLost` unless the hold is still valid and not denied by a quorum."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._quorum_checked(hold, self.quorum_extend(hold, 0))
 
     async def ensure_held_async(self) -> None:
         """The asyncio twin of :meth:`ensure_held`."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._quorum_checked(hold, await self.quorum_extend_async(hold, 0))
 
     def owned(self) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import redis
@@ -41,8 +41,11 @@ CLIENT_ERRORS: tuple[type[Exception], ...] = (
 
 SCHEMES = ("redis", "rediss", "unix", "cache", "embedded")
 
-Client = Any  # redis.Redis | redis.RedisCluster | a compatible class such as FakeRedis
-AsyncClient = Any
+#: A blocking client: ``redis.Redis`` (a ``CLIENT_CLASS`` such as fakeredis's subclasses it),
+#: or ``RedisCluster``.
+Client = redis.Redis | redis.RedisCluster
+#: An asyncio client, likewise.
+AsyncClient = redis.asyncio.Redis | redis.asyncio.RedisCluster
 
 
 def location_errors(location: Any, options: Mapping[str, Any]) -> list[str]:
@@ -118,15 +121,15 @@ def _pool_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def create_client(location: Any, options: Mapping[str, Any]) -> Client:
     """Build a blocking client for ``location``; ``options`` must carry every default."""
-    return _build(location, options, asynchronous=False)
+    return cast(Client, _build(location, options, asynchronous=False))
 
 
 def create_async_client(location: Any, options: Mapping[str, Any]) -> AsyncClient:
     """Build an asyncio client for ``location`` (bound to the running event loop)."""
-    return _build(location, options, asynchronous=True)
+    return cast(AsyncClient, _build(location, options, asynchronous=True))
 
 
-def _build(location: Any, options: Mapping[str, Any], *, asynchronous: bool) -> Client:
+def _build(location: Any, options: Mapping[str, Any], *, asynchronous: bool) -> Any:
     if options["CLIENT_CLASS"] is not None:
         return _custom_client(location, options, asynchronous)
     if options["CLUSTER"]:
@@ -148,7 +151,7 @@ def _build(location: Any, options: Mapping[str, Any], *, asynchronous: bool) -> 
     return module.Redis.from_url(location, **kwargs)
 
 
-def _custom_client(location: Any, options: Mapping[str, Any], asynchronous: bool) -> Client:
+def _custom_client(location: Any, options: Mapping[str, Any], asynchronous: bool) -> Any:
     path = options["CLIENT_CLASS"]
     if asynchronous:
         path = _ASYNC_TWINS.get(path, path)
@@ -165,7 +168,7 @@ _ASYNC_TWINS = {
 }
 
 
-def _cluster_client(location: Any, options: Mapping[str, Any], asynchronous: bool) -> Client:
+def _cluster_client(location: Any, options: Mapping[str, Any], asynchronous: bool) -> Any:
     module: Any = redis.asyncio.cluster if asynchronous else redis.cluster
     urls = [location] if isinstance(location, str) else list(location)
     nodes = [module.ClusterNode(urlsplit(u).hostname, urlsplit(u).port or 6379) for u in urls]
@@ -181,7 +184,7 @@ def _cluster_client(location: Any, options: Mapping[str, Any], asynchronous: boo
     return module.RedisCluster(startup_nodes=nodes, **kwargs)
 
 
-def _sentinel_client(location: Any, options: Mapping[str, Any], asynchronous: bool) -> Client:
+def _sentinel_client(location: Any, options: Mapping[str, Any], asynchronous: bool) -> Any:
     module: Any = redis.asyncio.sentinel if asynchronous else redis.sentinel
     parts = urlsplit(location)
     sentinels = [_host_port(item) for item in options["SENTINELS"]]
@@ -209,7 +212,7 @@ def _host_port(item: str | Sequence[Any]) -> tuple[str, int]:
     return str(item[0]), int(item[1])
 
 
-def _cache_client(location: str, asynchronous: bool) -> Client:
+def _cache_client(location: str, asynchronous: bool) -> Any:
     from django.conf import settings
     from django.core.cache import caches
 
@@ -249,7 +252,7 @@ def _async_twin(pool: Any) -> AsyncClient:
     return redis.asyncio.Redis(**kwargs)
 
 
-def _sync_client_of_cache(alias: str, cache: Any) -> Client:
+def _sync_client_of_cache(alias: str, cache: Any) -> Any:
     backend = f"{type(cache).__module__}.{type(cache).__name__}"
     if backend.startswith("django_redis."):
         from django_redis import get_redis_connection
@@ -301,12 +304,13 @@ class ClientCache:
     to the loop that opened them.
     """
 
-    def __init__(self, factory: Callable[[bool], Client]) -> None:
+    def __init__(self, factory: Callable[[bool], Client | AsyncClient]) -> None:
+        #: ``factory(asynchronous)`` builds a blocking client, or an asyncio one
         self._factory = factory
         self._lock = threading.Lock()
         self._pid = 0
         self._generation = -1
-        self._client: Client = None
+        self._client: Client | None = None
         self._async: dict[int, tuple[Any, AsyncClient]] = {}
 
     def get(self) -> Client:
@@ -314,7 +318,7 @@ class ClientCache:
             with self._lock:
                 if self._pid != os.getpid() or self._client is None:
                     self._async = {}
-                    self._client = self._factory(False)
+                    self._client = cast(Client, self._factory(False))
                     self._pid = os.getpid()
                 self._generation = _forks
         return self._client
@@ -329,7 +333,7 @@ class ClientCache:
         if entry is None or entry[0] is not loop:
             for key in [k for k, (other, _) in self._async.items() if other.is_closed()]:
                 del self._async[key]
-            entry = (loop, self._factory(True))
+            entry = (loop, cast(AsyncClient, self._factory(True)))
             self._async[id(loop)] = entry
         return entry[1]
 

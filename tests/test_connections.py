@@ -7,6 +7,7 @@ import builtins
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -112,7 +113,7 @@ def test_fakeredis_client_class_and_its_async_twin() -> None:
     assert isinstance(b.client, fakeredis.FakeRedis)
     b.client.set("k", "v")
 
-    async def read() -> bytes:
+    async def read() -> Any:
         return await b.async_client().get("k")
 
     assert asyncio.run(read()) == b"v"
@@ -151,9 +152,10 @@ def test_cache_alias_reuses_the_cache_connection(redis_server: RedisProcess) -> 
     b.client.set("from-lock-backend", "1")
     assert redis_server.client().get("from-lock-backend") == b"1"
     cache_client = caches["shared"]._cache.get_client(write=True)  # type: ignore[attr-defined]
-    assert b.client.connection_pool is cache_client.connection_pool
+    client: Any = b.client
+    assert client.connection_pool is cache_client.connection_pool
 
-    async def read() -> bytes:
+    async def read() -> Any:
         return await b.async_client().get("from-lock-backend")
 
     assert asyncio.run(read()) == b"1"

@@ -32,7 +32,7 @@ def test_a_failed_send_is_retried_under_the_client_policy(
         pytest.skip("the direct path serves plain redis.Redis clients only")
     retry = Retry(NoBackoff(), 1)  # from_url clients retry 0 times unless told otherwise
     backend = redis_target.lock_backend(CLIENT_KWARGS={"retry": retry})
-    client = backend.client
+    client: Any = backend.client
     assert wire.direct_pool(client) is client.connection_pool
     lock = backend.lock("dropped", ttl=5)
     with lock:

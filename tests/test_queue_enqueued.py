@@ -11,7 +11,7 @@ from .conftest import RedisTarget, make_queue
 
 
 def stamps(q: Queue) -> dict[str, int]:
-    raw = q.backend.client.hgetall(q.enqueued_key)
+    raw: Any = q.backend.client.hgetall(q.enqueued_key)
     return {k.decode(): int(v) for k, v in raw.items()}
 
 

@@ -222,7 +222,7 @@ def machine_for(queue: Queue) -> type[RuleBasedStateMachine]:
                     model.attempts,
                     model.priority,
                 ), id
-            client = queue.backend.client
+            client: Any = queue.backend.client
             index, levels = queue.priority_keys
             pending = (READY, DELAYED)
             assert {m.decode() for m in client.zrange(index, 0, -1)} == {

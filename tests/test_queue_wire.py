@@ -82,7 +82,8 @@ def test_an_unreachable_server_names_the_setting_on_enqueue() -> None:
 def test_error_replies_are_raised(single_target: RedisTarget) -> None:
     q = make_queue(single_target)
     q.enqueue("warm")
-    pool = q.backend.client.connection_pool
+    client: Any = q.backend.client
+    pool = client.connection_pool
     with pytest.raises(redis.exceptions.NoScriptError):
         DirectSender(pool, ("EVALSHA", "0" * 40, 0)).call([])
     with pytest.raises(redis.ResponseError):

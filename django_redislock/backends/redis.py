@@ -25,6 +25,8 @@ from ..conf import (
     with_defaults,
 )
 from ..connections import (
+    AsyncClient,
+    Client,
     ClientCache,
     create_async_client,
     create_client,
@@ -53,7 +55,7 @@ class RedisBackendMixin(NodeBase):
         self._clients = ClientCache(self._make_client)
         self._scripts = {}
 
-    def _make_client(self, asynchronous: bool) -> Any:
+    def _make_client(self, asynchronous: bool) -> Client | AsyncClient:
         if asynchronous:
             return create_async_client(self.location, self.options)
         return create_client(self.location, self.options)
@@ -68,11 +70,11 @@ class RedisBackendMixin(NodeBase):
         )
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         """The blocking redis-py client of this alias in this process."""
         return self._clients.get()
 
-    def async_client(self) -> Any:
+    def async_client(self) -> AsyncClient:
         """The asyncio client of this alias for the running event loop."""
         return self._clients.get_async()
 

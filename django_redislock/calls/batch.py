@@ -25,8 +25,9 @@ from typing import Any, Literal
 
 import redis
 
+from ..connections import Client
 from ..exceptions import InvalidArgument
-from .script import Call, NoScriptError, script
+from .script import Arg, Call, NoScriptError, Reply, script
 
 #: A plain command in a batch: its name and arguments (``("WAIT", 1, 100)``).
 Command = tuple[Any, ...]
@@ -36,7 +37,7 @@ Resend = Literal["missing", "rest"]
 class Batch:
     """Calls to send together on one blocking client; :meth:`execute` sends them."""
 
-    def __init__(self, client: Any, *, transaction: bool = False) -> None:
+    def __init__(self, client: Client, *, transaction: bool = False) -> None:
         self.client = client
         self.transaction = transaction
         #: per item: a script call (name, keys, args), or None for a plain command
@@ -46,19 +47,19 @@ class Batch:
     def __len__(self) -> int:
         return len(self.calls)
 
-    def add(self, name: str, keys: list[str], args: list[Any]) -> int:
+    def add(self, name: str, keys: list[str], args: list[Arg]) -> int:
         """Add a call of script ``name``; its position in :meth:`execute`'s results."""
         self.calls.append((name, keys, args))
         self.commands.append(script(name).args(keys, args))
         return len(self.calls) - 1
 
-    def command(self, *args: Any) -> int:
+    def command(self, *args: Arg) -> int:
         """Add a plain command (not a script); its position in the results."""
         self.calls.append(None)
         self.commands.append(args)
         return len(self.calls) - 1
 
-    def execute(self, resend: Resend = "missing") -> list[Any]:
+    def execute(self, resend: Resend = "missing") -> list[Reply]:
         """Send everything; one result per item, a failed item's result is its exception."""
         if resend not in ("missing", "rest"):
             raise InvalidArgument(f"resend must be 'missing' or 'rest', got {resend!r}")
@@ -84,7 +85,7 @@ class Batch:
 
     def _send_cluster(self, commands: list[Command], calls: list[Call | None]) -> list[Any]:
         """One plain pipeline per master, grouped by the slot of each call's first key."""
-        client = self.client
+        client: Any = self.client  # redis-py's cluster routing API is untyped
         by_node: dict[str, list[int]] = {}
         nodes: dict[str, Any] = {}
         for position, call in enumerate(calls):
@@ -107,7 +108,7 @@ class Batch:
         return results
 
 
-def pipelined(client: Any, commands: list[Command], transaction: bool) -> list[Any]:
+def pipelined(client: Client, commands: list[Command], transaction: bool) -> list[Reply]:
     """Send ``commands`` in one pipeline; one reply or exception per command."""
     pipe = client.pipeline(transaction=transaction)
     for command in commands:
@@ -116,7 +117,7 @@ def pipelined(client: Any, commands: list[Command], transaction: bool) -> list[A
     return list(pipe.execute(raise_on_error=False))
 
 
-def run_batch(client: Any, calls: list[Call], resend: Resend = "missing") -> list[Any]:
+def run_batch(client: Client, calls: list[Call], resend: Resend = "missing") -> list[Reply]:
     """Send script ``calls`` in one pipeline (no transaction); one result per call."""
     batch = Batch(client)
     for name, keys, args in calls:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
-from ..connections import CLIENT_ERRORS
+from ..connections import CLIENT_ERRORS, AsyncClient, Client
 from ..exceptions import ConnectionFailed
 from .script import BoundScript, script
 
@@ -45,15 +45,15 @@ class Node(Keys, Protocol):
         ...
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         """This process's blocking redis-py client."""
         ...
 
-    def async_client(self) -> Any:
+    def async_client(self) -> AsyncClient:
         """This process's asyncio client for the running event loop."""
         ...
 
-    def script(self, name: str, client: Any = None) -> BoundScript:
+    def script(self, name: str, client: Client | AsyncClient | None = None) -> BoundScript:
         """The script ``name`` bound to ``client`` (default: the blocking client)."""
         ...
 
@@ -99,7 +99,7 @@ class NodeBase(KeyNames):
     _scripts: dict[tuple[int, str], BoundScript]
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         raise NotImplementedError
 
     def unreachable(self, exc: Exception) -> str:
@@ -120,7 +120,7 @@ class NodeBase(KeyNames):
                 raise
             raise ConnectionFailed(self.unreachable(exc)) from exc
 
-    def script(self, name: str, client: Any = None) -> BoundScript:
+    def script(self, name: str, client: Client | AsyncClient | None = None) -> BoundScript:
         """The script ``name`` bound to ``client`` (default: the blocking client)."""
         client = self.client if client is None else client
         cache_key = (id(client), name)

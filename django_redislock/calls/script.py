@@ -18,16 +18,24 @@ cache that ``SCRIPT LOAD`` fills.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
 import redis
 import redis.asyncio
 
+from ..connections import AsyncClient, Client
 from ..scripts import source
 from ..wire import DirectSender, direct_sender
 
+#: A key name as redis-py takes it.
+Key = str | bytes
+#: One argument of a command as redis-py encodes it.
+Arg = str | bytes | int | float
+#: A RESP reply as redis-py parses it (an int, bytes, None, an error, or a list of
+#: replies). It stays untyped here: every caller's parser knows its script's reply shape.
+Reply = Any
 #: One script call: the script's name, its KEYS and its ARGV.
 Call = tuple[str, list[str], list[Any]]
 
@@ -49,29 +57,31 @@ class Script:
     def __repr__(self) -> str:
         return f"<Script {self.name} {self.sha[:8]}>"
 
-    def args(self, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    def args(self, keys: Sequence[Key], args: Sequence[Arg]) -> tuple[Arg, ...]:
         """The whole ``EVALSHA`` command of one call."""
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def run(self, client: Any, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+    def run(self, client: Client, keys: Sequence[Key] = (), args: Sequence[Arg] = ()) -> Reply:
         """Run the script on a blocking client; its reply (an error reply is raised)."""
+        sender: Any = client  # RedisCluster.execute_command is untyped
         try:
-            return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            return sender.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
             return self.reloaded(client, keys, args)
 
-    def load(self, client: Any) -> None:
+    def load(self, client: Client) -> None:
         """Load the source into the server's script cache (every primary of a Cluster)."""
         client.script_load(self.script)
 
-    def reloaded(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    def reloaded(self, client: Client, keys: Sequence[Key], args: Sequence[Arg]) -> Reply:
         """After ``NOSCRIPT`` (nothing ran): load the script, then send the call again."""
         self.load(client)
-        return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        sender: Any = client  # RedisCluster.execute_command is untyped
+        return sender.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
     async def run_async(
-        self, client: Any, keys: Sequence[Any] = (), args: Sequence[Any] = ()
-    ) -> Any:
+        self, client: AsyncClient, keys: Sequence[Key] = (), args: Sequence[Arg] = ()
+    ) -> Reply:
         """The asyncio twin of :meth:`run`.
 
         Cancelled while the reply is awaited, redis-py drops the connection, so a
@@ -84,14 +94,14 @@ class Script:
             await client.script_load(self.script)
             return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def prepare(self, client: Any, keys: Sequence[Any], direct: bool = True) -> Prepared:
+    def prepare(self, client: Client, keys: Sequence[Key], direct: bool = True) -> Prepared:
         """A :class:`Prepared` call of this script with ``keys`` on the blocking ``client``.
 
         ``direct=False`` keeps it on redis-py's ``execute_command`` (``OPTIONS['DIRECT_SENDER']``).
         """
         return Prepared(self, client, list(keys), direct)
 
-    def on(self, client: Any) -> BoundScript:
+    def on(self, client: Client | AsyncClient) -> BoundScript:
         """This script bound to ``client`` (callable like redis-py's ``Script``)."""
         return BoundScript(self, client)
 
@@ -117,7 +127,7 @@ class BoundScript:
 
     __slots__ = ("is_async", "registered_client", "source")
 
-    def __init__(self, source: Script, client: Any) -> None:
+    def __init__(self, source: Script, client: Client | AsyncClient) -> None:
         self.source = source
         self.registered_client = client
         self.is_async = isinstance(client, ASYNC_CLIENTS)
@@ -131,10 +141,11 @@ class BoundScript:
         """The Lua source."""
         return self.source.script
 
-    def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+    def __call__(self, keys: Sequence[Key] = (), args: Sequence[Arg] = ()) -> Reply:
+        client: Any = self.registered_client  # is_async says which kind it is
         if self.is_async:
-            return self.source.run_async(self.registered_client, keys, args)
-        return self.source.run(self.registered_client, keys, args)
+            return self.source.run_async(client, keys, args)
+        return self.source.run(client, keys, args)
 
 
 class Prepared:
@@ -147,21 +158,25 @@ class Prepared:
     through redis-py's ``execute_command``.
     """
 
-    __slots__ = ("client", "head", "keys", "script", "sender")
+    __slots__ = ("client", "execute", "head", "keys", "script", "sender")
 
-    def __init__(self, source: Script, client: Any, keys: list[Any], direct: bool = True) -> None:
+    def __init__(
+        self, source: Script, client: Client, keys: list[Key], direct: bool = True
+    ) -> None:
         self.script = source
         self.client = client
         self.keys = keys
         self.head = ("EVALSHA", source.sha, len(keys), *keys)
         self.sender: DirectSender | None = direct_sender(client, self.head) if direct else None
+        sender: Any = client  # RedisCluster.execute_command is untyped
+        self.execute: Callable[..., Reply] = sender.execute_command
 
-    def __call__(self, args: Sequence[Any]) -> Any:
+    def __call__(self, args: Sequence[Arg]) -> Reply:
         """Run the call with ``args`` as ARGV; the reply (an error reply is raised)."""
         try:
             sender = self.sender
             if sender is not None:
                 return sender.call(args)
-            return self.client.execute_command(*self.head, *args)
+            return self.execute(*self.head, *args)
         except NoScriptError:
             return self.script.reloaded(self.client, self.keys, args)

@@ -19,6 +19,7 @@ import asyncio
 from typing import Any
 
 import redis
+import redis.asyncio
 
 from ..calls.node import Node
 
@@ -37,8 +38,10 @@ def wait_for_signal(backend: Node, key: str, seconds: float) -> None:
         if backend.options["CLIENT_CLASS"] is not None:
             client.blpop([key], timeout=seconds)
             return
-        if backend.is_cluster:
-            pool = client.get_redis_connection(client.get_node_from_key(key)).connection_pool
+        pool: Any  # redis-py's connection API is untyped
+        if isinstance(client, redis.RedisCluster):
+            cluster: Any = client
+            pool = cluster.get_redis_connection(cluster.get_node_from_key(key)).connection_pool
         else:
             pool = client.connection_pool
         conn = pool.get_connection()
@@ -64,15 +67,17 @@ async def wait_for_signal_async(backend: Node, key: str, seconds: float) -> None
         if backend.options["CLIENT_CLASS"] is not None:
             await client.blpop([key], timeout=seconds)
             return
-        if backend.is_cluster:
+        if isinstance(client, redis.asyncio.RedisCluster):
             node = client.get_node_from_key(key)
+            if node is None:
+                raise redis.exceptions.SlotNotCoveredError(f"no node serves the slot of {key!r}")
             conn = node.acquire_connection()
             try:
                 await _blpop(conn, key, seconds)
             finally:
                 node.release(conn)
             return
-        pool = client.connection_pool
+        pool: Any = client.connection_pool
         conn = await pool.get_connection()
         try:
             await _blpop(conn, key, seconds)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..calls.script import Arg
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import (
     ConfigurationError,
@@ -178,7 +179,13 @@ class Scheduler:
         queue, name = entry.queue, entry.schedule.name
         queue.backend.register_queue(queue.name)
         keys = [*queue.script_keys, entry.state_key, queue.rates_key]
-        args = [name, tick, entry.schedule.task_id(tick), entry.data, entry.task.priority]
+        args: list[Arg] = [
+            name,
+            tick,
+            entry.schedule.task_id(tick),
+            entry.data,
+            entry.task.priority,
+        ]
         reply = int(run_call(queue.backend, ("periodic_enqueue", keys, args)))
         if reply == ALREADY:
             self.stats.already += 1

@@ -94,7 +94,8 @@ class ResultHandle:
             seconds = block_seconds(queue, deadline, self.task_id, outcome)
             done = record_keys(queue, self.task_id)[1]
             with queue.backend.errors():
-                woke = queue.backend.client.blmove(done, done, seconds, "RIGHT", "LEFT")
+                # redis-py types BLMOVE's timeout as int; Redis 6.0+ takes seconds as a float
+                woke = queue.backend.client.blmove(done, done, seconds, "RIGHT", "LEFT")  # type: ignore[arg-type]
             outcome = self._read()
             if woke is not None and not outcome.status.final:
                 time.sleep(SPURIOUS_PAUSE)
@@ -110,7 +111,7 @@ class ResultHandle:
             done = record_keys(queue, self.task_id)[1]
             with queue.backend.errors():
                 client = queue.backend.async_client()
-                woke = await client.blmove(done, done, seconds, "RIGHT", "LEFT")
+                woke = await client.blmove(done, done, seconds, "RIGHT", "LEFT")  # type: ignore[arg-type]
             outcome = await self._read_async()
             if woke is not None and not outcome.status.final:
                 await asyncio.sleep(SPURIOUS_PAUSE)

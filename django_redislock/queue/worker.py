@@ -24,7 +24,7 @@ Claims: every claimed task carries its claim token. When Redis answers that a
 claim is no longer current (a lease renewal or a start returns False), the
 worker starts no further task of that claim: another worker may be running them.
 
-Redis outages: a connection error does not end the worker. It logs the outage
+Redis outages (:mod:`.outages`): a connection error does not end the worker. It logs the outage
 once, retries with capped exponential backoff and jitter, abandons what it could
 not record (those leases expire and the tasks come back), keeps the acks it could
 not send, and goes on once Redis answers; only an outage longer than ``give_up``
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import signal
 import threading
 import time
@@ -53,6 +52,7 @@ from .database import close_old_connections, note_open_connections
 from .heartbeat import register
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
+from .outages import Outage
 from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary
 from .pools import POOLS, check_pool, claim_lease, default_concurrency
 from .queue import Queue
@@ -83,9 +83,6 @@ MAX_IDLE_WAIT = 5.0
 #: one) blocks until this long before it, then sleeps the rest here, so that moment is not
 #: missed by up to a tick; other waits (the idle cap) block to their end.
 BLOCK_SLACK = 0.1
-#: Reconnect delays: the first, and the cap of the doubling (each with jitter).
-RECONNECT_FIRST = 0.1
-RECONNECT_MAX = 5.0
 
 
 class Worker(Runs):
@@ -148,8 +145,7 @@ class Worker(Runs):
         self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
-        self._outage: float | None = None
-        self._outage_retries = 0
+        self._outage = Outage(self.give_up)
         self._forced = False
         self._hung: list[Run] = []
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
@@ -238,9 +234,9 @@ class Worker(Runs):
                         self._wait()
                     self._flush_counters()
                 except OUTAGES as exc:
-                    self._ride_out(exc)
+                    self._sleep(self._outage.next_delay(exc))  # see .outages
                     continue
-                self._reconnected()
+                self._outage.ended()
             if self._executor is not None:
                 self._executor.finish()
         finally:
@@ -266,32 +262,6 @@ class Worker(Runs):
             self._flush_counters(force=True)
         except OUTAGES as exc:
             logger.warning("could not send the last acks: Redis is unreachable (%s)", exc)
-
-    def _ride_out(self, exc: BaseException) -> None:
-        """Wait before the next try (capped exponential backoff with jitter), or give up."""
-        now = time.monotonic()
-        if self._outage is None:
-            self._outage, self._outage_retries = now, 0
-            logger.warning(
-                "Redis is unreachable (%s); the worker keeps retrying for up to %gs",
-                exc,
-                self.give_up,
-            )
-        elif now - self._outage >= self.give_up:
-            raise WorkerGaveUp(
-                f"Redis was unreachable for {now - self._outage:.1f}s, longer than the "
-                f"worker's give-up time of {self.give_up:g}s (OPTIONS['WORKER_GIVE_UP'] or "
-                f"drain_queue --give-up): {exc}"
-            ) from exc
-        ceiling = min(RECONNECT_MAX, RECONNECT_FIRST * 2**self._outage_retries)
-        self._outage_retries = min(self._outage_retries + 1, 30)
-        delay = min(ceiling * random.uniform(0.5, 1.0), self._outage + self.give_up - now)
-        self._sleep(max(delay, 0.0))
-
-    def _reconnected(self) -> None:
-        if self._outage is not None:
-            logger.warning("Redis answers again after %.1fs", time.monotonic() - self._outage)
-            self._outage = None
 
     def _sleep(self, seconds: float) -> None:
         """Sleep, cut short by a stop signal."""

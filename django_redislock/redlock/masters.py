@@ -83,7 +83,7 @@ class Master(NodeBase):
         #: ``time.monotonic()`` from which this master counts toward a quorum.
         self.counted_from = 0.0
         self._lock = threading.Lock()
-        self._client: Any = None
+        self._client: redis.Redis | None = None
         self._scripts = {}
         self._pid = 0
         #: This process's asyncio clients, one per event loop (a client is bound to its loop).
@@ -104,7 +104,7 @@ class Master(NodeBase):
         return self.backend.key_prefix
 
     @property
-    def client(self) -> Any:
+    def client(self) -> redis.Redis:
         """This process's client for the master: short timeouts, no retries."""
         if self._client is None or self._pid != os.getpid():
             with self._lock:
@@ -134,7 +134,7 @@ class Master(NodeBase):
             kwargs["retry"] = AsyncRetry(retry._backoff, retry._retries, errors)
         return kwargs
 
-    def async_client(self) -> Any:
+    def async_client(self) -> redis.asyncio.Redis:
         """This process's asyncio client for the master on the running event loop.
 
         Same timeouts and no retries, like :attr:`client`: a master that does not

@@ -13,6 +13,9 @@ release, an extension, the take-back of a grant) and the server:
   an acquire try that stays unknown is taken back (:meth:`LockCalls._resolve`,
   :meth:`LockCalls._abandon`), so an unreachable Redis leaves at worst a grant that
   nothing renews and that ends by its TTL.
+* A call that ends a hold (a release, a downgrade) goes through
+  :meth:`LockCalls._send_end`: resent after a lost reply and, if its outcome stays
+  unknown, given up by the object (nothing renews the hold, which ends by its TTL).
 * After a cancellation cuts an asyncio call short, :meth:`LockCalls._finish_async`
   sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on.
 """
@@ -25,6 +28,7 @@ from typing import Any
 
 import redis
 
+from ..calls.script import Call
 from ..exceptions import ConnectionFailed
 from .holding import HoldKeeping
 from .owners import Hold
@@ -32,9 +36,6 @@ from .replicas import call_with_ack, wants_ack
 from .transport import ScriptCalls
 
 logger = logging.getLogger("django_redislock.locks")
-
-#: One script call of a lock: the script's name, its keys and its arguments.
-ScriptCall = tuple[str, list[str], list[Any]]
 
 #: Resends of a call whose reply a connection error lost (an acquire try, a release, a downgrade).
 RESOLVE_RESENDS = 2
@@ -56,17 +57,17 @@ class LockCalls(HoldKeeping):
 
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
-    ) -> ScriptCall:
+    ) -> Call:
         """One acquire try; ``waited``: this call already waited for a wake-up."""
         raise NotImplementedError
 
-    def _release_call(self, hold: Hold) -> ScriptCall:
+    def _release_call(self, hold: Hold) -> Call:
         raise NotImplementedError
 
-    def _extend_call(self, hold: Hold, ttl_ms: int) -> ScriptCall:
+    def _extend_call(self, hold: Hold, ttl_ms: int) -> Call:
         raise NotImplementedError
 
-    def _abandon_call(self, owner: str) -> ScriptCall:
+    def _abandon_call(self, owner: str) -> Call:
         """The call that takes back this acquire's possible grant (see ``_rid``)."""
         raise NotImplementedError
 
@@ -80,12 +81,12 @@ class LockCalls(HoldKeeping):
 
     # -- sending -----------------------------------------------------------------------------
 
-    def _call(self, call: ScriptCall) -> Any:
+    def _call(self, call: Call) -> Any:
         if wants_ack(self.backend, call[0]):
             return call_with_ack(self, call)  # OPTIONS['MIN_REPLICAS_ACK']: grant + WAIT
         return self._call_plain(call)
 
-    def _call_plain(self, call: ScriptCall) -> Any:
+    def _call_plain(self, call: Call) -> Any:
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
             return self._scripts.run(self.backend, script, keys, args)
@@ -93,7 +94,7 @@ class LockCalls(HoldKeeping):
             with self.backend.errors():
                 raise
 
-    async def _acall(self, call: ScriptCall) -> Any:
+    async def _acall(self, call: Call) -> Any:
         script, keys, args = call
         if wants_ack(self.backend, script):
             return await asyncio.to_thread(call_with_ack, self, call)
@@ -101,7 +102,7 @@ class LockCalls(HoldKeeping):
         with self.backend.errors():
             return await self.backend.script(script, client)(keys=keys, args=args)
 
-    def _resend(self, call: ScriptCall) -> Any:
+    def _resend(self, call: Call) -> Any:
         """Resend a resend-safe call whose reply was lost; the last error wins."""
         for _ in range(RESOLVE_RESENDS - 1):
             try:
@@ -110,7 +111,7 @@ class LockCalls(HoldKeeping):
                 continue
         return self._call(call)
 
-    async def _resend_async(self, call: ScriptCall) -> Any:
+    async def _resend_async(self, call: Call) -> Any:
         """The asyncio twin of :meth:`_resend`."""
         for _ in range(RESOLVE_RESENDS - 1):
             try:
@@ -119,7 +120,7 @@ class LockCalls(HoldKeeping):
                 continue
         return await self._acall(call)
 
-    def _send_end(self, hold: Hold, call: ScriptCall) -> Any:
+    def _send_end(self, hold: Hold, call: Call) -> Any:
         """Send ``call``, which ends ``hold`` (a release, a downgrade); resent after a lost reply.
 
         If its outcome stays unknown (Redis unreachable, an interrupt), the object gives
@@ -135,9 +136,7 @@ class LockCalls(HoldKeeping):
             self._release_failed(hold)
             raise
 
-    async def _send_end_async(
-        self, hold: Hold, call: ScriptCall, cleanup: tuple[ScriptCall, ...] = ()
-    ) -> Any:
+    async def _send_end_async(self, hold: Hold, call: Call, cleanup: tuple[Call, ...] = ()) -> Any:
         """The asyncio twin of :meth:`_send_end`.
 
         Cancelled at its await, it sends ``call`` once more, then each ``cleanup`` call
@@ -156,7 +155,7 @@ class LockCalls(HoldKeeping):
                     await self._finish_async(sent)
             raise
 
-    async def _finish_async(self, call: ScriptCall) -> None:
+    async def _finish_async(self, call: Call) -> None:
         """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
         limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
         try:
@@ -166,7 +165,7 @@ class LockCalls(HoldKeeping):
 
     # -- an acquire whose outcome is unknown -------------------------------------------------
 
-    def _resolve(self, call: ScriptCall, owner: str, exc: Exception) -> Any:
+    def _resolve(self, call: Call, owner: str, exc: Exception) -> Any:
         """Resend an attempt whose outcome is unknown; take it back if Redis stays away.
 
         The error raised then is ``exc``, the one that made the outcome unknown.
@@ -178,7 +177,7 @@ class LockCalls(HoldKeeping):
         self._abandon(owner)
         raise exc
 
-    async def _resolve_async(self, call: ScriptCall, owner: str, exc: Exception) -> Any:
+    async def _resolve_async(self, call: Call, owner: str, exc: Exception) -> Any:
         """The asyncio twin of :meth:`_resolve`; cancelled, it takes the attempt back too."""
         try:
             return await self._resend_async(call)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import validation
+from .exceptions import InvalidArgument
 from .validation import (
     boolean,
+    check_limits,
     drift_factor,
     mapping,
     non_empty_string,
@@ -289,6 +291,21 @@ def heartbeat_errors(options: Mapping[str, Any]) -> list[str]:
         f"OPTIONS['WORKER_HEARTBEAT_TTL'] ({ttl!r}) must be more than "
         f"OPTIONS['WORKER_HEARTBEAT'] ({beat!r})"
     ]
+
+
+def option_limit_errors(options: Mapping[str, Any]) -> list[str]:
+    """What is wrong with an alias's ``TASK_TIME_LIMIT`` / ``TASK_SOFT_TIME_LIMIT`` pair."""
+    names = ("OPTIONS['TASK_TIME_LIMIT']", "OPTIONS['TASK_SOFT_TIME_LIMIT']")
+    try:
+        check_limits(
+            options.get("TASK_TIME_LIMIT"),
+            options.get("TASK_SOFT_TIME_LIMIT"),
+            options.get("VISIBILITY_TIMEOUT"),
+            names,
+        )
+    except InvalidArgument as exc:
+        return [str(exc).replace("the lease", "OPTIONS['VISIBILITY_TIMEOUT']")]
+    return []
 
 
 #: ``OPTIONS`` of a ``TASKS`` alias that uses ``django_redislock.contrib.tasks.RedisTaskBackend``.

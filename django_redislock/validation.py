@@ -200,6 +200,40 @@ def check_units(value: Any, argument: str, *, allow_zero: bool) -> int:
     return check_int(value, argument, 0 if allow_zero else 1, MAX_UNITS)
 
 
+def check_limits(
+    time_limit: Any,
+    soft_time_limit: Any,
+    lease: float | None = None,
+    names: tuple[str, str] = ("time_limit", "soft_time_limit"),
+) -> tuple[float | None, float | None]:
+    """Validate a ``(time_limit, soft_time_limit)`` pair; returns them as floats or None.
+
+    Each is > 0 seconds or None; a soft limit must be below the hard one; and a soft
+    limit with no hard limit must be below ``lease`` (when known): without a hard limit
+    the lease keeper renews a run only for its lease, so that lease would end first.
+    ``names`` are what the messages call the two values.
+    """
+    hard = None if time_limit is None else check_seconds(time_limit, names[0], allow_zero=False)
+    soft = (
+        None
+        if soft_time_limit is None
+        else check_seconds(soft_time_limit, names[1], allow_zero=False)
+    )
+    if hard is not None and soft is not None and soft >= hard:
+        raise InvalidArgument(
+            f"{names[1]} ({soft:g} s) must be below {names[0]} ({hard:g} s): the soft limit "
+            "is the task's chance to clean up before the hard one ends it"
+        )
+    if hard is None and soft is not None and lease is not None and soft >= lease:
+        raise InvalidArgument(
+            f"{names[1]} ({soft:g} s) is not below the lease ({lease:g} s) and there is no "
+            f"{names[0]}: the lease keeper renews a run without a hard limit only for its "
+            "lease, so another worker could take the task first; set a time_limit or a "
+            "longer lease"
+        )
+    return hard, soft
+
+
 def check_name(name: Any, argument: str = "name") -> str:
     """A queue name: a non-empty string without braces (they would break the hash tag)."""
     _check(text_problem(name, MAX_ID_LENGTH, braces=False), argument)

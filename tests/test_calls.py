@@ -143,3 +143,19 @@ def test_a_bad_resend_is_refused_before_anything_is_sent(target: RedisTarget) ->
     with pytest.raises(InvalidArgument, match="resend"):
         batch.execute(resend="all")  # type: ignore[arg-type]
     assert target.raw.exists("untouched") == 0
+
+
+def test_one_call_on_a_queue_alias_loads_its_script_blocking_and_asyncio(
+    target: RedisTarget,
+) -> None:
+    from django_redislock.queue.sending import run_call, run_call_async
+    from django_redislock.queue.workers import registry_keys
+
+    backend = target.queue_backend()
+    call = ("workers_list", registry_keys(backend), [10])
+    flush(target)
+    assert int(run_call(backend, call)[1]) == 0  # no worker is registered
+    assert known(target, "workers_list")
+    flush(target)
+    assert int(asyncio.run(run_call_async(backend, call))[1]) == 0
+    assert known(target, "workers_list")

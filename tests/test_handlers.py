@@ -147,3 +147,61 @@ def test_forked_child_gets_its_own_client(redis_server: RedisProcess) -> None:
     assert answer == b"1"
     assert backend.client is parent_client
     assert parent_client.ping()
+
+
+def test_a_queue_backend_builds_the_queue_class_the_queue_package_registered() -> None:
+    from django_redislock.backends import redis
+    from django_redislock.queue import Queue
+
+    backend = RedisQueueBackend("registered", {})
+    assert RedisQueueBackend.queue_class is Queue
+    built = backend.queue("orders")
+    assert type(built) is Queue
+    assert backend.queue("orders") is built  # one object per name
+
+    class Marked(Queue):
+        pass
+
+    try:
+        redis.register_queue_class(Marked)
+        assert type(backend.queue("other")) is Marked
+        assert backend.queue("orders") is built  # already built: kept
+    finally:
+        redis.register_queue_class(Queue)
+
+
+def test_without_a_registered_queue_class_queue_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setattr(RedisQueueBackend, "queue_class", None)
+    with pytest.raises(RuntimeError, match="no queue class is registered"):
+        RedisQueueBackend("unregistered", {}).queue("orders")
+
+
+def test_a_process_that_imports_only_the_backend_module_can_build_queues() -> None:
+    """Importing the backend imports the package, whose ``__init__`` registers the queue."""
+    import subprocess
+    import sys
+
+    code = (
+        "from django_redislock.backends.redis import RedisQueueBackend\n"
+        "print(type(RedisQueueBackend('x', {}).queue('orders')).__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "Queue"
+
+
+def test_one_script_call_on_an_unreachable_queue_alias_says_what_to_set() -> None:
+    import asyncio
+
+    from django_redislock.queue.sending import run_call, run_call_async
+    from django_redislock.queue.workers import registry_keys
+
+    backend = RedisQueueBackend("gone", {"LOCATION": "redis://127.0.0.1:1/0"})
+    call = ("workers_list", registry_keys(backend), [1])
+    for send in (
+        lambda: run_call(backend, call),
+        lambda: asyncio.run(run_call_async(backend, call)),
+    ):
+        with pytest.raises(ConnectionFailed, match=r"REDISLOCK_QUEUES\['gone'\]\['LOCATION'\]"):
+            send()

@@ -27,6 +27,8 @@ MOVED = [
     ("django_redislock", "django_redislock.queue.registry", "task"),
     ("django_redislock.conf", "django_redislock.validation", "MAX_SECONDS"),
     ("django_redislock.locking.keys", "django_redislock.validation", "check_lock_name"),
+    ("django_redislock.queue.limits", "django_redislock.validation", "check_limits"),
+    ("django_redislock.queue.limits", "django_redislock.conf", "option_limit_errors"),
 ]
 
 

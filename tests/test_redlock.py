@@ -426,3 +426,19 @@ def test_close_drops_clients_and_threads_and_the_backend_still_works(urls: list[
     assert backend._pool is None and all(m._client is None for m in backend.masters)
     with backend.lock("after-close", ttl=5) as lock:
         assert lock.fence > 0
+
+
+def test_a_redlock_lock_reaches_its_masters_through_its_typed_redlock_attribute() -> None:
+    backend = redlock([dead_url(), dead_url(), dead_url()])
+    lock = backend.lock("typed")
+    assert lock.redlock is backend
+    assert lock.backend is backend  # the signals, the watchdog and the listings see the alias
+
+
+def test_a_redlock_lock_on_a_single_server_alias_is_refused_when_built() -> None:
+    from django_redislock.backends.redis import RedisLockBackend
+    from django_redislock.redlock.lock import RedlockLock
+
+    single = RedisLockBackend("single", {"LOCATION": dead_url()})
+    with pytest.raises(TypeError, match="has no masters, quorum, each, each_async"):
+        RedlockLock(single, "x")  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core import checks
 
@@ -21,6 +21,7 @@ from ..conf import (
     LOCK_OPTIONS,
     QUEUE_OPTIONS,
     heartbeat_errors,
+    option_limit_errors,
     with_defaults,
 )
 from ..connections import (
@@ -37,6 +38,7 @@ from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
     from ..locking import Lock, LockPage, ReadWriteLock
+    from ..queue.queue import Queue
 
 
 class RedisBackendMixin(NodeBase):
@@ -192,10 +194,14 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
     """
 
     option_schema = {**CONNECTION_OPTIONS, **QUEUE_OPTIONS}
+    #: What :meth:`queue` builds, as ``queue_class(backend, name)``; set by
+    #: :func:`register_queue_class`. The queue package sits above the backends: it knows
+    #: this class, this class does not import it.
+    queue_class: ClassVar[Callable[[RedisQueueBackend, str], Queue] | None] = None
 
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
         super().__init__(alias, params)
-        self._queues: dict[str, Any] = {}
+        self._queues: dict[str, Queue] = {}
         self._registered_pid = os.getpid()
         #: Queue names this process has recorded in :attr:`names_key` (a fork starts afresh).
         self.registered: set[str] = set()
@@ -204,8 +210,6 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
     def config_errors(cls, params: Mapping[str, Any]) -> list[str]:
         """The base checks, then the time-limit options as a pair and the heartbeat TTL
         against its interval."""
-        from ..queue.limits import option_limit_errors
-
         errors = super().config_errors(params)
         options = params.get("OPTIONS", {})
         if errors:
@@ -215,13 +219,22 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
             options
         )
 
-    def queue(self, name: str) -> Any:
-        """Return the :class:`~django_redislock.queue.Queue` called ``name``."""
-        from ..queue.queue import Queue
+    def queue(self, name: str) -> Queue:
+        """Return the :class:`~django_redislock.queue.Queue` called ``name`` (one per name).
 
+        The class is the one the queue package registered with
+        :func:`register_queue_class` when it was imported; importing
+        ``django_redislock`` imports it, so it is always there by the time a backend exists.
+        """
         found = self._queues.get(name)
         if found is None:
-            found = self._queues[name] = Queue(self, name)
+            queue_class = type(self).queue_class
+            if queue_class is None:
+                raise RuntimeError(
+                    "no queue class is registered: import django_redislock.queue before "
+                    "building queues"
+                )
+            found = self._queues[name] = queue_class(self, name)
         return found
 
     @property
@@ -272,3 +285,13 @@ class RedisQueueBackend(RedisBackendMixin, BaseQueueBackend):
                 id="redislock.W002",
             )
         ]
+
+
+def register_queue_class(queue_class: Callable[[RedisQueueBackend, str], Queue]) -> None:
+    """Make ``queue_class(backend, name)`` what :meth:`RedisQueueBackend.queue` builds.
+
+    The queue package calls this when it is imported, as Django's contrib apps register
+    what the core looks up, so the backends never import the layer above them.
+    Queues built before a new registration keep their class (they are cached per name).
+    """
+    RedisQueueBackend.queue_class = queue_class

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
 from ..queue.registry import TaskFunction
+from ..queue.sending import run_call, run_call_async
 from ..queue.serializers import JSONSerializer
 from ..validation import check_buyer, check_item, check_name, check_units, window_micros
 from .calls import (
@@ -174,17 +175,11 @@ class Stock:
         return out
 
     def _run(self, call: StockCall[R]) -> R:
-        backend = self.backend
-        with backend.errors():
-            reply = backend.script(call.script)(keys=self._script_keys(call), args=call.args)
-        return call.parse(reply)
+        return call.parse(run_call(self.backend, (call.script, self._script_keys(call), call.args)))
 
     async def _arun(self, call: StockCall[R]) -> R:
-        backend = self.backend
-        script = backend.script(call.script, backend.async_client())
-        with backend.errors():
-            reply = await script(keys=self._script_keys(call), args=call.args)
-        return call.parse(reply)
+        script_call = (call.script, self._script_keys(call), call.args)
+        return call.parse(await run_call_async(self.backend, script_call))
 
     # -- the hot path -----------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
-"""What every kind of lock shares: arguments, owners, the wait loop and hold state.
+"""What every kind of lock shares: arguments, owners, the wait loop and the public API.
 
 A lock object holds at most one hold at a time and belongs, while it holds, to
 the thread or asyncio task that acquired it. The Redis side is one script per
-state change (see :mod:`django_redislock.locking.keys` for the key layout).
+state change (see :mod:`django_redislock.locking.keys` for the key layout). How
+those calls are sent, resent and taken back is in :mod:`.calls`; how their
+results become hold state (signals, ``on_lost``, the watchdog) in :mod:`.holding`.
 
 Waiting never polls on a fixed interval: a failed acquire returns how long the
 current holder has left, and the waiter blocks on the lock's signal list
@@ -13,31 +15,21 @@ when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import redis
-
 from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument, LockNotAcquired, LockNotOwned
-from .holding import HoldKeeping
+from .calls import LockCalls
 from .keys import check_name, check_seconds, to_ms
 from .owners import Hold, check_owner, current_user, holder_meta, new_token
-from .replicas import call_with_ack, wants_ack
 from .transport import ScriptCalls
 from .wait import wait_for_signal, wait_for_signal_async
 
-logger = logging.getLogger("django_redislock.locks")
 _L = TypeVar("_L", bound="BaseLock")
 
-#: Resends of an acquire attempt whose outcome a connection error left unknown.
-RESOLVE_RESENDS = 2
-#: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
-ABANDON_SECONDS = 1.0
 #: How long a wake-up signal outlives a release nobody was waiting for (ms).
 SIGNAL_MS = 1000
 #: Longest a waiter's entry in the waiters zset lasts without a retry renewing it (seconds):
@@ -47,11 +39,12 @@ WAIT_RECORD_CAP = 3600.0
 BLOCK_FRACTION = 0.8
 
 
-class BaseLock(HoldKeeping):
+class BaseLock(LockCalls):
     """Arguments, the wait loop, the public API and the context managers.
 
-    Subclasses provide the scripts: :meth:`_attempt` (one acquire try),
-    :meth:`_release_call`, :meth:`_extend_call`, and :attr:`_signal_key`.
+    Subclasses provide the script calls (see :class:`~.calls.LockCalls`): one
+    acquire try, a release, an extension, the take-back of a grant, and the
+    signal key a release pushes.
     """
 
     kind = "mutex"
@@ -93,32 +86,6 @@ class BaseLock(HoldKeeping):
     def __repr__(self) -> str:
         state = f"fence={self._hold.fence}" if self._hold else "not held"
         return f"<{type(self).__name__} {self.name!r} {state}>"
-
-    # -- what subclasses provide -------------------------------------------------------------
-
-    def _attempt(
-        self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
-    ) -> tuple[str, list[str], list[Any]]:
-        """One acquire try; ``waited``: this call already waited for a wake-up."""
-        raise NotImplementedError
-
-    def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
-        raise NotImplementedError
-
-    def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
-        raise NotImplementedError
-
-    def _abandon_call(self, owner: str) -> tuple[str, list[str], list[Any]]:
-        """The call that takes back this acquire's possible grant (see ``_rid``)."""
-        raise NotImplementedError
-
-    _signal_key: str = ""
-    #: The request id of the acquire call in progress ("" when its owner is unique to it).
-    _rid: str = ""
-
-    def _request_id(self) -> str:
-        """A request id for one acquire call, or "" when the owner token already is one."""
-        return ""
 
     def _owner_for_attempt(self, user: str) -> str:
         return self.owner or new_token()
@@ -176,27 +143,6 @@ class BaseLock(HoldKeeping):
         """True when this object holds the lock as far as it knows (no round trip)."""
         hold = self._hold
         return hold is not None and not hold.lost
-
-    def _call(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        if wants_ack(self.backend, call[0]):
-            return call_with_ack(self, call)  # OPTIONS['MIN_REPLICAS_ACK']: grant + WAIT
-        return self._call_plain(call)
-
-    def _call_plain(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        script, keys, args = call
-        try:  # no context manager on the hot path: it costs more than the call's own Python
-            return self._scripts.run(self.backend, script, keys, args)
-        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterException):
-            with self.backend.errors():
-                raise
-
-    async def _acall(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        script, keys, args = call
-        if wants_ack(self.backend, script):
-            return await asyncio.to_thread(call_with_ack, self, call)
-        client = self.backend.async_client()
-        with self.backend.errors():
-            return await self.backend.script(script, client)(keys=keys, args=args)
 
     def _start_acquire(
         self, blocking: bool | None, timeout: float | None
@@ -268,40 +214,6 @@ class BaseLock(HoldKeeping):
             await wait_for_signal_async(self.backend, self._signal_key, seconds)
             waited = True
 
-    def _resolve(self, call: tuple[str, list[str], list[Any]], owner: str, exc: Exception) -> Any:
-        """Resend an attempt whose outcome is unknown; take it back if Redis stays away."""
-        for _ in range(RESOLVE_RESENDS):
-            try:
-                return self._call(call)
-            except ConnectionFailed:
-                continue
-        self._abandon(owner)
-        raise exc
-
-    async def _resolve_async(
-        self, call: tuple[str, list[str], list[Any]], owner: str, exc: Exception
-    ) -> Any:
-        for _ in range(RESOLVE_RESENDS):
-            try:
-                return await self._acall(call)
-            except ConnectionFailed:
-                continue
-            except BaseException:
-                await self._abandon_async(owner)
-                raise
-        await self._abandon_async(owner)
-        raise exc
-
-    def _abandon(self, owner: str) -> None:
-        """Take back this acquire's possible grant: one best-effort call."""
-        try:
-            self._call_plain(self._abandon_call(owner))
-        except Exception as exc:
-            logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
-
-    async def _abandon_async(self, owner: str) -> None:
-        await self._finish_async(self._abandon_call(owner))
-
     def release(self) -> None:
         """Release one hold; raise :class:`LockLost` if it had already ended.
 
@@ -313,16 +225,7 @@ class BaseLock(HoldKeeping):
         """
         hold = self._require_hold("release")
         self._release_started(hold)
-        call = self._release_call(hold)
-        try:
-            try:
-                result = self._call(call)
-            except ConnectionFailed:
-                result = self._resend(call)
-        except BaseException:
-            self._release_failed(hold)
-            raise
-        self._released(hold, result)
+        self._released(hold, self._send_end(hold, self._release_call(hold)))
 
     async def release_async(self) -> None:
         """The asyncio twin of :meth:`release`.
@@ -333,43 +236,7 @@ class BaseLock(HoldKeeping):
         """
         hold = self._require_hold("release")
         self._release_started(hold)
-        call = self._release_call(hold)
-        try:
-            try:
-                result = await self._acall(call)
-            except ConnectionFailed:
-                result = await self._resend_async(call)
-        except BaseException as exc:  # includes a cancellation at the await
-            self._release_failed(hold)
-            if not isinstance(exc, ConnectionFailed):
-                await self._finish_async(call)
-            raise
-        self._released(hold, result)
-
-    def _resend(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        """Resend a resend-safe call whose reply was lost; the last error wins."""
-        for _ in range(RESOLVE_RESENDS - 1):
-            try:
-                return self._call(call)
-            except ConnectionFailed:
-                continue
-        return self._call(call)
-
-    async def _resend_async(self, call: tuple[str, list[str], list[Any]]) -> Any:
-        for _ in range(RESOLVE_RESENDS - 1):
-            try:
-                return await self._acall(call)
-            except ConnectionFailed:
-                continue
-        return await self._acall(call)
-
-    async def _finish_async(self, call: tuple[str, list[str], list[Any]]) -> None:
-        """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
-        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
-        try:
-            await asyncio.wait_for(self._acall(call), limit)
-        except Exception as exc:
-            logger.warning("lock %r: a cancelled call could not be completed: %s", self.name, exc)
+        self._released(hold, await self._send_end_async(hold, self._release_call(hold)))
 
     def _ttl_ms(self, ttl: float | None) -> int:
         return to_ms(self.ttl if ttl is None else check_seconds(ttl, "ttl"))
@@ -388,16 +255,12 @@ class BaseLock(HoldKeeping):
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLost` unless this object's hold is still live in Redis."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._checked(hold, self._call(self._extend_call(hold, 0)))
 
     async def ensure_held_async(self) -> None:
         """The asyncio twin of :meth:`ensure_held`."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._checked(hold, await self._acall(self._extend_call(hold, 0)))
 
     def owned(self) -> bool:

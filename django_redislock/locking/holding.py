@@ -108,6 +108,13 @@ class HoldKeeping:
             )
         return hold
 
+    def _hold_to_check(self) -> Hold:
+        """The hold ``ensure_held`` asks Redis about; :class:`LockLost` if already known lost."""
+        hold = self._require_hold("check")
+        if hold.lost:
+            raise self._lost_error(hold)
+        return hold
+
     def _forget(self, hold: Hold) -> None:
         with self._state:
             if self._hold is hold:

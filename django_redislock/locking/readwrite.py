@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from ..calls.node import Backend
-from ..exceptions import ConnectionFailed, InvalidArgument
+from ..exceptions import InvalidArgument
 from .base import SIGNAL_MS, WAIT_RECORD_CAP, BaseLock
 from .keys import bucket_keys, check_name, lock_key, to_ms
 from .owners import Hold, current_user, new_token
@@ -182,15 +182,8 @@ class WriteLock(_RWHold):
         hold = self._require_hold("downgrade")
         call = self._downgrade_call(hold, reader)
         hold.releasing = True  # the write hold ends here either way: the watchdog leaves it
-        try:
-            try:
-                result = self._call(call)
-            except ConnectionFailed:
-                result = self._resend(call)
-        except BaseException:
-            self._release_failed(hold)  # ends by its TTL, or went on as a read hold that does
-            raise
-        self._downgraded(hold, reader, result)
+        # unknown outcome: the write hold ends by its TTL, or went on as a read hold that does
+        self._downgraded(hold, reader, self._send_end(hold, call))
         return reader
 
     async def downgrade_async(self, ttl: float | None = None) -> ReadLock:
@@ -199,20 +192,10 @@ class WriteLock(_RWHold):
         hold = self._require_hold("downgrade")
         call = self._downgrade_call(hold, reader)
         hold.releasing = True
-        try:
-            try:
-                result = await self._acall(call)
-            except ConnectionFailed:
-                result = await self._resend_async(call)
-        except BaseException as exc:  # includes a cancellation at the await
-            self._release_failed(hold)
-            if not isinstance(exc, ConnectionFailed):
-                # Cancelled: finish the downgrade, then end the read hold nobody will own.
-                await self._finish_async(call)
-                member = Hold(f"{reader._rid}@{hold.fence}", hold.fence, hold.user)
-                await self._finish_async(reader._release_call(member))
-            raise
-        self._downgraded(hold, reader, result)
+        # Cancelled: the downgrade is finished, then the read hold nobody will own is ended.
+        member = Hold(f"{reader._rid}@{hold.fence}", hold.fence, hold.user)
+        cleanup = (reader._release_call(member),)
+        self._downgraded(hold, reader, await self._send_end_async(hold, call, cleanup))
         return reader
 
     def _reader_for_downgrade(self, ttl: float | None) -> ReadLock:

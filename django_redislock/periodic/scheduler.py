@@ -39,6 +39,7 @@ from ..handlers import locks, queues
 from ..queue.queue import Queue
 from ..queue.registry import TaskFunction, resolve
 from ..queue.results import with_result_marker
+from ..queue.sending import run_call
 from ..validation import check_seconds
 from .registry import all_schedules, needs_croniter
 from .schedules import SECOND, Schedule, tick_label
@@ -185,8 +186,7 @@ class Scheduler:
             entry.data,
             entry.task.priority,
         ]
-        with queue.backend.errors():
-            reply = int(queue.backend.script("periodic_enqueue")(keys=keys, args=args))
+        reply = int(run_call(queue.backend, ("periodic_enqueue", keys, args)))
         if reply == ALREADY:
             self.stats.already += 1
             return reply

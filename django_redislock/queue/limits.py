@@ -36,8 +36,23 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..exceptions import InvalidArgument, SoftTimeLimitExceeded, TimeLimitExceeded
-from ..validation import check_seconds
+from ..conf import option_limit_errors
+from ..exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from ..validation import check_limits
+
+# The checks of a limit pair live with the other value checks (``check_limits``, an
+# argument) and the other cross-option checks of an alias (``option_limit_errors``).
+__all__ = [
+    "HARD_LIMIT_GRACE",
+    "WATCH_INTERVAL",
+    "LimitWatch",
+    "Run",
+    "alarm",
+    "check_limits",
+    "keep_for",
+    "limits_of",
+    "option_limit_errors",
+]
 
 logger = logging.getLogger("django_redislock.worker")
 
@@ -47,55 +62,6 @@ HARD_LIMIT_GRACE = 2.0
 WATCH_INTERVAL = 0.05
 
 R = TypeVar("R")
-
-
-def check_limits(
-    time_limit: Any,
-    soft_time_limit: Any,
-    lease: float | None = None,
-    names: tuple[str, str] = ("time_limit", "soft_time_limit"),
-) -> tuple[float | None, float | None]:
-    """Validate a ``(time_limit, soft_time_limit)`` pair; returns them as floats or None.
-
-    Each is > 0 seconds or None; a soft limit must be below the hard one; and a soft
-    limit with no hard limit must be below ``lease`` (when known): without a hard limit
-    the lease keeper renews a run only for its lease, so that lease would end first.
-    ``names`` are what the messages call the two values.
-    """
-    hard = None if time_limit is None else check_seconds(time_limit, names[0], allow_zero=False)
-    soft = (
-        None
-        if soft_time_limit is None
-        else check_seconds(soft_time_limit, names[1], allow_zero=False)
-    )
-    if hard is not None and soft is not None and soft >= hard:
-        raise InvalidArgument(
-            f"{names[1]} ({soft:g} s) must be below {names[0]} ({hard:g} s): the soft limit "
-            "is the task's chance to clean up before the hard one ends it"
-        )
-    if hard is None and soft is not None and lease is not None and soft >= lease:
-        raise InvalidArgument(
-            f"{names[1]} ({soft:g} s) is not below the lease ({lease:g} s) and there is no "
-            f"{names[0]}: the lease keeper renews a run without a hard limit only for its "
-            "lease, so another worker could take the task first; set a time_limit or a "
-            "longer lease"
-        )
-    return hard, soft
-
-
-def option_limit_errors(options: Mapping[str, Any]) -> list[str]:
-    """What is wrong with an alias's ``TASK_TIME_LIMIT`` / ``TASK_SOFT_TIME_LIMIT`` pair."""
-    names = ("OPTIONS['TASK_TIME_LIMIT']", "OPTIONS['TASK_SOFT_TIME_LIMIT']")
-    try:
-        check_limits(
-            options.get("TASK_TIME_LIMIT"),
-            options.get("TASK_SOFT_TIME_LIMIT"),
-            options.get("VISIBILITY_TIMEOUT"),
-            names,
-        )
-    except InvalidArgument as exc:
-        return [str(exc).replace("the lease", "OPTIONS['VISIBILITY_TIMEOUT']")]
-    return []
 
 
 def limits_of(fn: Any, options: Mapping[str, Any]) -> tuple[float | None, float | None]:

@@ -24,11 +24,17 @@ from django.db import transaction
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import InvalidArgument
 from ..handlers import queues
-from ..validation import check_bool, check_count, check_id, check_name, check_seconds
+from ..validation import (
+    check_bool,
+    check_count,
+    check_id,
+    check_limits,
+    check_name,
+    check_seconds,
+)
 from .arguments import enqueue_args
 from .flow import parse_rate
 from .handles import Enqueued
-from .limits import check_limits
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros

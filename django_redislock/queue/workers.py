@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..calls.node import Node
-from ..locking.pipeline import run_scripts
+from .sending import run_call, run_call_async
 
 #: The hash tag of an alias's registry keys.
 TAG = "workers"
@@ -57,18 +57,12 @@ def beat(backend: Node, worker_id: str, ttl: float, record: Mapping[str, Any]) -
     second run stores the same record with a slightly later expiry.
     """
     args = [worker_id, int(ttl * 1e6), json.dumps(record, separators=(",", ":")), PRUNE_BATCH]
-    return int(run_one(backend, "workers_beat", args))
+    return int(run_call(backend, ("workers_beat", registry_keys(backend), args)))
 
 
 def leave(backend: Node, worker_id: str) -> bool:
     """Remove ``worker_id`` from the registry at once; True when it was registered."""
-    return bool(run_one(backend, "workers_leave", [worker_id]))
-
-
-def run_one(backend: Node, script: str, args: list[Any]) -> Any:
-    """Run one registry script through the client itself (a Cluster client's retries apply)."""
-    with backend.errors():
-        return backend.script(script)(keys=registry_keys(backend), args=args)
+    return bool(run_call(backend, ("workers_leave", registry_keys(backend), [worker_id])))
 
 
 @dataclass(frozen=True)
@@ -152,19 +146,13 @@ def iso(micros: int) -> str:
 
 def list_workers(backend: Node, limit: int = MAX_LISTED) -> WorkerList:
     """The live workers of ``backend``'s alias (one read-only script), sorted by host and pid."""
-    keys = registry_keys(backend)
-    (reply,) = run_scripts(backend, [("workers_list", keys, [limit])])
-    if isinstance(reply, Exception):
-        raise reply
-    return parse_listing(reply)
+    return parse_listing(run_call(backend, ("workers_list", registry_keys(backend), [limit])))
 
 
 async def list_workers_async(backend: Node, limit: int = MAX_LISTED) -> WorkerList:
     """The asyncio twin of :func:`list_workers`."""
-    script = backend.script("workers_list", backend.async_client())
-    with backend.errors():
-        reply = await script(keys=registry_keys(backend), args=[limit])
-    return parse_listing(reply)
+    call = ("workers_list", registry_keys(backend), [limit])
+    return parse_listing(await run_call_async(backend, call))
 
 
 def parse_listing(reply: list[Any]) -> WorkerList:

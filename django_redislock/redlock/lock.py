@@ -139,7 +139,7 @@ class RedlockLock(QuorumMutex):
         task.add_done_callback(_cleanup_done)
         try:
             await asyncio.wait_for(
-                asyncio.shield(task), float(self.backend.options["MASTER_TIMEOUT"])
+                asyncio.shield(task), float(self.redlock.options["MASTER_TIMEOUT"])
             )
         except (asyncio.TimeoutError, asyncio.CancelledError):
             logger.warning(
@@ -149,35 +149,35 @@ class RedlockLock(QuorumMutex):
             )
 
     def _refused(self, outcome: Outcome) -> bool:
-        if outcome.reachable < self.backend.quorum:
+        if outcome.reachable < self.redlock.quorum:
             raise ConnectionFailed(
-                f"lock {self.name!r}: only {outcome.reachable} of {len(self.backend.masters)} "
-                f"Redlock masters of REDISLOCK_LOCKS[{self.backend.alias!r}] answered; a grant "
-                f"needs {self.backend.quorum}"
+                f"lock {self.name!r}: only {outcome.reachable} of {len(self.redlock.masters)} "
+                f"Redlock masters of REDISLOCK_LOCKS[{self.redlock.alias!r}] answered; a grant "
+                f"needs {self.redlock.quorum}"
             )
         return False
 
     def _pause(self, outcome: Outcome, left: float) -> None:
         if outcome.wait_on is None:
-            pause = random.uniform(0.2, 1.0) * self.backend.options["RETRY_DELAY"]
+            pause = random.uniform(0.2, 1.0) * self.redlock.options["RETRY_DELAY"]
             time.sleep(min(left, pause))
             return
         seconds = min(left, (outcome.wait_ms + 1) / 1000, MAX_BLOCK)
         try:
             wait_for_signal(outcome.wait_on, self._signal_key, max(0.001, seconds))
         except ConnectionFailed:
-            time.sleep(min(left, self.backend.options["RETRY_DELAY"]))
+            time.sleep(min(left, self.redlock.options["RETRY_DELAY"]))
 
     async def _pause_async(self, outcome: Outcome, left: float) -> None:
         if outcome.wait_on is None:
-            pause = random.uniform(0.2, 1.0) * self.backend.options["RETRY_DELAY"]
+            pause = random.uniform(0.2, 1.0) * self.redlock.options["RETRY_DELAY"]
             await asyncio.sleep(min(left, pause))
             return
         seconds = min(left, (outcome.wait_ms + 1) / 1000, MAX_BLOCK)
         try:
             await wait_for_signal_async(outcome.wait_on, self._signal_key, max(0.001, seconds))
         except ConnectionFailed:
-            await asyncio.sleep(min(left, self.backend.options["RETRY_DELAY"]))
+            await asyncio.sleep(min(left, self.redlock.options["RETRY_DELAY"]))
 
     def acquire(self, blocking: bool | None = None, timeout: float | None = None) -> bool:
         """Take the lock on a quorum of masters; wait up to ``timeout`` seconds when ``blocking``.
@@ -218,7 +218,7 @@ class RedlockLock(QuorumMutex):
         hold as lost: the caller learns that its work may have overlapped another.
         """
         released, unreachable = counts
-        quorum = self.backend.quorum
+        quorum = self.redlock.quorum
         if time.monotonic() < self._valid_until and released + unreachable >= quorum:
             return [1, 0, hold.fence]
         return [0, 0]
@@ -284,16 +284,12 @@ class RedlockLock(QuorumMutex):
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLost` unless the hold is still valid and not denied by a quorum."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._quorum_checked(hold, self.quorum_extend(hold, 0))
 
     async def ensure_held_async(self) -> None:
         """The asyncio twin of :meth:`ensure_held`."""
-        hold = self._require_hold("check")
-        if hold.lost:
-            raise self._lost_error(hold)
+        hold = self._hold_to_check()
         self._quorum_checked(hold, await self.quorum_extend_async(hold, 0))
 
     def owned(self) -> bool:

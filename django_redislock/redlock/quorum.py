@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument
 from ..locking.keys import to_ms
 from ..locking.mutex import Lock
 from ..locking.owners import Hold
 from .masters import Master, Quorum
+
+#: What a Redlock lock reads from its alias (the :class:`~.masters.Quorum` protocol's names).
+QUORUM_ATTRIBUTES = (
+    "alias",
+    "options",
+    "key_prefix",
+    "key",
+    "masters",
+    "quorum",
+    "each",
+    "each_async",
+)
 
 
 @dataclass
@@ -33,11 +46,32 @@ class Outcome:
     reachable: int = 0
 
 
+def as_lock_backend(redlock: Quorum) -> Backend:
+    """``redlock`` as the single-node lock classes type their ``backend``.
+
+    A :class:`QuorumMutex` reuses those classes' arguments, key names, call
+    builders and hold state, which read only what every alias has from the
+    backend (``alias``, ``options``, ``key()``). Every method that would reach one
+    node through it (``client``, ``script``, ``errors``) is overridden to fan out
+    to the masters, which the lock reaches through its ``redlock`` attribute,
+    typed :class:`~.masters.Quorum`. The check makes any other object fail here,
+    when the lock is built, rather than at its first call.
+    """
+    missing = [name for name in QUORUM_ATTRIBUTES if not hasattr(redlock, name)]
+    if missing:
+        raise TypeError(
+            f"a Redlock lock needs a Redlock alias (masters and a quorum); "
+            f"{type(redlock).__name__} has no {', '.join(missing)}"
+        )
+    return cast(Backend, redlock)
+
+
 class QuorumMutex(Lock):
     """The calls of a mutex held on a quorum of independent masters (see the module docs)."""
 
-    #: every method that would reach a single node is overridden to fan out to the masters
-    backend: Quorum  # type: ignore[assignment]
+    #: The Redlock alias: its masters, their quorum and the fan-out to them. ``backend``
+    #: is the same object, as the single-node base classes see it (:func:`as_lock_backend`).
+    redlock: Quorum
 
     def __init__(self, backend: Quorum, name: str, **kwargs: Any) -> None:
         if kwargs.pop("reentrant", False):
@@ -45,22 +79,23 @@ class QuorumMutex(Lock):
                 "reentrant=True is not supported by the Redlock backend (supports_reentrant "
                 "is False); use a Redis lock alias for reentrant locks"
             )
-        super().__init__(backend, name, **kwargs)  # type: ignore[arg-type]
+        self.redlock = backend
+        super().__init__(as_lock_backend(backend), name, **kwargs)
         self.kind = "quorum"
         self._check_ttl(self.ttl, "ttl")
         self._valid_until = 0.0
 
     def _check_ttl(self, ttl: float, argument: str) -> None:
-        limit = self.backend.options["MAX_TTL"]
+        limit = self.redlock.options["MAX_TTL"]
         if ttl > limit:
             raise InvalidArgument(
                 f"{argument} {ttl:g}s is above OPTIONS['MAX_TTL'] ({limit:g}s) of "
-                f"REDISLOCK_LOCKS[{self.backend.alias!r}]; raise MAX_TTL or use the watchdog"
+                f"REDISLOCK_LOCKS[{self.redlock.alias!r}]; raise MAX_TTL or use the watchdog"
             )
 
     def _validity(self, started: float, ttl: float) -> float:
         """The monotonic time until which a hold taken at ``started`` is trusted."""
-        drift = ttl * float(self.backend.options["CLOCK_DRIFT_FACTOR"]) + 0.002
+        drift = ttl * float(self.redlock.options["CLOCK_DRIFT_FACTOR"]) + 0.002
         return started + ttl - drift
 
     # -- one attempt ---------------------------------------------------------------------------
@@ -68,14 +103,14 @@ class QuorumMutex(Lock):
     def _try(self, owner: str, meta: str, mode: int, remaining: float = 1.0) -> Outcome:
         """One attempt on every master; a waiting one (``mode`` > 0) is recorded as a waiter
         on each master for the ``remaining`` seconds the caller will still wait."""
-        backend = self.backend
+        redlock = self.redlock
         started = time.monotonic()
         call = self._attempt(owner, meta, mode != 0, remaining, mode == 2)
-        replies = backend.each(lambda master: master.run(call))
+        replies = redlock.each(lambda master: master.run(call))
         outcome, granted, held, ours = self._tally(owner, replies)
         if self._in_time(granted, started):
             outcome.fence = max(granted)
-            if self._fence_everywhere(owner, outcome.fence) >= backend.quorum:
+            if self._fence_everywhere(owner, outcome.fence) >= redlock.quorum:
                 outcome.valid_until = self._validity(started, self.ttl)
                 if time.monotonic() < outcome.valid_until:
                     return outcome
@@ -95,7 +130,7 @@ class QuorumMutex(Lock):
         # token only) masters whose reply was lost. An explicit owner may legitimately hold
         # the lock from elsewhere, so its cleanup touches only what this attempt was granted.
         ours: list[Master] = []
-        for master, reply in zip(self.backend.masters, replies, strict=True):
+        for master, reply in zip(self.redlock.masters, replies, strict=True):
             if isinstance(reply, Exception):
                 if owner != self.owner:
                     ours.append(master)
@@ -109,12 +144,12 @@ class QuorumMutex(Lock):
         return outcome, granted, held, ours
 
     def _in_time(self, granted: list[int], started: float) -> bool:
-        quorum = len(granted) >= self.backend.quorum
+        quorum = len(granted) >= self.redlock.quorum
         return quorum and time.monotonic() < self._validity(started, self.ttl)
 
     def _waiting(self, outcome: Outcome, held: list[tuple[int, Master]]) -> Outcome:
         """Note whom to wait for when a quorum holds the lock for someone else."""
-        if len(held) >= self.backend.quorum:
+        if len(held) >= self.redlock.quorum:
             held.sort(key=lambda pair: pair[0])
             outcome.wait_ms = held[-1][0]
             outcome.wait_on = next((m for _, m in held if m.counts()), held[-1][1])
@@ -122,14 +157,14 @@ class QuorumMutex(Lock):
 
     async def _try_async(self, owner: str, meta: str, mode: int, remaining: float = 1.0) -> Outcome:
         """The asyncio twin of :meth:`_try`: the masters are asked in parallel on the loop."""
-        backend = self.backend
+        redlock = self.redlock
         started = time.monotonic()
         call = self._attempt(owner, meta, mode != 0, remaining, mode == 2)
-        replies = await backend.each_async(lambda master: master.run_async(call))
+        replies = await redlock.each_async(lambda master: master.run_async(call))
         outcome, granted, held, ours = self._tally(owner, replies)
         if self._in_time(granted, started):
             outcome.fence = max(granted)
-            if await self._fence_everywhere_async(owner, outcome.fence) >= backend.quorum:
+            if await self._fence_everywhere_async(owner, outcome.fence) >= redlock.quorum:
                 outcome.valid_until = self._validity(started, self.ttl)
                 if time.monotonic() < outcome.valid_until:
                     return outcome
@@ -141,32 +176,32 @@ class QuorumMutex(Lock):
     def _fence_everywhere(self, owner: str, fence: int) -> int:
         keys = [self._key, self._index.fence]
         return self._fenced(
-            self.backend.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
+            self.redlock.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
         )
 
     async def _fence_everywhere_async(self, owner: str, fence: int) -> int:
         call = ("redlock_fence", [self._key, self._index.fence], [owner, fence])
-        replies = await self.backend.each_async(lambda m: m.run_async(call))
+        replies = await self.redlock.each_async(lambda m: m.run_async(call))
         return self._fenced(replies)
 
     def _fenced(self, replies: list[Any]) -> int:
         return sum(
             1
-            for master, reply in zip(self.backend.masters, replies, strict=True)
+            for master, reply in zip(self.redlock.masters, replies, strict=True)
             if not isinstance(reply, Exception) and int(reply) == 1 and master.counts()
         )
 
     def _release_everywhere(self, owner: str, only: list[Master] | None = None) -> tuple[int, int]:
         """Release ``owner``'s holds on all masters (or ``only``): (released, unreachable)."""
         call = self._release_args(owner, "*")
-        return self._release_count(self.backend.each(lambda master: master.run(call), only))
+        return self._release_count(self.redlock.each(lambda master: master.run(call), only))
 
     async def _release_everywhere_async(
         self, owner: str, only: list[Master] | None = None
     ) -> tuple[int, int]:
         """The asyncio twin of :meth:`_release_everywhere`."""
         call = self._release_args(owner, "*")
-        replies = await self.backend.each_async(lambda master: master.run_async(call), only)
+        replies = await self.redlock.each_async(lambda master: master.run_async(call), only)
         return self._release_count(replies)
 
     @staticmethod
@@ -194,7 +229,7 @@ class QuorumMutex(Lock):
         """
         started = time.monotonic()
         call = self._extend_args(hold, ttl)
-        return self._extended(started, ttl, self.backend.each(lambda m: m.run(call)))
+        return self._extended(started, ttl, self.redlock.each(lambda m: m.run(call)))
 
     async def quorum_extend_async(self, hold: Hold, ttl: float) -> int | Exception:
         """The asyncio twin of :meth:`quorum_extend`.
@@ -205,13 +240,13 @@ class QuorumMutex(Lock):
         started = time.monotonic()
         call = self._extend_args(hold, ttl)
         return self._extended(
-            started, ttl, await self.backend.each_async(lambda m: m.run_async(call))
+            started, ttl, await self.redlock.each_async(lambda m: m.run_async(call))
         )
 
     def _extended(self, started: float, ttl: float, replies: list[Any]) -> int | Exception:
-        quorum, total = self.backend.quorum, len(self.backend.masters)
+        quorum, total = self.redlock.quorum, len(self.redlock.masters)
         held = denied = 0
-        for master, reply in zip(self.backend.masters, replies, strict=True):
+        for master, reply in zip(self.redlock.masters, replies, strict=True):
             if isinstance(reply, Exception):
                 continue
             if int(reply) > 0 and master.counts():
@@ -233,9 +268,9 @@ class QuorumMutex(Lock):
 
     def locked(self) -> bool:
         """True when a quorum of masters has the lock held."""
-        replies = self.backend.each(lambda master: master.client.exists(self._key))
+        replies = self.redlock.each(lambda master: master.client.exists(self._key))
         held = sum(1 for r in replies if not isinstance(r, Exception) and r)
-        return bool(held >= self.backend.quorum)
+        return bool(held >= self.redlock.quorum)
 
     async def locked_async(self) -> bool:
         """The asyncio twin of :meth:`locked`."""
@@ -244,19 +279,19 @@ class QuorumMutex(Lock):
             with master.errors():
                 return await master.async_client().exists(self._key)
 
-        replies = await self.backend.each_async(exists)
+        replies = await self.redlock.each_async(exists)
         held = sum(1 for r in replies if not isinstance(r, Exception) and r)
-        return bool(held >= self.backend.quorum)
+        return bool(held >= self.redlock.quorum)
 
     def _pttl_verdict(self, replies: list[Any]) -> int:
         """Milliseconds until fewer than a quorum of masters hold the lock (0: not held)."""
         left = sorted((int(r) for r in replies if not isinstance(r, Exception)), reverse=True)
-        quorum = self.backend.quorum
+        quorum = self.redlock.quorum
         return max(0, left[quorum - 1]) if len(left) >= quorum else 0
 
     def holder_pttl(self) -> int:
         """How long the current holder (whoever it is) keeps the lock, by quorum, in ms."""
-        return self._pttl_verdict(self.backend.each(lambda m: m.client.pttl(self._key)))
+        return self._pttl_verdict(self.redlock.each(lambda m: m.client.pttl(self._key)))
 
     async def holder_pttl_async(self) -> int:
         """The asyncio twin of :meth:`holder_pttl`."""
@@ -265,4 +300,4 @@ class QuorumMutex(Lock):
             with master.errors():
                 return await master.async_client().pttl(self._key)
 
-        return self._pttl_verdict(await self.backend.each_async(pttl))
+        return self._pttl_verdict(await self.redlock.each_async(pttl))

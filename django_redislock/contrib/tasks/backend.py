@@ -37,6 +37,7 @@ from django.utils.crypto import get_random_string
 
 from ...conf import TASK_OPTIONS, option_errors, with_defaults
 from ...queue.priority import from_django
+from ...queue.sending import run_call, run_call_async
 from .compat import (
     BaseTaskBackend,
     Task,
@@ -48,8 +49,6 @@ from .results import (
     build_result,
     initial_fields,
     read_call,
-    run_call,
-    run_call_async,
     write_call,
 )
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from ...calls.node import Keys, Node
+from ...calls.node import Keys
 from ...wire import to_text
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
@@ -55,21 +55,6 @@ def write_call(
     for name, value in fields.items():
         args += [name, value]
     return "djtask_write", result_keys(queue_backend, result_id), args
-
-
-def run_call(queue_backend: Node, call: Call) -> Any:
-    """Send one script call on the blocking client (connection errors name the setting)."""
-    script, keys, args = call
-    with queue_backend.errors():
-        return queue_backend.script(script)(keys=keys, args=args)
-
-
-async def run_call_async(queue_backend: Node, call: Call) -> Any:
-    """The asyncio twin of :func:`run_call`."""
-    script, keys, args = call
-    client = queue_backend.async_client()
-    with queue_backend.errors():
-        return await queue_backend.script(script, client)(keys=keys, args=args)
 
 
 def error_json(error: TaskError) -> str:

@@ -1,0 +1,200 @@
+"""How a lock object's script calls reach Redis, and what happens when a reply is lost.
+
+:class:`LockCalls` is the part of :class:`~django_redislock.locking.base.BaseLock`
+between the call a lock kind builds (``(script, keys, args)``: an acquire try, a
+release, an extension, the take-back of a grant) and the server:
+
+* :meth:`LockCalls._call` runs it on the blocking client (a grant script with
+  ``OPTIONS['MIN_REPLICAS_ACK']`` goes with a ``WAIT``, see :mod:`.replicas`), and
+  :meth:`LockCalls._acall` on the asyncio client; a connection error becomes
+  :class:`~django_redislock.exceptions.ConnectionFailed`.
+* Every lock script is safe to resend: one that already ran answers as it did the
+  first time. A call whose reply was lost is resent (:meth:`LockCalls._resend`);
+  an acquire try that stays unknown is taken back (:meth:`LockCalls._resolve`,
+  :meth:`LockCalls._abandon`), so an unreachable Redis leaves at worst a grant that
+  nothing renews and that ends by its TTL.
+* A call that ends a hold (a release, a downgrade) goes through
+  :meth:`LockCalls._send_end`: resent after a lost reply and, if its outcome stays
+  unknown, given up by the object (nothing renews the hold, which ends by its TTL).
+* After a cancellation cuts an asyncio call short, :meth:`LockCalls._finish_async`
+  sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import redis
+
+from ..calls.script import Call
+from ..exceptions import ConnectionFailed
+from .holding import HoldKeeping
+from .owners import Hold
+from .replicas import call_with_ack, wants_ack
+from .transport import ScriptCalls
+
+logger = logging.getLogger("django_redislock.locks")
+
+#: Resends of a call whose reply a connection error lost (an acquire try, a release, a downgrade).
+RESOLVE_RESENDS = 2
+#: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
+ABANDON_SECONDS = 1.0
+
+
+class LockCalls(HoldKeeping):
+    """The script calls of a lock kind and how they are sent (see the module docstring).
+
+    Subclasses build the calls: :meth:`_attempt` (one acquire try),
+    :meth:`_release_call`, :meth:`_extend_call`, :meth:`_abandon_call`, and name
+    :attr:`_signal_key`, the list a release pushes to wake a waiter.
+    """
+
+    _scripts: ScriptCalls
+
+    # -- what subclasses build ---------------------------------------------------------------
+
+    def _attempt(
+        self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
+    ) -> Call:
+        """One acquire try; ``waited``: this call already waited for a wake-up."""
+        raise NotImplementedError
+
+    def _release_call(self, hold: Hold) -> Call:
+        raise NotImplementedError
+
+    def _extend_call(self, hold: Hold, ttl_ms: int) -> Call:
+        raise NotImplementedError
+
+    def _abandon_call(self, owner: str) -> Call:
+        """The call that takes back this acquire's possible grant (see ``_rid``)."""
+        raise NotImplementedError
+
+    _signal_key: str = ""
+    #: The request id of the acquire call in progress ("" when its owner is unique to it).
+    _rid: str = ""
+
+    def _request_id(self) -> str:
+        """A request id for one acquire call, or "" when the owner token already is one."""
+        return ""
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def _call(self, call: Call) -> Any:
+        if wants_ack(self.backend, call[0]):
+            return call_with_ack(self, call)  # OPTIONS['MIN_REPLICAS_ACK']: grant + WAIT
+        return self._call_plain(call)
+
+    def _call_plain(self, call: Call) -> Any:
+        script, keys, args = call
+        try:  # no context manager on the hot path: it costs more than the call's own Python
+            return self._scripts.run(self.backend, script, keys, args)
+        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterException):
+            with self.backend.errors():
+                raise
+
+    async def _acall(self, call: Call) -> Any:
+        script, keys, args = call
+        if wants_ack(self.backend, script):
+            return await asyncio.to_thread(call_with_ack, self, call)
+        client = self.backend.async_client()
+        with self.backend.errors():
+            return await self.backend.script(script, client)(keys=keys, args=args)
+
+    def _resend(self, call: Call) -> Any:
+        """Resend a resend-safe call whose reply was lost; the last error wins."""
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                continue
+        return self._call(call)
+
+    async def _resend_async(self, call: Call) -> Any:
+        """The asyncio twin of :meth:`_resend`."""
+        for _ in range(RESOLVE_RESENDS - 1):
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                continue
+        return await self._acall(call)
+
+    def _send_end(self, hold: Hold, call: Call) -> Any:
+        """Send ``call``, which ends ``hold`` (a release, a downgrade); resent after a lost reply.
+
+        If its outcome stays unknown (Redis unreachable, an interrupt), the object gives
+        the hold up (:meth:`~.holding.HoldKeeping._release_failed`: nothing renews it, it
+        ends by its TTL at worst) and the error goes on.
+        """
+        try:
+            try:
+                return self._call(call)
+            except ConnectionFailed:
+                return self._resend(call)
+        except BaseException:
+            self._release_failed(hold)
+            raise
+
+    async def _send_end_async(self, hold: Hold, call: Call, cleanup: tuple[Call, ...] = ()) -> Any:
+        """The asyncio twin of :meth:`_send_end`.
+
+        Cancelled at its await, it sends ``call`` once more, then each ``cleanup`` call
+        (each for at most ``ABANDON_SECONDS``, see :meth:`_finish_async`), before the
+        cancellation goes on.
+        """
+        try:
+            try:
+                return await self._acall(call)
+            except ConnectionFailed:
+                return await self._resend_async(call)
+        except BaseException as exc:  # includes a cancellation at the await
+            self._release_failed(hold)
+            if not isinstance(exc, ConnectionFailed):
+                for sent in (call, *cleanup):
+                    await self._finish_async(sent)
+            raise
+
+    async def _finish_async(self, call: Call) -> None:
+        """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
+        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        try:
+            await asyncio.wait_for(self._acall(call), limit)
+        except Exception as exc:
+            logger.warning("lock %r: a cancelled call could not be completed: %s", self.name, exc)
+
+    # -- an acquire whose outcome is unknown -------------------------------------------------
+
+    def _resolve(self, call: Call, owner: str, exc: Exception) -> Any:
+        """Resend an attempt whose outcome is unknown; take it back if Redis stays away.
+
+        The error raised then is ``exc``, the one that made the outcome unknown.
+        """
+        try:
+            return self._resend(call)
+        except ConnectionFailed:
+            pass
+        self._abandon(owner)
+        raise exc
+
+    async def _resolve_async(self, call: Call, owner: str, exc: Exception) -> Any:
+        """The asyncio twin of :meth:`_resolve`; cancelled, it takes the attempt back too."""
+        try:
+            return await self._resend_async(call)
+        except ConnectionFailed:
+            pass
+        except BaseException:  # a cancellation at the await
+            await self._abandon_async(owner)
+            raise
+        await self._abandon_async(owner)
+        raise exc
+
+    def _abandon(self, owner: str) -> None:
+        """Take back this acquire's possible grant: one best-effort call."""
+        try:
+            self._call_plain(self._abandon_call(owner))
+        except Exception as exc:
+            logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
+
+    async def _abandon_async(self, owner: str) -> None:
+        await self._finish_async(self._abandon_call(owner))

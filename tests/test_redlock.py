@@ -432,7 +432,8 @@ def test_a_redlock_lock_reaches_its_masters_through_its_typed_redlock_attribute(
     backend = redlock([dead_url(), dead_url(), dead_url()])
     lock = backend.lock("typed")
     assert lock.redlock is backend
-    assert lock.backend is backend  # the signals, the watchdog and the listings see the alias
+    alias: object = lock.backend
+    assert alias is backend  # the signals, the watchdog and the listings see the alias
 
 
 def test_a_redlock_lock_on_a_single_server_alias_is_refused_when_built() -> None:

@@ -158,7 +158,7 @@ def test_client_kwargs_may_set_the_masters_retry_policy(urls: list[str]) -> None
 def test_a_release_a_master_had_already_applied_counts_as_released(urls: list[str]) -> None:
     backend = redlock(urls)
     lock = backend.lock("resent", ttl=5)
-    assert lock.acquire(blocking=False)
+    assert lock.acquire(blocking=False) and lock._hold is not None
     call = lock._release_args(lock._hold.owner, "*")  # one release, as a retry resends it
     first = [master.run(call) for master in backend.masters]
     again = [master.run(call) for master in backend.masters]

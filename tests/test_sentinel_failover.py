@@ -118,9 +118,8 @@ def run_failover(topology: dict[str, Any], load: Load) -> None:
     )
     assert load.foreign == []
     assert 0 < resumed < 30 and load.ok - at_resume >= 20
-    assert load.queue.backend.client.connection_pool.get_master_address()[1] == (
-        topology["replica"].port
-    )
+    client: Any = load.queue.backend.client  # a Sentinel-managed pool
+    assert client.connection_pool.get_master_address()[1] == (topology["replica"].port)
 
     async def asyncio_clients() -> bool:
         # The asyncio clients ask the sentinels too: they reach the promoted replica.

@@ -14,13 +14,17 @@ class-level flags (``supports_reentrant``, ``supports_read_write``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core import checks
 
 from ..conf import DEFAULT_KEY_PREFIX, DEFAULT_LOCATION, Option, option_errors, with_defaults
 from ..exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..locking import HeldLock, Lock, LockPage, ReadWriteLock
+    from ..queue.queue import Queue
 
 #: The keys an alias's dict may have.
 ALIAS_KEYS = ("BACKEND", "LOCATION", "KEY_PREFIX", "OPTIONS")
@@ -101,11 +105,22 @@ class BaseLockBackend(BaseBackend):
     #: ``held_locks()`` lists held locks for the admin and commands.
     supports_listing: ClassVar[bool] = False
 
-    def lock(self, name: str, **kwargs: Any) -> Any:
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        reentrant: bool = False,
+        owner: str | None = None,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+    ) -> Lock:
         """Return a lock object for ``name`` (not yet acquired)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement lock()")
 
-    def read_write_lock(self, name: str, **kwargs: Any) -> Any:
+    def read_write_lock(self, name: str, **defaults: Any) -> ReadWriteLock:
         """Return a read-write lock for ``name``; see ``supports_read_write``."""
         raise NotImplementedError(f"{type(self).__name__} does not support read-write locks")
 
@@ -123,7 +138,7 @@ class BaseLockBackend(BaseBackend):
         limit: int = 100,
         after: str | None = None,
         before: str | None = None,
-    ) -> Any:
+    ) -> LockPage:
         """One page of held locks (``.locks``, both cursors, the total); ``supports_listing``.
 
         Pages are keyset pages by name, never offsets, so a page costs the same
@@ -140,7 +155,7 @@ class BaseLockBackend(BaseBackend):
         limit: int = 100,
         after: str | None = None,
         before: str | None = None,
-    ) -> list[Any]:
+    ) -> list[HeldLock]:
         """Held locks whose name starts with ``prefix``, in name order, after ``after``.
 
         With ``before`` instead, the last ``limit`` of them below that name.
@@ -157,7 +172,7 @@ class BaseQueueBackend(BaseBackend):
 
     settings_name = "REDISLOCK_QUEUES"
 
-    def queue(self, name: str) -> Any:
+    def queue(self, name: str) -> Queue:
         """Return the queue called ``name`` (created on first enqueue)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement queue()")
 

@@ -113,7 +113,7 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
     supports_read_write = True
     supports_listing = True
 
-    def lock(  # type: ignore[override]
+    def lock(
         self,
         name: str,
         *,

@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core import checks
 
@@ -37,6 +37,9 @@ from ..connections import redact
 from ..exceptions import ConnectionFailed
 from ..locking.index import LockPage, force_release_call
 from .base import BaseLockBackend
+
+if TYPE_CHECKING:
+    from ..redlock.lock import RedlockLock
 
 T = TypeVar("T")
 
@@ -148,7 +151,7 @@ class RedlockBackend(KeyNames, BaseLockBackend):
                     pool = self._pool = (os.getpid(), executor)
         return pool[1]
 
-    def lock(  # type: ignore[override]
+    def lock(
         self,
         name: str,
         *,
@@ -159,7 +162,7 @@ class RedlockBackend(KeyNames, BaseLockBackend):
         owner: str | None = None,
         watchdog: bool | None = None,
         on_lost: Callable[[Any], None] | None = None,
-    ) -> Any:
+    ) -> RedlockLock:
         """A mutex called ``name`` held on a quorum, not yet acquired (see RedisLockBackend.lock).
 
         ``ttl`` may not exceed ``OPTIONS['MAX_TTL']``; ``reentrant=True`` is refused.

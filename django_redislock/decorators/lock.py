@@ -87,9 +87,8 @@ class distributed_lock:
         """A fresh lock object for ``name`` on the ``using`` alias (held as ``owner``)."""
         from ..handlers import locks
 
-        extra = {} if owner is None else {"owner": owner}
-        lock: BaseLock = locks[self.using].lock(name, **self.lock_kwargs, **extra)
-        return lock
+        kwargs = self.lock_kwargs if owner is None else {**self.lock_kwargs, "owner": owner}
+        return locks[self.using].lock(name, **kwargs)
 
     def resolve_owner(self, args: Any, kwargs: Any) -> str | None:
         """The owner of one call's hold: ``None`` (a random token), a string, or computed."""

@@ -50,6 +50,47 @@ def test_a_push_ends_the_wait_with_what_it_popped(redis_target: RedisTarget) -> 
     assert redis_target.raw.llen(key) == 0
 
 
+def test_a_keeping_wait_wakes_every_waiter_and_leaves_the_element(target: RedisTarget) -> None:
+    # real servers only: fakeredis's BLMOVE does not wake on a push from another thread
+    redis_target = target
+    backend = redis_target.queue_backend()
+    key = backend.key("r", "done")
+    woke: list[Any] = []
+    waiters = [
+        threading.Thread(target=lambda: woke.append(wait_on(backend, [key], 5.0, keep=True)))
+        for _ in range(3)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.1)  # the waiters block (a push before a waiter blocks wakes it at once too)
+    redis_target.raw.rpush(key, "token")
+    for waiter in waiters:
+        waiter.join(5)
+    assert woke == [(key.encode(), b"token")] * 3
+    assert redis_target.raw.lrange(key, 0, -1) == [b"token"]  # rotated, never taken
+    with pytest.raises(InvalidArgument, match="keep=True takes one key"):
+        wait_on(backend, [key, backend.key("r", "other")], 0.1, keep=True)
+
+
+def test_a_keeping_asyncio_wait_ends_at_its_deadline_or_at_once_on_an_element(
+    target: RedisTarget,
+) -> None:
+    backend = target.queue_backend()
+    key = backend.key("r", "done")
+
+    async def waits() -> tuple[Any, float, Any]:
+        start = time.monotonic()
+        nothing = await wait_on_async(backend, [key], 0.2, keep=True)
+        took = time.monotonic() - start
+        target.raw.rpush(key, "token")
+        return nothing, took, await wait_on_async(backend, [key], 5.0, keep=True)
+
+    nothing, took, found = asyncio.run(waits())
+    assert nothing is None and 0.2 <= took < 0.2 + LATE, took
+    assert found == (key.encode(), b"token")
+    assert target.raw.llen(key) == 1
+
+
 def test_a_wait_on_several_keys_of_one_slot_returns_the_pushed_one(target: RedisTarget) -> None:
     backend = target.queue_backend()
     first, second = backend.key("q", "a"), backend.key("q", "b")

@@ -1,8 +1,12 @@
 """The call layer's blocking wait: ``BLPOP`` on lists of one slot with a client-side deadline.
 
-Two parts of the app block on Redis: a lock waiter until a release pushes the
-lock's signal list, and an idle worker until an enqueue pushes a queue's signal
-list. Both go through :func:`wait_on` (or :func:`wait_on_async`).
+Three parts of the app block on Redis: a lock waiter until a release pushes the
+lock's signal list, an idle worker until an enqueue pushes a queue's signal
+list, and a task's result waiter until the worker's store pushes the result's
+``done`` list. All go through :func:`wait_on` (or :func:`wait_on_async`). The
+first two take what was pushed (``BLPOP``: one wake-up per push); the result
+waiter passes ``keep=True`` and leaves it (``BLMOVE key key RIGHT LEFT`` rotates
+the element onto the same list), so every waiter of one result wakes at once.
 
 Why the deadline is the client's: ``BLPOP`` wakes as soon as a push arrives, but
 Redis checks blocked clients' own timeouts only on its clock tick (every 100 ms
@@ -61,40 +65,56 @@ def _server_timeout(seconds: float) -> str:
     return f"{seconds + SERVER_SLACK:.3f}"
 
 
+def _command(keys: Sequence[str], seconds: float, keep: bool) -> tuple[str, ...]:
+    """The blocking command: ``BLPOP`` of the keys, or with ``keep`` a ``BLMOVE`` onto itself."""
+    if keep:
+        return ("BLMOVE", keys[0], keys[0], "RIGHT", "LEFT", _server_timeout(seconds))
+    return ("BLPOP", *keys, _server_timeout(seconds))
+
+
 #: The shortest wait sent (seconds): a wait for nothing still sends one ``BLPOP``.
 MIN_WAIT = 0.001
 
 
-def _check(node: Node, client: Any, keys: Sequence[str]) -> None:
+def _check(node: Node, client: Any, keys: Sequence[str], keep: bool) -> None:
     if not keys:
         raise InvalidArgument("a wait needs at least one key")
+    if keep and len(keys) > 1:
+        raise InvalidArgument(f"a wait with keep=True takes one key, got {list(keys)!r}")
     if node.is_cluster and len(keys) > 1 and len({client.keyslot(key) for key in keys}) > 1:
         raise InvalidArgument(f"a wait takes keys of one Cluster slot, got {list(keys)!r}")
 
 
-def _popped(reply: Any) -> Popped | None:
-    """``BLPOP``'s reply as redis-py's ``blpop`` gives it: a (key, element) tuple, or None."""
-    return None if reply is None else (reply[0], reply[1])
+def _popped(reply: Any, keys: Sequence[str], keep: bool) -> Popped | None:
+    """The wait's reply as ``(key, element)``, or None: ``BLPOP`` names the key, ``BLMOVE`` not."""
+    if reply is None:
+        return None
+    if keep:
+        return (keys[0].encode(), reply)
+    return (reply[0], reply[1])
 
 
 def _redirected(exc: redis.ResponseError) -> bool:
     return str(exc).startswith(("MOVED", "ASK"))
 
 
-def wait_on(node: Node, keys: Sequence[str], seconds: float) -> Popped | None:
+def wait_on(
+    node: Node, keys: Sequence[str], seconds: float, *, keep: bool = False
+) -> Popped | None:
     """Block until one of ``keys`` is pushed (popping one element) or ``seconds`` pass.
 
     Returns ``(key, element)``, or None when the deadline passed (or a Cluster
-    redirected the wait). ``keys`` must share one Cluster slot. Connection errors
-    are raised as the node maps them (``ConnectionFailed``); see the module's
-    docstring for what each outcome leaves behind.
+    redirected the wait). ``keys`` must share one Cluster slot. With ``keep``
+    (one key) the element stays in the list, rotated to its head. Connection
+    errors are raised as the node maps them (``ConnectionFailed``); see the
+    module's docstring for what each outcome leaves behind.
     """
     client = node.client
-    _check(node, client, keys)
+    _check(node, client, keys, keep)
     seconds = max(seconds, MIN_WAIT)
     with node.errors():
         if node.options["CLIENT_CLASS"] is not None:
-            return _popped(client.blpop(list(keys), timeout=seconds))
+            return _popped(_plain_wait(client, keys, seconds, keep), keys, keep)
         pool: Any  # redis-py's connection API is untyped
         if isinstance(client, redis.RedisCluster):
             cluster: Any = client
@@ -103,11 +123,11 @@ def wait_on(node: Node, keys: Sequence[str], seconds: float) -> Popped | None:
             pool = client.connection_pool
         conn = pool.get_connection()
         try:
-            conn.send_command("BLPOP", *keys, _server_timeout(seconds))
+            conn.send_command(*_command(keys, seconds, keep))
             if not conn.can_read(timeout=seconds):
                 conn.disconnect()  # still blocked on the server: never reused
                 return None
-            return _popped(conn.read_response())
+            return _popped(conn.read_response(), keys, keep)
         except redis.ResponseError as exc:
             if _redirected(exc):
                 return None
@@ -119,7 +139,16 @@ def wait_on(node: Node, keys: Sequence[str], seconds: float) -> Popped | None:
             pool.release(conn)
 
 
-async def wait_on_async(node: Node, keys: Sequence[str], seconds: float) -> Popped | None:
+def _plain_wait(client: Any, keys: Sequence[str], seconds: float, keep: bool) -> Any:
+    """The wait through a client's own command method (a ``CLIENT_CLASS`` such as fakeredis)."""
+    if keep:
+        return client.blmove(keys[0], keys[0], seconds, "RIGHT", "LEFT")
+    return client.blpop(list(keys), timeout=seconds)
+
+
+async def wait_on_async(
+    node: Node, keys: Sequence[str], seconds: float, *, keep: bool = False
+) -> Popped | None:
     """The asyncio twin of :func:`wait_on`, on the node's client for the running loop.
 
     Cancellation-safe: cancelled at any ``await``, the connection is closed before
@@ -127,11 +156,11 @@ async def wait_on_async(node: Node, keys: Sequence[str], seconds: float) -> Popp
     back to the pool with a ``BLPOP`` in flight.
     """
     client = node.async_client()
-    _check(node, client, keys)
+    _check(node, client, keys, keep)
     seconds = max(seconds, MIN_WAIT)
     with node.errors():
         if node.options["CLIENT_CLASS"] is not None:
-            return _popped(await client.blpop(list(keys), timeout=seconds))
+            return _popped(await _plain_wait(client, keys, seconds, keep), keys, keep)
         if isinstance(client, redis.asyncio.RedisCluster):
             await client.initialize()  # loads the slot map if no command was sent yet
             owner = client.get_node_from_key(keys[0])
@@ -139,23 +168,24 @@ async def wait_on_async(node: Node, keys: Sequence[str], seconds: float) -> Popp
                 raise redis.exceptions.SlotNotCoveredError(f"no node serves {keys[0]!r}")
             conn = owner.acquire_connection()
             try:
-                return await _blpop(conn, keys, seconds)
+                return await _wait(conn, keys, seconds, keep)
             finally:
                 owner.release(conn)
         async_pool: Any = client.connection_pool
         conn = await async_pool.get_connection()
         try:
-            return await _blpop(conn, keys, seconds)
+            return await _wait(conn, keys, seconds, keep)
         finally:
             await async_pool.release(conn)
 
 
-async def _blpop(conn: Any, keys: Sequence[str], seconds: float) -> Popped | None:
+async def _wait(conn: Any, keys: Sequence[str], seconds: float, keep: bool) -> Popped | None:
     try:
         if not getattr(conn, "is_connected", True):
             await conn.connect()
-        await conn.send_command("BLPOP", *keys, _server_timeout(seconds))
-        return _popped(await asyncio.wait_for(conn.read_response(), timeout=seconds))
+        await conn.send_command(*_command(keys, seconds, keep))
+        reply = await asyncio.wait_for(conn.read_response(), timeout=seconds)
+        return _popped(reply, keys, keep)
     except asyncio.TimeoutError:
         await conn.disconnect(nowait=True)  # still blocked on the server: never reused
         return None

@@ -17,6 +17,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..calls.wait import wait_on, wait_on_async
 from ..exceptions import ResultTimeout, ResultUnknown, TaskFailed
 from ..handlers import queues
 from ..validation import check_seconds
@@ -93,9 +94,7 @@ class ResultHandle:
             queue = self._need_queue()
             seconds = block_seconds(queue, deadline, self.task_id, outcome)
             done = record_keys(queue, self.task_id)[1]
-            with queue.backend.errors():
-                # redis-py types BLMOVE's timeout as int; Redis 6.0+ takes seconds as a float
-                woke = queue.backend.client.blmove(done, done, seconds, "RIGHT", "LEFT")  # type: ignore[arg-type]
+            woke = wait_on(queue.backend, (done,), seconds, keep=True)
             outcome = self._read()
             if woke is not None and not outcome.status.final:
                 time.sleep(SPURIOUS_PAUSE)
@@ -109,9 +108,7 @@ class ResultHandle:
             queue = self._need_queue()
             seconds = block_seconds(queue, deadline, self.task_id, outcome)
             done = record_keys(queue, self.task_id)[1]
-            with queue.backend.errors():
-                client = queue.backend.async_client()
-                woke = await client.blmove(done, done, seconds, "RIGHT", "LEFT")  # type: ignore[arg-type]
+            woke = await wait_on_async(queue.backend, (done,), seconds, keep=True)
             outcome = await self._read_async()
             if woke is not None and not outcome.status.final:
                 await asyncio.sleep(SPURIOUS_PAUSE)

@@ -9,6 +9,7 @@ wake-up token, and the waiter gets the value.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -119,3 +120,25 @@ def test_a_store_that_never_reached_redis_leaves_the_task_to_run_again(
         time.sleep(0.2)
     assert handle.result(timeout=5) == 8
     assert queue.stats()["in_flight"] == 0
+
+
+def test_a_waiter_whose_wait_is_cut_reads_again_and_gets_the_value(
+    resending: ProxiedTarget,
+) -> None:
+    """A cut ``BLMOVE`` took nothing (it keeps the token): the waiter reads again, waits on."""
+    warm_up()
+    handle = rt.add.delay(2, 3)
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(handle.result(timeout=20)), daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while resending.count("BLMOVE") == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    assert resending.cut_all() >= 1
+    time.sleep(0.2)
+    assert waiter.is_alive()  # the cut did not end the wait with an error
+    drain()
+    waiter.join(10)
+    assert got == [5]
+    assert resending.count("BLMOVE") >= 2  # it blocked again after the cut

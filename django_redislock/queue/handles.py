@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..calls.wait import wait_on, wait_on_async
-from ..exceptions import ResultTimeout, ResultUnknown, TaskFailed
+from ..exceptions import ConnectionFailed, ResultTimeout, ResultUnknown, TaskFailed
 from ..handlers import queues
 from ..validation import check_seconds
 from .results import Outcome, ResultStatus, read_call, record_keys, run, run_async
@@ -94,7 +94,11 @@ class ResultHandle:
             queue = self._need_queue()
             seconds = block_seconds(queue, deadline, self.task_id, outcome)
             done = record_keys(queue, self.task_id)[1]
-            woke = wait_on(queue.backend, (done,), seconds, keep=True)
+            try:
+                woke = wait_on(queue.backend, (done,), seconds, keep=True)
+            except ConnectionFailed:  # a keeping wait lost nothing: the next read retries
+                woke = None
+                time.sleep(SPURIOUS_PAUSE)
             outcome = self._read()
             if woke is not None and not outcome.status.final:
                 time.sleep(SPURIOUS_PAUSE)
@@ -108,7 +112,11 @@ class ResultHandle:
             queue = self._need_queue()
             seconds = block_seconds(queue, deadline, self.task_id, outcome)
             done = record_keys(queue, self.task_id)[1]
-            woke = await wait_on_async(queue.backend, (done,), seconds, keep=True)
+            try:
+                woke = await wait_on_async(queue.backend, (done,), seconds, keep=True)
+            except ConnectionFailed:  # a keeping wait lost nothing: the next read retries
+                woke = None
+                await asyncio.sleep(SPURIOUS_PAUSE)
             outcome = await self._read_async()
             if woke is not None and not outcome.status.final:
                 await asyncio.sleep(SPURIOUS_PAUSE)

@@ -32,6 +32,7 @@ from .flow import FLOW_PART
 from .history import worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
+    CLAIMED_FIELDS,
     DEAD,
     DELAYED,
     IN_FLIGHT,
@@ -233,16 +234,15 @@ class QueueCalls:
 
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
-            loads = self.serializer.loads
-            tasks = parse_claimed(self.name, reply[CLAIM_HEAD:], loads)
-            tokens, deadline = reply[5], now + lease_us
+            flat = reply[CLAIM_HEAD:]
+            tokens = reply[5]
             if isinstance(tokens, list):  # a resend's answer: the tokens one by one
                 claims = [to_text(token) for token in tokens]
             else:  # consecutive tokens from the first
-                claims = [str(token) for token in range(int(tokens), int(tokens) + len(tasks))]
-            for task, claim in zip(tasks, claims, strict=True):
-                task.lease_deadline = deadline
-                task.claim = claim
+                first = int(tokens)
+                claims = [str(token) for token in range(first, first + len(flat) // CLAIMED_FIELDS)]
+            loads = self.serializer.loads
+            tasks = parse_claimed(self.name, flat, loads, now + lease_us, claims)
             for position in reply[6]:
                 tasks[int(position) - 1].suspect = True
             levels = reply[7]

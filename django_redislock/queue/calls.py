@@ -234,15 +234,19 @@ class QueueCalls:
 
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
-            flat = reply[CLAIM_HEAD:]
+            meta, data = reply[CLAIM_HEAD], reply[CLAIM_HEAD + 1]
+            fields = meta.split(b",") if meta else []
             tokens = reply[5]
             if isinstance(tokens, list):  # a resend's answer: the tokens one by one
                 claims = [to_text(token) for token in tokens]
             else:  # consecutive tokens from the first
                 first = int(tokens)
-                claims = [str(token) for token in range(first, first + len(flat) // CLAIMED_FIELDS)]
+                last = first + len(fields) // CLAIMED_FIELDS
+                claims = [str(token) for token in range(first, last)]
             loads = self.serializer.loads
-            tasks = parse_claimed(self.name, flat, loads, now + lease_us, claims)
+            tasks = parse_claimed(
+                self.name, fields, data, loads, lease_deadline=now + lease_us, claims=claims
+            )
             for position in reply[6]:
                 tasks[int(position) - 1].suspect = True
             levels = reply[7]

@@ -95,6 +95,7 @@ class QueueCalls:
         self.history_index_key = backend.key(f"q:{name}", "history-index")
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
+        self._prepared: dict[tuple[str, int], Prepared] = {}
 
     def request_key(self) -> str:
         """A fresh key for one call that must be safe to resend (claims, replacing enqueues).
@@ -106,9 +107,16 @@ class QueueCalls:
         return self.backend.key(f"q:{self.name}", f"req:{os.urandom(9).hex()}")
 
     def _run(self, call: Call[R]) -> R:
-        keys = [*self.script_keys, *call.extra_keys]
+        """Send ``call`` on the blocking client, prepared once per script and client (see
+        :class:`~django_redislock.calls.script.Prepared`: a worker claims through it)."""
+        client, extra = self.backend.client, len(call.extra_keys)
+        prepared = self._prepared.get((call.script, extra))
+        if prepared is None or prepared.client is not client:
+            direct = bool(self.backend.options.get("DIRECT_SENDER", True))
+            prepared = script(call.script).prepare(client, self.script_keys, direct, extra)
+            self._prepared[call.script, extra] = prepared
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
-            reply = script(call.script).run(self.backend.client, keys, call.args)
+            reply = prepared([*call.extra_keys, *call.args])
         except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise

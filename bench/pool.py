@@ -148,6 +148,17 @@ def one_pass(name: str, client: redis.Redis, n: int) -> tuple[float, float]:
     return n / seconds, n / drain.returned
 
 
+def parser() -> str:
+    """Which reply parser redis-py uses here (the pool's children and Huey's inherit it)."""
+    from redis.utils import HIREDIS_AVAILABLE
+
+    if HIREDIS_AVAILABLE:
+        from importlib.metadata import version
+
+        return f"hiredis {version('hiredis')}"
+    return "redis-py's own Python parser (hiredis is not installed)"
+
+
 def run(server: Any, quick: bool) -> dict[str, Any]:
     n = 2000 if quick else 20000
     client = server.client()
@@ -191,6 +202,7 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             ),
             "django-redislock until its last child exited (tasks/s): "
             + ", ".join(f"{r:,.0f}" for r in returned),
+            f"reply parser (both libraries use redis-py {redis.__version__}): {parser()}",
             f"process-pool drain vs Huey: {best['django-redislock'] / best['Huey']:.2f}x best, "
             f"{middle['django-redislock'] / middle['Huey']:.2f}x median "
             "(target >= 8x)",

@@ -64,7 +64,11 @@ CONNECTION_OPTIONS: dict[str, Option] = {
         "'fakeredis.FakeRedis' for unit tests of user code.",
     ),
     "CLIENT_KWARGS": Option(
-        {}, mapping, "Extra keyword arguments for the client or pool (password, ssl_ca_certs, ...)."
+        {},
+        mapping,
+        "Extra keyword arguments for the client or pool (password, ssl_ca_certs, ...). Without "
+        "a driver_info (or lib_name/lib_version) here, the app gives redis-py >= 8.1 its own "
+        "version once, so a new connection does not read it from the package metadata.",
     ),
     "SOCKET_TIMEOUT": Option(
         5.0,

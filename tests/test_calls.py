@@ -61,7 +61,7 @@ def test_a_blocking_call_loads_the_script_and_runs_once(target: RedisTarget) -> 
     q = make_queue(target)
     assert q.enqueue("a") is True  # the queue's prepared enqueue
     flush(target)
-    assert q.enqueue("b") is True and len(q.claim(5).tasks) == 2  # Script.run
+    assert q.enqueue("b") is True and len(q.claim(5).tasks) == 2  # prepared, with a request key
     flush(target)
     assert isinstance(Script("queue_get").run(target.raw, q.script_keys, ["a"]), list)
 
@@ -135,6 +135,24 @@ def test_the_direct_sender_can_be_switched_off(target: RedisTarget) -> None:
         assert q.enqueue("a") is True
         assert q._enqueue_head is not None
         assert (q._enqueue_head[2] is not None) == (direct and target.kind == "single")
+
+
+def test_queue_calls_are_prepared_once_per_script_and_client(target: RedisTarget) -> None:
+    """A claim's flow and request keys lead its arguments; the head is the prepared one, even
+    after ``NOSCRIPT`` (the reload sends the whole call with its real key count)."""
+    for direct in (True, False):
+        q = make_queue(target, f"prepared-{direct}", DIRECT_SENDER=direct)
+        q.enqueue_many([("a", 1), ("b", 2)])
+        first = q.claim(1)
+        prepared = q._prepared["queue_pop", 2]
+        assert (prepared.sender is not None) == (direct and target.kind == "single")
+        flush(target)
+        second = q.claim(1, done_request=first.request)  # two request keys: another head
+        assert [t.id for t in (*first.tasks, *second.tasks)] == ["a", "b"]
+        assert q._prepared["queue_pop", 2] is prepared
+        assert q._prepared["queue_pop", 3].head[2] == len(q.script_keys) + 3
+        assert q.ack([*first.tasks, *second.tasks]) == 2
+        assert q.stats()["in_flight"] == 0
 
 
 def test_a_bad_resend_is_refused_before_anything_is_sent(target: RedisTarget) -> None:

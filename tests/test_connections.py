@@ -75,6 +75,44 @@ def test_redis_url_client_uses_the_timeouts(redis_server: RedisProcess) -> None:
     assert client.ping()
 
 
+def test_connections_name_the_driver_without_reading_package_metadata(
+    redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py 8 reads its version from the package metadata for each connection it makes
+    (milliseconds); the app hands it the version once, the one ``CLIENT SETINFO`` sends."""
+    import importlib.metadata
+
+    def no_lookup(name: str) -> str:
+        raise AssertionError(f"package metadata read for {name!r}")
+
+    if redis.__version__.startswith(("5.", "6.", "7.", "8.0")):
+        pytest.skip("redis-py before 8.1: its own handling of the driver's name")
+    from redis.driver_info import DriverInfo
+
+    app = backend(redis_server.url)
+    theirs = DriverInfo(name="shop", lib_version="1.0")
+    mine = backend(redis_server.url, CLIENT_KWARGS={"driver_info": theirs})
+    with monkeypatch.context() as patch:
+        patch.setattr(importlib.metadata, "version", no_lookup)
+        assert app.client.ping()
+        assert asyncio.run(ping_async(app))
+    app_client: Any = app.client
+    info = app_client.connection_pool.connection_kwargs["driver_info"]
+    assert (info.formatted_name, info.lib_version) == ("redis-py", redis.__version__)
+    # a driver named in CLIENT_KWARGS is the one sent
+    mine_client: Any = mine.client
+    assert mine_client.connection_pool.connection_kwargs["driver_info"] is theirs
+    assert mine.client.ping()
+
+
+async def ping_async(app: RedisLockBackend) -> bool:
+    client = app.async_client()
+    try:
+        return bool(await client.ping())
+    finally:
+        await client.aclose()
+
+
 def test_database_number_is_honoured(redis_server: RedisProcess) -> None:
     backend(redis_server.url.replace("/0", "/5")).client.set("db5", "x")
     assert redis_server.client().get("db5") is None

@@ -136,6 +136,37 @@ def test_a_claim_returns_each_field_of_a_retried_task(redis_target: RedisTarget)
     assert (again.last_error, again.score, again.state) == (error, queued.score, IN_FLIGHT)
 
 
+def test_a_batch_claim_returns_every_task_whole(redis_target: RedisTarget) -> None:
+    """A claim sends its tasks as two strings (sizes, then bytes): each task comes back whole,
+    whatever its id, payload and error hold, in a first answer and in a resent one."""
+    q = make_queue(redis_target, SERIALIZER="pickle")
+    payloads = {
+        "plain": 1,
+        "caf\u00e9,1,2": b"\x00,\xff:,\r\n",  # an id with commas; binary bytes in the payload
+        "empty": "",
+        "long": "x," * 5000,
+        "none": None,
+    }
+    q.enqueue_many(list(payloads.items()))
+    errors = {"plain": "", "caf\u00e9,1,2": "E,1,2:3\n\u00e9", "long": "boom", "none": ","}
+    for task in q.pop(10):
+        assert q.retry(task, error=errors.get(task.id, ""), delay=0) == "retried"
+    client = redis_target.raw
+    client.hset(q.script_keys[5], "empty", b"\xff,bad")  # the last-error hash: not UTF-8
+    call = q._claim_call(10, None, [], False)
+    first = q._run(call)
+    again = q._run(call)  # a resend of the same request answers the same tasks
+    for claim in (first, again):
+        got = {t.id: (t.payload, t.last_error, t.attempts, t.state) for t in claim.tasks}
+        expected = {
+            id: (payload, errors.get(id, "\ufffd,bad"), 2, IN_FLIGHT)
+            for id, payload in payloads.items()
+        }
+        assert got == expected
+    assert [t.claim for t in again.tasks] == [t.claim for t in first.tasks]
+    assert len({t.claim for t in first.tasks}) == len(payloads)
+
+
 def test_json_payloads_use_djangos_encoder(redis_target: RedisTarget) -> None:
     q = make_queue(redis_target)
     uid = uuid.UUID(int=5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import os
 import uuid
 from typing import Any
@@ -152,6 +153,37 @@ def test_the_json_fast_path_writes_what_djangos_encoder_writes(value: Any) -> No
 def test_the_json_fast_path_refuses_what_djangos_encoder_refuses(value: Any) -> None:
     with pytest.raises(InvalidArgument, match="payload is not JSON-serializable"):
         JSONSerializer().dumps(value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"task":"app.tasks.send","args":[7],"kwargs":{}}',
+        '{"é":["ü",1.5,null]}'.encode(),
+        b"[1,2]",
+        b'{"a":1}  \n',  # trailing whitespace
+        b'{"a":1} x',  # extra data: the same error
+        b'{"a":',  # cut short: the same error
+        b'{"\\ud800":"lone surrogate escape"}',
+        '{"s":"\ud800"}'.encode("utf-8", "surrogatepass"),  # a raw lone surrogate
+        '{"a":1}'.encode("utf-16-le"),  # not UTF-8: json.loads guesses the encoding
+        '{"a":1}'.encode("utf-16"),
+        '{"a":1}'.encode("utf-8-sig"),
+        b"{",
+        b'"text"',
+        b"12",
+        b" {}",
+        b"\xff{",
+    ],
+)
+def test_the_json_fast_path_reads_what_json_loads_reads(data: bytes) -> None:
+    def outcome(loads: Any) -> tuple[str, Any]:
+        try:
+            return "value", loads(data)
+        except Exception as exc:
+            return type(exc).__name__, str(exc)
+
+    assert outcome(JSONSerializer().loads) == outcome(json.loads)
 
 
 def test_a_payload_that_contains_itself_is_refused_and_nothing_is_written(

@@ -43,6 +43,10 @@ class Batch:
         #: per item: a script call (name, keys, args), or None for a plain command
         self.calls: list[Call | None] = []
         self.commands: list[Command] = []
+        #: True once :meth:`execute` read the first pipeline's replies: every call in it
+        #: ran or answered ``NOSCRIPT``. An exception raised after that (while loading
+        #: the scripts or resending) means the calls that ran are not to be sent again.
+        self.sent = False
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -64,6 +68,7 @@ class Batch:
         if resend not in ("missing", "rest"):
             raise InvalidArgument(f"resend must be 'missing' or 'rest', got {resend!r}")
         results = self._send(list(range(len(self.commands))))
+        self.sent = True
         missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if not missing:
             return results

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -94,12 +94,16 @@ class Script:
             await client.script_load(self.script)
             return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def prepare(self, client: Client, keys: Sequence[Key], direct: bool = True) -> Prepared:
+    def prepare(
+        self, client: Client, keys: Sequence[Key], direct: bool = True, extra_keys: int = 0
+    ) -> Prepared:
         """A :class:`Prepared` call of this script with ``keys`` on the blocking ``client``.
 
-        ``direct=False`` keeps it on redis-py's ``execute_command`` (``OPTIONS['DIRECT_SENDER']``).
+        ``direct=False`` keeps it on redis-py's ``execute_command`` (``OPTIONS['DIRECT_SENDER']``);
+        ``extra_keys`` more keys, which change from call to call (a request key), lead each
+        call's arguments.
         """
-        return Prepared(self, client, list(keys), direct)
+        return Prepared(self, client, list(keys), direct, extra_keys)
 
     def on(self, client: Client | AsyncClient) -> BoundScript:
         """This script bound to ``client`` (callable like redis-py's ``Script``)."""
@@ -151,22 +155,30 @@ class BoundScript:
 class Prepared:
     """A hot call: one script with fixed keys on one blocking client; only ARGV varies.
 
-    The ``EVALSHA`` head (sha, key count, keys) is built once, and packed once
+    With ``extra_keys``, each call's arguments start with that many more keys (keys
+    that change from call to call, such as a request key); the rest is ARGV.
+    The ``EVALSHA`` head (sha, key count, fixed keys) is built once, and packed once
     for a :class:`~django_redislock.calls.direct.DirectSender` where
     :func:`~django_redislock.calls.direct.direct_pool` allows one for the client (a plain
     ``redis.Redis`` on a standard pool) and ``direct`` is true; other calls go
     through redis-py's ``execute_command``.
     """
 
-    __slots__ = ("client", "head", "keys", "script", "sender")
+    __slots__ = ("client", "extra_keys", "head", "keys", "script", "sender")
 
     def __init__(
-        self, source: Script, client: Client, keys: list[Key], direct: bool = True
+        self,
+        source: Script,
+        client: Client,
+        keys: list[Key],
+        direct: bool = True,
+        extra_keys: int = 0,
     ) -> None:
         self.script = source
         self.client = client
         self.keys = keys
-        self.head = ("EVALSHA", source.sha, len(keys), *keys)
+        self.extra_keys = extra_keys
+        self.head = ("EVALSHA", source.sha, len(keys) + extra_keys, *keys)
         self.sender: DirectSender | None = direct_sender(client, self.head) if direct else None
 
     def __call__(self, args: Sequence[Arg]) -> Reply:
@@ -180,4 +192,6 @@ class Prepared:
             client: Any = self.client  # RedisCluster.execute_command is untyped
             return client.execute_command(*self.head, *args)
         except NoScriptError:
-            return self.script.reloaded(self.client, self.keys, args)
+            extra = self.extra_keys
+            keys: list[Key] = [*self.keys, *(cast(Key, key) for key in args[:extra])]
+            return self.script.reloaded(self.client, keys, args[extra:])

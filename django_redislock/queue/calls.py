@@ -33,6 +33,7 @@ from .flow import FLOW_PART
 from .history import worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
+    CLAIMED_FIELDS,
     DEAD,
     DELAYED,
     IN_FLIGHT,
@@ -95,6 +96,7 @@ class QueueCalls:
         self.history_index_key = backend.key(f"q:{name}", "history-index")
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
+        self._prepared: dict[tuple[str, int], Prepared] = {}
 
     def request_key(self) -> str:
         """A fresh key for one call that must be safe to resend (claims, replacing enqueues).
@@ -106,9 +108,16 @@ class QueueCalls:
         return new_request_key(self.backend, f"q:{self.name}")
 
     def _run(self, call: Call[R]) -> R:
-        keys = [*self.script_keys, *call.extra_keys]
+        """Send ``call`` on the blocking client, prepared once per script and client (see
+        :class:`~django_redislock.calls.script.Prepared`: a worker claims through it)."""
+        client, extra = self.backend.client, len(call.extra_keys)
+        prepared = self._prepared.get((call.script, extra))
+        if prepared is None or prepared.client is not client:
+            direct = bool(self.backend.options.get("DIRECT_SENDER", True))
+            prepared = script(call.script).prepare(client, self.script_keys, direct, extra)
+            self._prepared[call.script, extra] = prepared
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
-            reply = script(call.script).run(self.backend.client, keys, call.args)
+            reply = prepared([*call.extra_keys, *call.args])
         except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
             with self.backend.errors():
                 raise
@@ -234,16 +243,19 @@ class QueueCalls:
 
         def parse(reply: list[Any]) -> Claim:
             now = int(reply[0])
-            loads = self.serializer.loads
-            tasks = parse_claimed(self.name, reply[CLAIM_HEAD:], loads)
-            tokens, deadline = reply[5], now + lease_us
+            meta, data = reply[CLAIM_HEAD], reply[CLAIM_HEAD + 1]
+            fields = meta.split(b",") if meta else []
+            tokens = reply[5]
             if isinstance(tokens, list):  # a resend's answer: the tokens one by one
                 claims = [to_text(token) for token in tokens]
             else:  # consecutive tokens from the first
-                claims = [str(token) for token in range(int(tokens), int(tokens) + len(tasks))]
-            for task, claim in zip(tasks, claims, strict=True):
-                task.lease_deadline = deadline
-                task.claim = claim
+                first = int(tokens)
+                last = first + len(fields) // CLAIMED_FIELDS
+                claims = [str(token) for token in range(first, last)]
+            loads = self.serializer.loads
+            tasks = parse_claimed(
+                self.name, fields, data, loads, lease_deadline=now + lease_us, claims=claims
+            )
             for position in reply[6]:
                 tasks[int(position) - 1].suspect = True
             levels = reply[7]

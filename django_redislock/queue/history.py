@@ -11,7 +11,7 @@ of the traceback). Both keys expire a week after their last write.
 Written by the retry script (``queue_retry.lua``, via the ``history`` fragment)
 in the same call that retries or dead-letters the task: no round trip of its
 own. The success of a task that had failed before (it carries a last error) is
-recorded by the worker in its counters pipeline, once a second
+recorded by the worker in its outcome batch, once a second
 (:func:`add_to_pipeline`), so the history of a finished task ends with it
 (first successes are not recorded: they have no history to end). A lease that
 expired (its worker died) is not a run here: the attempt numbers show the gap,
@@ -33,7 +33,7 @@ from datetime import timezone as dt_timezone
 from functools import cache
 from typing import Any
 
-from ..scripts import source
+from ..calls.batch import Batch
 
 #: Runs kept per task, tasks kept per queue (as in ``fragments/history.lua``).
 RUNS = 10
@@ -98,11 +98,12 @@ def parse(raw: Any) -> list[Run]:
     return runs
 
 
-def add_to_pipeline(pipe: Any, queue: Any, runs: list[tuple[str, int, float]]) -> None:
-    """Queue the script that records ``runs`` (id, attempt, seconds) as succeeded on ``pipe``.
+def add_to_pipeline(batch: Batch, queue: Any, runs: list[tuple[str, int, float]]) -> None:
+    """Add the call that records ``runs`` (id, attempt, seconds) as succeeded to ``batch``.
 
-    ``EVAL`` with the script's text, like the rates (see :mod:`.rates`): a pipeline
-    that met ``NOSCRIPT`` could not be sent again without counting twice.
+    An ``EVALSHA`` like every script call: the worker sends its outcome batch with
+    ``resend="missing"``, so after ``NOSCRIPT`` only the calls that did not run are
+    sent again and no run is recorded twice (see ``docs/calls.md``).
     """
     if not runs:
         return
@@ -110,7 +111,7 @@ def add_to_pipeline(pipe: Any, queue: Any, runs: list[tuple[str, int, float]]) -
     for id, attempt, seconds in runs:
         args += [id, attempt, round(seconds * 1e6)]
     keys = [queue.history_key, queue.history_index_key]
-    pipe.execute_command("EVAL", source("history_add"), 2, *keys, *args)
+    batch.add("history_add", keys, args)
 
 
 def read(queue: Any, id: str) -> list[Run]:

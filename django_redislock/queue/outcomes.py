@@ -10,7 +10,9 @@ calls (``retry``) are made outside it.
 A failed run is one ``retry`` round trip (backoff, or the dead-letter set after
 its attempts); a successful one costs nothing here: its ack waits for the next
 claim (or :data:`ACK_INTERVAL`). The acks and counters are sent from here too:
-:meth:`Outcomes._flush_acks` and :meth:`Outcomes._flush_counters`.
+:meth:`Outcomes._flush_acks` and :meth:`Outcomes._flush_counters` (the counters,
+rate buckets and history endings of a second in one
+:class:`~django_redislock.calls.batch.Batch`, every script call an ``EVALSHA``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import signals
+from ..calls.batch import Batch
 from ..validation import MAX_COUNT
 from .history import add_to_pipeline as add_runs
 from .payloads import Runnable, task_path
@@ -222,7 +225,16 @@ class Outcomes:
 
     def _flush_counters(self, force: bool = False) -> None:
         """Add this worker's outcome counts to each queue's counters hash, its rate buckets
-        (:mod:`.rates`) and the runs that end a task's history, in one pipeline."""
+        (:mod:`.rates`) and the runs that end a task's history, in one batch.
+
+        One pipeline (per master on a Cluster), sent with ``resend="missing"``: after
+        ``NOSCRIPT`` only the script calls that did not run are sent again, so no count
+        is applied twice. Not sent (a connection error): the counts are kept for the next
+        flush. Sent, but the resend after ``NOSCRIPT`` failed, or a call answered with an
+        error: the first error is raised and those counts are dropped (what ran stays
+        counted; sending it again would count it twice), as a worker killed then loses
+        its last second.
+        """
         if not force and time.monotonic() - self._last_counted < COUNTER_INTERVAL:
             return
         self._last_counted = time.monotonic()
@@ -238,23 +250,29 @@ class Outcomes:
                 self._runs[queue.name] = []
         if not pending:
             return
+        batch: Batch | None = None
         try:
             with self.backend.errors():
-                pipe = self.backend.client.pipeline(transaction=False)
+                batch = Batch(self.backend.client)
                 for queue, counts, types, runs in pending:
                     key = counters_key(queue)
                     for outcome, value in counts.items():
-                        pipe.hincrby(key, outcome, value)
-                    add_to_pipeline(pipe, queue, counts, types)
-                    add_runs(pipe, queue, runs)
-                pipe.execute()
+                        batch.command("HINCRBY", key, outcome, value)
+                    add_to_pipeline(batch, queue, counts, types)
+                    add_runs(batch, queue, runs)
+                replies = batch.execute(resend="missing")
         except BaseException:
+            if batch is not None and batch.sent:
+                raise  # the counters were applied: sending them again would count twice
             with self._lock:  # not sent: count them again next time
                 for queue, counts, types, runs in pending:
                     self._counts[queue.name].update(counts)
                     self._types[queue.name].update(types)
                     self._runs[queue.name][:0] = runs
             raise
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
 
     def _count(self) -> None:
         with self._lock:

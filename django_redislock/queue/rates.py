@@ -16,7 +16,7 @@ Who writes what, at no round trip of its own:
   same script as the tasks themselves; a resent enqueue queues nothing and
   counts nothing. ``requeue_dead`` and the admin's requeue are not counted.
 * ``succeeded``, ``failed``, ``retried``, ``dead`` and failures by exception
-  type: the worker, once a second, in the pipeline that also adds to the
+  type: the worker, once a second, in the batch that also adds to the
   outcome counters (:func:`add_to_pipeline`). Like those counters, a worker
   killed with SIGKILL loses at most its last second, and a lease that expires
   (its worker died) is not an outcome here. Tasks acked by code of your own
@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..scripts import source
+from ..calls.batch import Batch
 
 #: The outcomes counted, in the order the charts show them.
 OUTCOMES = ("enqueued", "succeeded", "failed", "retried", "dead")
@@ -50,12 +50,12 @@ def type_name(exc: BaseException) -> str:
     return name.replace("\n", " ")[:MAX_TYPE_NAME]
 
 
-def add_to_pipeline(pipe: Any, queue: Any, counts: Counter[str], types: Counter[str]) -> None:
-    """Queue the rates script for ``counts`` (outcome -> n) and ``types`` on ``pipe``.
+def add_to_pipeline(batch: Batch, queue: Any, counts: Counter[str], types: Counter[str]) -> None:
+    """Add the rates call for ``counts`` (outcome -> n) and ``types`` to ``batch``.
 
-    Sent as ``EVAL`` with the script's text (a few kB once a second per worker),
-    not ``EVALSHA``: a pipeline that met ``NOSCRIPT`` would have applied the
-    counters already, and sending it again would count them twice.
+    An ``EVALSHA``: the worker sends its outcome batch with ``resend="missing"``,
+    so a server that answers ``NOSCRIPT`` gets this call again, alone, after the
+    script is loaded, and the counters sent beside it are not applied twice.
     """
     outcomes = [(k, v) for k, v in counts.items() if k in WORKER_OUTCOMES and v]
     kinds = [(k, v) for k, v in types.items() if v]
@@ -64,7 +64,7 @@ def add_to_pipeline(pipe: Any, queue: Any, counts: Counter[str], types: Counter[
     args: list[Any] = [len(outcomes)]
     for name, value in (*outcomes, *kinds):
         args += [name, value]
-    pipe.execute_command("EVAL", source("rates_add"), 1, queue.rates_key, *args)
+    batch.add("rates_add", [queue.rates_key], args)
 
 
 @dataclass

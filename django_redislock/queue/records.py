@@ -28,8 +28,8 @@ STATES = (READY, DELAYED, IN_FLIGHT, DEAD)
 
 #: Fields a script returns per task: id, score, attempts, payload, last error.
 TASK_FIELDS = 5
-#: Reply elements per task of a claim (see :func:`parse_claimed`).
-CLAIMED_FIELDS = 3
+#: Numbers per task in a claim's reply (see :func:`parse_claimed`).
+CLAIMED_FIELDS = 5
 
 
 def micros(seconds: float) -> int:
@@ -171,28 +171,68 @@ def parse_tasks(
     return tasks
 
 
-def parse_claimed(queue: str, flat: Sequence[Any], loads: Loads) -> list[Task]:
-    """Turn a claim's ``[id, payload, "<score>:<attempts>:<error>", ...]`` into in-flight tasks.
+def parse_claimed(
+    queue: str,
+    fields: Sequence[bytes],
+    data: bytes,
+    loads: Loads,
+    *,
+    lease_deadline: int | None = None,
+    claims: Sequence[str] | None = None,
+) -> list[Task]:
+    """Turn a claim's two task strings into in-flight tasks.
 
-    The claim script packs the three small fields of a task into one string: a worker
-    reads one claim per batch, and each element of a reply costs it a parse.
+    ``fields`` is the first string split at ``,``: per task its due score, this run's
+    attempt number and the byte lengths of its id, last error and payload
+    (:data:`CLAIMED_FIELDS` values). ``data`` is the second: every task's id, then every
+    task's last error, then every task's payload. Two reply elements per claim
+    instead of three per task: a worker reads one claim per batch, and each element
+    costs it a parse. ``claims`` are the claim tokens of the tasks in order (one per
+    task, or ``ValueError``); each task gets its token and ``lease_deadline`` as it is
+    built.
     """
-    tasks = []
-    for i in range(0, len(flat), CLAIMED_FIELDS):
-        raw_id, payload, meta = flat[i : i + CLAIMED_FIELDS]
-        # the error is the one part not written by this app's scripts alone: never fail on it
-        text = meta.decode(errors="replace") if isinstance(meta, bytes) else str(meta)
-        score, attempts, error = text.split(":", 2)
-        tasks.append(
+    count = len(fields) // CLAIMED_FIELDS
+    tokens: Sequence[str] = [""] * count if claims is None else claims
+    id_sizes = [int(value) for value in fields[2::CLAIMED_FIELDS]]
+    error_sizes = [int(value) for value in fields[3::CLAIMED_FIELDS]]
+    at_id, at_error = 0, sum(id_sizes)
+    at_payload = at_error + sum(error_sizes)
+    tasks: list[Task] = []
+    append = tasks.append
+    for score, attempts, id_size, error_size, payload_size, claim in zip(
+        fields[0::CLAIMED_FIELDS],
+        fields[1::CLAIMED_FIELDS],
+        id_sizes,
+        error_sizes,
+        map(int, fields[4::CLAIMED_FIELDS]),
+        tokens,
+        strict=True,
+    ):
+        id = data[at_id : at_id + id_size].decode()
+        at_id += id_size
+        error = ""
+        if error_size:
+            # the error is the one part not written by this app's scripts alone: never fail on it
+            error = data[at_error : at_error + error_size].decode(errors="replace")
+            at_error += error_size
+        payload = data[at_payload : at_payload + payload_size]
+        at_payload += payload_size
+        # positional, in the field order of Task: half the cost of keywords, once per task
+        append(
             Task(
-                queue=queue,
-                id=to_text(raw_id),
-                raw_payload=payload,
-                score=int(float(score)),
-                state=IN_FLIGHT,
-                attempts=int(attempts),
-                last_error=error,
-                loads=loads,
+                queue,
+                id,
+                payload,
+                int(float(score)),
+                IN_FLIGHT,
+                int(attempts),
+                error,
+                lease_deadline,
+                claim,
+                False,
+                0,
+                None,
+                loads,
             )
         )
     return tasks

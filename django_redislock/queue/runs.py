@@ -40,7 +40,9 @@ class Runs(Outcomes):
     _keeper: LeaseKeeper
     _limits: LimitWatch
     _executor: Any
-    _rest: tuple[list[Task], float]
+    #: solo: the running batch and the position of the first task after the running one
+    #: (sliced only when the keeper renews or the batch is given back)
+    _rest: tuple[list[Task], int]
     _current: dict[tuple[str, str], tuple[float, float]]
     _hung: list[Run]
     _claim_lost: bool
@@ -66,7 +68,12 @@ class Runs(Outcomes):
         return False
 
     def _execute(self, queue: Queue, task: Task, lease: float) -> None:
-        """Run one claimed task in this thread and record its outcome."""
+        """Run one claimed task in this thread and record its outcome.
+
+        The path of every task of the solo and thread pools: the checks that cost a
+        call only for some tasks (a rate limit, a start recorded before the run, time
+        limits) are tested here first.
+        """
         try:
             fn = runnable(task)
         except TRANSIENT as exc:
@@ -78,19 +85,25 @@ class Runs(Outcomes):
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()
-        if not admit(queue, task, fn):  # given back by its rate limit: no longer ours
+        if getattr(fn, "rate_limit", None) is not None and not admit(queue, task, fn):
+            # given back by its rate limit: no longer ours
             if self._executor is None and not self._keeper.lost:
                 self._keeper.clear()  # solo: a watch of the batch would renew this task too
             return
-        if not self._begin(queue, task, fn, lease):
+        if (
+            task.suspect or fn.lease is not None or fn.max_attempts is not None
+        ) and not self._begin(queue, task, fn, lease):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         limits = limits_of(fn, queue.backend.options)
         watch = self._watch_run(queue, task, fn, lease, limits[0])
         began = time.monotonic()
-        self._started(queue, task)
+        self._started(queue, task, began)
         try:
-            result = self._call(queue, task, fn, limits, watch)
+            if limits[0] is None and limits[1] is None:
+                result = fn.run(task.payload)
+            else:
+                result = self._call(queue, task, fn, limits, watch)
         except (Exception, TimeLimitExceeded) as exc:
             self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
@@ -100,10 +113,14 @@ class Runs(Outcomes):
             self._ended(queue, task, watch)
             self._count()
 
-    def _started(self, queue: Queue, task: Task) -> None:
-        """Enter the run in :meth:`running` (the workers registry reads it at each heartbeat)."""
+    def _started(self, queue: Queue, task: Task, since: float | None = None) -> None:
+        """Enter the run in :meth:`running` (the workers registry reads it at each heartbeat).
+
+        ``since``: when it began on the monotonic clock (default: now).
+        """
+        began = time.monotonic() if since is None else since
         with self._lock:
-            self._current[queue.name, task.id] = (time.time(), time.monotonic())
+            self._current[queue.name, task.id] = (time.time(), began)
 
     def _ended(self, queue: Queue, task: Task, watch: Watch | None) -> None:
         with self._lock:
@@ -148,12 +165,12 @@ class Runs(Outcomes):
             return self._keeper.watch(
                 queue, task, list, lease, run_for, max_attempts=fn.max_attempts
             )
-        rest = self._rest[0]
+        batch, after = self._rest
         self._keeper.clear_watches()  # solo: the one running task replaces the last one
         return self._keeper.watch(
             queue,
             task,
-            lambda: rest + self._acks[queue.name],
+            lambda: batch[after:] + self._acks[queue.name],
             lease,
             run_for,
             max_attempts=fn.max_attempts,
@@ -183,7 +200,8 @@ class Runs(Outcomes):
     def _abandon_solo(self) -> None:
         """The main thread is stuck in the task: give the batch back and end the process."""
         try:
-            rest = self._rest[0]
+            batch, after = self._rest
+            rest = batch[after:]
             for queue in self.queues:
                 mine = [task for task in rest if task.queue == queue.name]
                 if mine:

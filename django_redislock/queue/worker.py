@@ -139,7 +139,7 @@ class Worker(Runs):
         self._hints: dict[str, Claim] = {}
         self._keeper = LeaseKeeper()
         self._limits = LimitWatch(self._on_hung)
-        self._rest: tuple[list[Task], float] = ([], 0.0)
+        self._rest: tuple[list[Task], int] = ([], 0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         #: failures by exception type and the runs that end a task's history (see .outcomes)
         self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
@@ -334,7 +334,7 @@ class Worker(Runs):
                 renewed = time.monotonic()
                 if self._lost_claim(queue):
                     return
-            self._rest = (claim.tasks[index + 1 :], lease)
+            self._rest = (claim.tasks, index + 1)
             self._execute(queue, task, lease)
 
     def _lost_claim(self, queue: Queue) -> bool:

@@ -28,8 +28,10 @@
 --          {position, level, ...} of the claimed tasks of levels 1-9 (the priority fragment),
 --          1 if the queue is paused else 0, the server time (µs) at which its rate limit
 --          admits the next task if this claim used the limit up else -1,
---          then per claimed task: id, payload, and "<due score>:<this run's attempt
---          number>:<last error>" (one string: each reply element costs the client a parse)}
+--          then the claimed tasks in two strings (each reply element costs the client a
+--          parse): per task "<due score>,<this run's attempt number>,<id bytes>,<last error
+--          bytes>,<payload bytes>", joined with ","; and every task's id, then every task's
+--          last error, then every task's payload, concatenated ('' and '' for no task)}
 -- include: claims
 -- include: priority
 -- include: flow
@@ -43,6 +45,29 @@ local start_all = ARGV[5] == '1'
 local acked = ack(ARGV, 7)
 if #KEYS >= 14 then redis.call('DEL', KEYS[14]) end
 local quota, paused, limit = flow_quota(now, count)
+
+-- the claimed tasks as the reply's last two strings (see "returns" above)
+local texts = {}
+local function text(n)  -- a small number as a string, converted once per call (lengths repeat)
+  local found = texts[n]
+  if not found then found = tostring(n); texts[n] = found end
+  return found
+end
+-- tasks i = 1..n of ids, errors and payloads (tables: a missing error or payload, false or
+-- nil, is read as ''): the reply's two task strings in out[11] and out[12]
+local function tasks_out(out, n, scores, attempts, ids, errors, payloads)
+  local metas = {}
+  for i = 1, n do
+    local e, p = errors[i] or '', payloads[i] or ''
+    errors[i], payloads[i] = e, p
+    metas[i] = scores[i] .. ',' .. text(attempts[i]) .. ',' .. text(#ids[i]) .. ',' .. text(#e)
+      .. ',' .. text(#p)
+  end
+  out[11] = table.concat(metas, ',')
+  out[12] = table.concat(ids, '', 1, n) .. table.concat(errors, '', 1, n)
+    .. table.concat(payloads, '', 1, n)
+  return out
+end
 
 -- held: paused, or the rate limit is used up: no idle worker is woken (they wait for the
 -- resume's wake-up, or until the limit admits the next task)
@@ -63,10 +88,11 @@ end
 if #KEYS >= 13 then
   local rows = redis.call('LRANGE', KEYS[13], 0, -1)
   if #rows > 0 then
-    local out = {now, -1, -1, acked, 0, {}, {}, {}, 0, -1}
+    local out = {now, -1, -1, acked, 0, {}, {}, {}, 0, -1, '', ''}
     -- the record: first token, due scores and suspect flags (comma-separated), then the ids
     local first = tonumber(rows[1])
     local scores, flags = {}, {}
+    local t_scores, t_attempts, t_ids, t_errors, t_payloads = {}, {}, {}, {}, {}
     for v in string.gmatch(rows[2], '[^,]+') do scores[#scores + 1] = v end
     for v in string.gmatch(rows[3], '[^,]+') do flags[#flags + 1] = tonumber(v) end
     for k = 4, #rows do
@@ -79,12 +105,14 @@ if #KEYS >= 13 then
         if flags[k - 3] == 1 then out[7][#out[7] + 1] = #out[6] end
         local level = redis.call('HGET', KEYS[10], id)
         if level then table.insert(out[8], #out[6]); table.insert(out[8], tonumber(level)) end
-        out[#out + 1] = id
-        out[#out + 1] = redis.call('HGET', KEYS[4], id) or ''
-        out[#out + 1] = scores[k - 3] .. ':' .. attempts .. ':' .. (redis.call('HGET', KEYS[6], id) or '')
+        local m = #out[6]
+        t_scores[m], t_attempts[m], t_ids[m] = scores[k - 3], attempts, id
+        t_errors[m] = redis.call('HGET', KEYS[6], id)
+        t_payloads[m] = redis.call('HGET', KEYS[4], id)
       end
     end
-    return wake_and_hints(out, nil)
+    local n = #out[6]
+    return wake_and_hints(tasks_out(out, n, t_scores, t_attempts, t_ids, t_errors, t_payloads), nil)
   end
 end
 
@@ -116,7 +144,7 @@ for _, id in ipairs(expired) do
   end
 end
 
-local out = {now, -1, -1, acked, #expired, 0, {}, {}, 0, -1}
+local out = {now, -1, -1, acked, #expired, 0, {}, {}, 0, -1, '', ''}
 local claimed = 0
 if quota > 0 then
   local due, levels = prio_claimable(now, quota)
@@ -165,9 +193,6 @@ if quota > 0 then
       tokens[2 * i] = start_all and (token .. '|0') or token
       counted[2 * i - 1] = ids[i]
       counted[2 * i] = attempts[i]
-      out[#out + 1] = ids[i]
-      out[#out + 1] = payloads[i] or ''
-      out[#out + 1] = due[2 * i] .. ':' .. attempts[i] .. ':' .. (errors[i] or '')
       if held[i] == '?' then out[7][#out[7] + 1] = i end
       scores[i] = due[2 * i]
       flags[i] = held[i] == '?' and 1 or 0
@@ -180,6 +205,7 @@ if quota > 0 then
       end
       redis.call('PEXPIRE', KEYS[13], 60000)
     end
+    tasks_out(out, n, scores, attempts, ids, errors, payloads)
     for i = 1, 2 * n, 1000 do
       redis.call('HSET', KEYS[8], unpack(tokens, i, math.min(i + 999, 2 * n)))
       if start_all then

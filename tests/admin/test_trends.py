@@ -8,6 +8,7 @@ from html import unescape
 
 from django.test import Client
 
+from django_redislock.calls.batch import Batch
 from django_redislock.queue.rates import add_to_pipeline
 
 from .conftest import BASE, Dashboard, dead_task
@@ -16,11 +17,10 @@ HOSTILE = '<img src=x onerror="alert(1)">Error'
 
 
 def fail_a_run(queue: object, kinds: dict[str, int]) -> None:
-    """What a worker's counters pipeline sends for failed runs of these exception types."""
-    client = queue.backend.client  # type: ignore[attr-defined]
-    pipe = client.pipeline(transaction=False)
-    add_to_pipeline(pipe, queue, Counter(failed=sum(kinds.values())), Counter(kinds))
-    pipe.execute()
+    """What a worker's outcome batch sends for failed runs of these exception types."""
+    batch = Batch(queue.backend.client)  # type: ignore[attr-defined]
+    add_to_pipeline(batch, queue, Counter(failed=sum(kinds.values())), Counter(kinds))
+    batch.execute()
 
 
 def test_overview_draws_each_queue_rates(dashboard: Dashboard, admin_client: Client) -> None:

@@ -27,7 +27,8 @@ import redis
 
 from ..connections import Client
 from ..exceptions import InvalidArgument
-from .script import Arg, Call, NoScriptError, Reply, script
+from .script import Call, NoScriptError, script
+from .values import Arg, Reply
 
 #: A plain command in a batch: its name and arguments (``("WAIT", 1, 100)``).
 Command = tuple[Any, ...]

@@ -31,7 +31,9 @@ from typing import Any
 import redis
 
 from .. import connections
+from ..connections import Client
 from ..wire import redis_py_version
+from .values import Arg, Reply
 
 
 def metrics_enabled() -> bool:
@@ -46,7 +48,7 @@ def metrics_enabled() -> bool:
         return True
 
 
-def direct_pool(client: Any) -> Any:
+def direct_pool(client: Client) -> redis.ConnectionPool | None:
     """The pool whose connections a hot call may use directly, or None (use the wrapper)."""
     pool = getattr(client, "connection_pool", None)
     if (
@@ -61,7 +63,7 @@ def direct_pool(client: Any) -> Any:
     return pool
 
 
-def direct_sender(client: Any, head: Sequence[Any]) -> DirectSender | None:
+def direct_sender(client: Client, head: Sequence[Arg]) -> DirectSender | None:
     """A :class:`DirectSender` of ``head`` for ``client``, or None where it must not be used."""
     pool = direct_pool(client)
     if pool is None:
@@ -72,7 +74,7 @@ def direct_sender(client: Any, head: Sequence[Any]) -> DirectSender | None:
 class DirectSender:
     """Sends a command whose start (``head``) is packed once, then per-call arguments."""
 
-    def __init__(self, pool: Any, head: Sequence[Any]) -> None:
+    def __init__(self, pool: redis.ConnectionPool, head: Sequence[Arg]) -> None:
         self.pool = pool
         encoder = pool.get_encoder()
         self.encode: Callable[[Any], bytes] = encoder.encode
@@ -100,7 +102,7 @@ class DirectSender:
             out.append(b"$%d\r\n%b\r\n" % (len(data), data))
         return b"".join(out)
 
-    def call(self, args: Sequence[Any]) -> Any:
+    def call(self, args: Sequence[Arg]) -> Reply:
         """Send the head followed by ``args``; the parsed reply (error replies are raised)."""
         request = b"*%d\r\n%b%b" % (self.count + len(args), self.head, self.bulk(args))
         kept = _kept_connection(self.pool)

@@ -28,14 +28,8 @@ import redis.asyncio
 from ..connections import AsyncClient, Client
 from ..scripts import source
 from .direct import DirectSender, direct_sender
+from .values import Arg, Key, Reply
 
-#: A key name as redis-py takes it.
-Key = str | bytes
-#: One argument of a command as redis-py encodes it.
-Arg = str | bytes | int | float
-#: A RESP reply as redis-py parses it (an int, bytes, None, an error, or a list of
-#: replies). It stays untyped here: every caller's parser knows its script's reply shape.
-Reply = Any
 #: One script call: the script's name, its KEYS and its ARGV.
 Call = tuple[str, list[str], list[Any]]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..calls.script import Arg
+from ..calls.values import Arg
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import (
     ConfigurationError,

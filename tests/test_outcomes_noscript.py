@@ -25,6 +25,7 @@ from django_redislock.queue.rates import read as read_rates
 from django_redislock.queue.worker import Worker, counters_key
 
 from .conftest import RedisTarget
+from .test_calls import primaries
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -36,13 +37,6 @@ pytestmark = [
 def target(kind: str, request: pytest.FixtureRequest) -> RedisTarget:
     found: RedisTarget = request.getfixturevalue(f"{kind}_target")
     return found
-
-
-def primaries(target: RedisTarget) -> list[Any]:
-    raw: Any = target.raw
-    if target.kind == "cluster":
-        return [raw.get_redis_connection(node) for node in raw.get_primaries()]
-    return [raw]
 
 
 def command_calls(target: RedisTarget, name: str) -> int:

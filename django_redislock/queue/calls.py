@@ -19,7 +19,6 @@ from ..calls.script import Prepared, script
 from ..connections import CLIENT_ERRORS
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_id, check_ids, check_name, check_seconds
-from ..wire import to_text
 from .arguments import (
     Cursor,
     TaskRef,
@@ -33,7 +32,6 @@ from .flow import FLOW_PART
 from .history import worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
-    CLAIMED_FIELDS,
     DEAD,
     DELAYED,
     IN_FLIGHT,
@@ -43,8 +41,7 @@ from .records import (
     Entry,
     Task,
     micros,
-    optional_score,
-    parse_claimed,
+    parse_claim,
     parse_tasks,
 )
 from .serializers import get_serializer
@@ -65,9 +62,6 @@ KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "si
 CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
-#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
-#: levels, paused, next allowed).
-CLAIM_HEAD = 10
 
 
 class QueueCalls:
@@ -242,31 +236,7 @@ class QueueCalls:
         args = [*head, "1" if start else "0", MAX_CLAIM_BYTES, *ack_refs(list(ack), "ack")]
 
         def parse(reply: list[Any]) -> Claim:
-            now = int(reply[0])
-            meta, data = reply[CLAIM_HEAD], reply[CLAIM_HEAD + 1]
-            fields = meta.split(b",") if meta else []
-            tokens = reply[5]
-            if isinstance(tokens, list):  # a resend's answer: the tokens one by one
-                claims = [to_text(token) for token in tokens]
-            else:  # consecutive tokens from the first
-                first = int(tokens)
-                last = first + len(fields) // CLAIMED_FIELDS
-                claims = [str(token) for token in range(first, last)]
-            loads = self.serializer.loads
-            tasks = parse_claimed(
-                self.name, fields, data, loads, lease_deadline=now + lease_us, claims=claims
-            )
-            for position in reply[6]:
-                tasks[int(position) - 1].suspect = True
-            levels = reply[7]
-            for i in range(0, len(levels), 2):
-                tasks[int(levels[i]) - 1].priority = int(levels[i + 1])
-            next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
-            acked, recovered = int(reply[3]), int(reply[4])
-            paused, allowed = bool(int(reply[8])), optional_score(reply[9])
-            return Claim(
-                tasks, now, next_due, next_deadline, acked, recovered, request, paused, allowed
-            )
+            return parse_claim(self.name, reply, self.serializer.loads, lease_us, request)
 
         request = self.request_key()
         extra: tuple[str, ...] = (self.flow_key, request)

@@ -279,6 +279,38 @@ class Claim:
         return self.next_due if self.next_allowed is None else max(self.next_due, self.next_allowed)
 
 
+#: Fields before the tasks in a claim reply (now, hints, counts, claim tokens, suspects,
+#: levels, paused, next allowed).
+CLAIM_HEAD = 10
+
+
+def parse_claim(queue: str, reply: list[Any], loads: Loads, lease_us: int, request: str) -> Claim:
+    """A claim script's reply (``queue_pop.lua``) as a :class:`Claim` of request key ``request``.
+
+    The claim tokens come as the first of consecutive numbers, or, in a resend's
+    answer, one by one; suspects and priority levels are positions in the tasks.
+    """
+    now = int(reply[0])
+    meta, data = reply[CLAIM_HEAD], reply[CLAIM_HEAD + 1]
+    fields = meta.split(b",") if meta else []
+    tokens = reply[5]
+    if isinstance(tokens, list):  # a resend's answer: the tokens one by one
+        claims = [to_text(token) for token in tokens]
+    else:  # consecutive tokens from the first
+        first = int(tokens)
+        claims = [str(token) for token in range(first, first + len(fields) // CLAIMED_FIELDS)]
+    tasks = parse_claimed(queue, fields, data, loads, lease_deadline=now + lease_us, claims=claims)
+    for position in reply[6]:
+        tasks[int(position) - 1].suspect = True
+    levels = reply[7]
+    for i in range(0, len(levels), 2):
+        tasks[int(levels[i]) - 1].priority = int(levels[i + 1])
+    next_due, next_deadline = optional_score(reply[1]), optional_score(reply[2])
+    acked, recovered = int(reply[3]), int(reply[4])
+    paused, allowed = bool(int(reply[8])), optional_score(reply[9])
+    return Claim(tasks, now, next_due, next_deadline, acked, recovered, request, paused, allowed)
+
+
 @dataclass(frozen=True)
 class Entry:
     """A validated, serialized task ready to be sent: id, delay (microseconds) and data."""

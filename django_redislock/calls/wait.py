@@ -187,7 +187,12 @@ async def _wait(conn: Any, keys: Sequence[str], seconds: float, keep: bool) -> P
         reply = await asyncio.wait_for(conn.read_response(), timeout=seconds)
         return _popped(reply, keys, keep)
     except asyncio.TimeoutError:
-        await conn.disconnect(nowait=True)  # still blocked on the server: never reused
+        # still blocked on the server: closed, never reused. An asyncio transport closes
+        # its socket on the loop's next turn (redis-py already asked it to, cancelling
+        # the read): yield that turn, so the server has dropped the BLPOP before the
+        # caller goes on, and a push made right after the wait returns stays in the list.
+        await conn.disconnect(nowait=True)
+        await asyncio.sleep(0)
         return None
     except redis.ResponseError as exc:
         if _redirected(exc):

@@ -21,6 +21,7 @@ client's own default retries for the cluster.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -150,6 +151,18 @@ class ProxiedTarget:
 
     def cut_all(self) -> int:
         return sum(proxy.cut_all() for proxy in self.proxies)
+
+    def cut_once_sent(self, command: str, settle: float = 0.05) -> int:
+        """Cut every connection once ``command`` went through (within 5 s), then ``settle`` s.
+
+        For a blocking command sent by another thread: the pause lets the server block
+        it before the cut. Returns how many connections were cut.
+        """
+        deadline = time.monotonic() + 5
+        while self.count(command) == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(settle)
+        return self.cut_all()
 
     def clear(self) -> None:
         for proxy in self.proxies:

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -284,3 +285,26 @@ def test_readme_links_every_page_with_absolute_urls() -> None:
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
     assert urls["Homepage"] == HOME
     assert all(url.startswith(HOME) for url in urls.values())
+
+
+# -- docs/testing.md's pattern for tasks queued at the commit ----------------------------------
+
+
+@pytest.mark.django_db
+def test_the_testing_pages_commit_pattern_sends_the_task(
+    django_capture_on_commit_callbacks: Any, single_target: RedisTarget
+) -> None:
+    """What docs/testing.md's ``captureOnCommitCallbacks`` sketch claims, on a real server."""
+    from django.db import transaction
+
+    from django_redislock import queues, task
+
+    @task(queue="docs-on-commit")
+    def send_receipt(order_id: int) -> None: ...
+
+    with override_settings(REDISLOCK_QUEUES={"default": single_target.params()}):
+        with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+            sent = send_receipt.delay(42)
+            assert sent.queued is None  # not sent yet: the commit sends it
+        assert len(callbacks) == 1 and sent.queued is True
+        assert queues["default"].queue("docs-on-commit").stats()["ready"] == 1

@@ -1,8 +1,9 @@
-"""The settings reference, generated from the option schema; and where the docs live.
+"""The settings and API references, generated; and where the docs live.
 
-``python -m django_redislock.docs settings`` prints the reference as Markdown: it is the file
-``docs/settings.md`` of the repository (a test keeps the two equal), and it works from an
-installed package, where the system checks' hints point to it.
+``python -m django_redislock.docs settings`` prints the settings reference as Markdown: it is
+the file ``docs/settings.md`` of the repository (a test keeps the two equal), and it works from
+an installed package, where the system checks' hints point to it. ``... docs api`` prints
+``docs/api.md``, generated from the docstrings (django_redislock/apidocs.py).
 """
 
 from __future__ import annotations
@@ -198,7 +199,14 @@ def settings_page() -> str:
     )
 
 
-PAGES = {"settings": settings_page}
+def api_page() -> str:
+    """The API reference as Markdown (the content of ``docs/api.md``), from the docstrings."""
+    from .apidocs import configured
+
+    return configured()()
+
+
+PAGES = {"settings": settings_page, "api": api_page}
 
 
 def main(argv: Sequence[str]) -> int:

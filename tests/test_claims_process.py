@@ -223,7 +223,7 @@ def test_a_worker_gives_up_after_its_give_up_time(
     worker = place.spawn("--give-up", "1.5")
     try:
         assert worker.stdout is not None
-        assert worker.stdout.readline().startswith("Draining claims")
+        assert worker.stdout.readline().startswith("Draining queue claims")
         server.kill()
         started = time.monotonic()
         code, _, err = finish(worker)

@@ -64,6 +64,22 @@ def test_purge_of_an_unknown_queue_fails_and_names_the_known_ones(q: Queue) -> N
     assert q.stats()["ready"] == 1
 
 
+def test_drain_of_a_misspelt_queue_fails_and_names_the_known_ones(q: Queue) -> None:
+    q.enqueue("a")
+    with pytest.raises(
+        CommandError, match=r"Alias 'default' has no queue 'jbos'; known queues: 'jobs'\."
+    ):
+        run("drain_queue", "jobs", "jbos", "--burst")
+    assert q.stats()["ready"] == 1  # the good name in the same call was not drained either
+
+
+def test_drain_says_which_name_is_the_queue_and_which_the_alias(q: Queue) -> None:
+    q.enqueue("a")
+    q.remove("a")
+    first = run("drain_queue", "jobs", "--burst").splitlines()[0]
+    assert first == "Draining queue jobs (alias default); Ctrl+C to stop."
+
+
 def test_purge_of_an_empty_known_queue_says_so(q: Queue) -> None:
     q.enqueue("a")
     q.remove("a")

@@ -178,6 +178,23 @@ def test_function_view_gets_423_with_retry_after() -> None:
 
 
 @override_settings(ROOT_URLCONF="tests.lock_urls")
+def test_the_423_is_plain_text_or_json_and_never_shows_the_lock_name() -> None:
+    client = Client()
+    holder = held_elsewhere("order:7", ttl=20)
+    try:
+        text = client.get("/pay/7/", HTTP_ACCEPT="text/html,*/*")
+        assert text.status_code == 423 and text["Content-Type"].startswith("text/plain")
+        assert b"order" not in text.content and b"Locked" in text.content
+        api = client.get("/pay/7/", HTTP_ACCEPT="application/json")
+        assert api.status_code == 423 and api["Content-Type"] == "application/json"
+        body = api.json()
+        assert body["error"] == "locked" and body["retry_after"] == int(api["Retry-After"])
+        assert "order" not in api.content.decode()
+    finally:
+        holder.release()
+
+
+@override_settings(ROOT_URLCONF="tests.lock_urls")
 def test_async_view() -> None:
     client = Client()
     assert client.get("/profile/").status_code == 200

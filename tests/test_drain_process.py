@@ -60,7 +60,7 @@ def test_sigterm_while_idle_exits_at_once(real: RedisTarget) -> None:
     worker = spawn(real, "slow")
     try:
         assert worker.stdout is not None
-        assert worker.stdout.readline().startswith("Draining slow")
+        assert worker.stdout.readline().startswith("Draining queue slow")
         time.sleep(0.5)  # now idle in BLPOP
         worker.send_signal(signal.SIGTERM)
         stopped_at = time.monotonic()

@@ -60,3 +60,13 @@ def test_one_version_source_and_a_license() -> None:
     license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert "BSD 3-Clause License" in license_text
     assert "django-redislock developers" in license_text
+
+
+def test_the_classifiers_name_the_django_this_suite_runs_on() -> None:
+    """The compatibility run on Django 6.x installs the newest 6.x: 6.1 once it worked there."""
+    import django
+
+    classifiers = pyproject()["project"]["classifiers"]
+    major, minor = django.VERSION[:2]
+    assert f"Framework :: Django :: {major}.{minor}" in classifiers
+    assert "Framework :: Django :: 6.1" in classifiers

@@ -402,7 +402,7 @@ def test_the_pool_gives_up_with_its_workers(own: tuple[RedisProcess, Pool]) -> N
     process = pool.spawn("--give-up", "1.5")
     try:
         assert process.stdout is not None
-        assert process.stdout.readline().startswith("Draining pool")
+        assert process.stdout.readline().startswith("Draining queue pool")
         time.sleep(0.5)  # the children are idle in BLPOP
         server.kill()
         killed_at = time.monotonic()

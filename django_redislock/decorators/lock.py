@@ -16,7 +16,14 @@ from ..locking.base import BaseLock
 from ..locking.names import fill, safe_name
 from ..validation import check_bool
 from .names import BadLockName, bound_arguments, check_template, named_owners
-from .responses import has_request, lock_pttl, lock_pttl_async, locked_response, lost_response
+from .responses import (
+    has_request,
+    lock_pttl,
+    lock_pttl_async,
+    locked_response,
+    lost_response,
+    request_of,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -241,7 +248,7 @@ class distributed_lock:
         if action == "ignore":
             return result
         if action == "response":
-            return lost_response(lock.name, result)
+            return lost_response(lock.name, result, request_of(args, kwargs))
         raise exc
 
     def _when_locked(self, lock: BaseLock, pttl: int, args: Any, kwargs: Any) -> Any:
@@ -253,7 +260,7 @@ class distributed_lock:
         if action == "skip":
             return None
         if action == "response":
-            return locked_response(lock.name, pttl)
+            return locked_response(lock.name, pttl, request_of(args, kwargs))
         raise lock._not_acquired()
 
     # -- context manager -------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ...queue.pools import POOLS, check_pool
 from ...queue.registry import autodiscover, queues_of
 from ...queue.stops import ForcedStop
 from ...queue.worker import Summary, Worker, logger
+from ._flow_common import known_queues
 from ._logging import LoggedCommand, log_to_stderr
 from ._pool import add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of
@@ -98,12 +99,15 @@ class Command(LoggedCommand):
                 logger.error(
                     "task module %r failed to import (its tasks are retried): %s", module, error
                 )
+            if options["queues"]:
+                # A misspelt name would drain nothing and exit 0: refuse it, as pause_queue does.
+                known_queues(options["using"], options["queues"])
             if options["pool"] == "process":
                 summary = self.run_process_pool(options)
             else:
                 worker = self.build_worker(options)
-                names = ", ".join(queue.name for queue in worker.queues)
-                self.stdout.write(f"Draining {names} ({options['using']}); Ctrl+C to stop.")
+                names = [queue.name for queue in worker.queues]
+                self.stdout.write(f"{self.draining(names, options['using'])}; Ctrl+C to stop.")
                 with scheduler_thread(options):
                     summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
@@ -135,8 +139,14 @@ class Command(LoggedCommand):
 
     def run_process_pool(self, options: dict[str, Any]) -> Summary:
         names = options["queues"] or self.known_queues(options["using"])
-        self.stdout.write(f"Draining {', '.join(names)} ({options['using']}) with a process pool.")
+        self.stdout.write(f"{self.draining(names, options['using'])} with a process pool.")
         return run_pool(self, names, options)
+
+    @staticmethod
+    def draining(names: list[str], alias: str) -> str:
+        """``Draining queue orders (alias default)``: which name is a queue, which the alias."""
+        label = "queue" if len(names) == 1 else "queues"
+        return f"Draining {label} {', '.join(names)} (alias {alias})"
 
     def known_queues(self, alias: str) -> list[str]:
         try:

@@ -20,6 +20,8 @@ CHECKS: dict[str, str] = {
     "redislock.E010": "`RedisTaskBackend` is configured but Django's tasks framework is missing "
     "(Django < 6 without the `django-tasks` backport).",
     "redislock.E011": "A check could not run (the message names the exception).",
+    "redislock.E012": "A lock alias's client may resend a request later than the bucket's "
+    "request memory keeps it (SOCKET_TIMEOUT x retries past 120 s).",
     "redislock.E020": "`REDISLOCK_TASK_MODULES` is not a list of dotted module names, or names a "
     "module that cannot be found.",
     "redislock.E021": "A `REDISLOCK_PERIODIC_TASKS` entry is malformed (the message names the "

@@ -44,5 +44,5 @@ def resend_window(options: Mapping[str, Any]) -> tuple[float, int]:
     cap = float(getattr(backoff, "_cap", getattr(backoff, "_backoff", 0.0)) or 0.0)
     tries = retries + 1
     timeout = float(options["SOCKET_TIMEOUT"])
-    connect = float(options["SOCKET_CONNECT_TIMEOUT"])
+    connect = float(options.get("SOCKET_CONNECT_TIMEOUT", timeout))
     return tries * timeout + retries * (connect + cap) + RESEND_MARGIN_SECONDS, retries

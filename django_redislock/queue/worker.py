@@ -151,6 +151,7 @@ class Worker(Runs):
         self._hung: list[Run] = []
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
         self._current: dict[tuple[str, str], tuple[float, float]] = {}
+        self._live: dict[tuple[str, str], Task] = {}
         self._executor: Any = None if self.pool == "solo" else self._make_pool()
 
     def _make_pool(self) -> Any:
@@ -304,6 +305,8 @@ class Worker(Runs):
             raise
         self._last_ack = time.monotonic()
         self._hints[queue.name] = claim
+        if self._live and claim.tasks:
+            self._adopt(queue, claim)  # a lapsed lease of a run still going here (rare)
         return claim
 
     # -- solo: one batch, one task at a time -----------------------------------------------

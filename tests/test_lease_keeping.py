@@ -9,6 +9,7 @@ during attempt N") although every run succeeded.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -27,9 +28,7 @@ RUN = 4.5
 
 
 @pytest.mark.parametrize("pool", ["solo", "thread", "async", "process"])
-def test_a_run_longer_than_its_lease_starts_once_and_is_acked(
-    real: RedisTarget, pool: str
-) -> None:
+def test_a_run_longer_than_its_lease_starts_once_and_is_acked(real: RedisTarget, pool: str) -> None:
     # one more task than the worker(s) run at once: a free slot (or an idle second solo
     # worker) claims again while the long runs go on, and would take a lapsed one
     sync = [f"s{i}" for i in range(3)]
@@ -74,7 +73,7 @@ def test_process_pool_children_are_solo_whatever_the_alias_pool(real: RedisTarge
         spans[tag].append(when)
     assert sorted(spans) == tags
     ordered = sorted(spans.values())
-    for (_, end), (start, _) in zip(ordered, ordered[1:]):
+    for (_, end), (start, _) in itertools.pairwise(ordered):
         assert start >= end, ordered  # never two runs at once in the one child
 
 

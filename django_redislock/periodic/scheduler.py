@@ -180,7 +180,7 @@ class Scheduler:
                     exc,
                     exc_info=exc,
                 )
-                upcoming.append(now + RETRY_FAILED * SECOND)
+                upcoming.append(now + round(RETRY_FAILED * SECOND))
         return min(upcoming, default=now + 60 * SECOND)
 
     def run_entry(self, entry: Entry, now: int) -> None:

@@ -39,6 +39,10 @@ CLIENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisClusterException,
 )
 
+#: What a call path hands to ``errors()``: the client errors, and Redis refusing a write at
+#: ``maxmemory`` (turned into :class:`~.exceptions.ServerOutOfMemory`).
+ROUTED_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, redis.exceptions.OutOfMemoryError)
+
 SCHEMES = ("redis", "rediss", "unix", "cache", "embedded")
 
 #: A blocking client: ``redis.Redis`` (a ``CLIENT_CLASS`` such as fakeredis's subclasses it),

@@ -26,6 +26,15 @@ class ConnectionFailed(RedisLockError):
     """Redis could not be reached; the message says which setting to check."""
 
 
+class ServerOutOfMemory(RedisLockError):
+    """Redis refused a write because it is at ``maxmemory`` (its ``OOM`` error).
+
+    The call did not change Redis (a script is refused before it writes); free memory
+    (drain or purge queues, raise ``maxmemory``) and call again. Raised in place of
+    redis-py's ``OutOfMemoryError`` so that ``except RedisLockError`` covers it.
+    """
+
+
 class LockError(RedisLockError):
     """An error about one named lock."""
 

@@ -134,13 +134,21 @@ def test_a_worker_that_lost_its_lease_leaves_the_batch_to_the_new_holder(place: 
     tasks.step.enqueue(args=["slow", 4.0], id="slow")
     for i in range(4):
         tasks.step.enqueue(args=[f"n{i}"], id=f"n{i}")
-    first = place.spawn("--batch", "5", "--lease", "1", "--timeout", "8")
+    first = place.spawn("--batch", "5", "--lease", "1", "--timeout", "12")
     try:
         wait_for(lambda: runs_of("run")["slow"] == 1, 30, "the slow task to start")
-        # the slow task overstays its 1 s lease: the keeper stops renewing, the batch expires
-        # and the second worker claims it (n0-n3 first: same score, ids in byte order)
-        time.sleep(1.5)
-        second = place.spawn("--batch", "5", "--lease", "5", "--burst", "--timeout", "20")
+        # the first worker stalls (a live run's lease is renewed for as long as it runs, so
+        # only a stalled or dead worker loses it): the batch expires and the second worker
+        # claims it (n0-n3 first: same score, ids in byte order)
+        first.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(2.5)
+            second = place.spawn("--batch", "5", "--lease", "5", "--burst", "--timeout", "20")
+            wait_for(
+                lambda: all(runs_of("run")[f"n{i}"] == 1 for i in range(4)), 30, "n0-n3 to run"
+            )
+        finally:
+            first.send_signal(signal.SIGCONT)
         code, out, err = finish(second)
         assert code == 0, err
         code, out, err = finish(first)

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from redis.exceptions import RedisClusterException, SlotNotCoveredError
+from redis.exceptions import OutOfMemoryError, RedisClusterException, SlotNotCoveredError
 
 from ..connections import CLIENT_ERRORS, AsyncClient, Client
-from ..exceptions import ConnectionFailed
+from ..exceptions import ConnectionFailed, ServerOutOfMemory
 from .script import BoundScript, script
 
 
@@ -115,6 +115,11 @@ class NodeBase(KeyNames):
         """
         try:
             yield
+        except OutOfMemoryError as exc:
+            raise ServerOutOfMemory(
+                f"Redis refused the write: it is at its maxmemory ({exc}); nothing was changed. "
+                "Free memory (drain or purge queues) or raise maxmemory, then try again"
+            ) from exc
         except CLIENT_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise

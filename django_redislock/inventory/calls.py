@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from ..calls.requests import request_id
+from ..exceptions import InvalidArgument
 from ..queue.records import from_micros
 from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
 
@@ -81,9 +82,27 @@ def restored(reply: list[Any]) -> bool:
 
 
 def set_call(mode: str, units: int, opens: str, closes: str) -> StockCall[int]:
-    """The set script (``mode`` "set" or "add"): the units left, or -1 for an unknown stock."""
+    """The set script (``mode`` "set" or "add"): the units left, or -1 for an unknown stock.
+
+    A window that would close before it opens is refused (InvalidArgument, nothing
+    changed): here when both bounds are given, by the script when one is kept.
+    """
+    if opens not in ("", "0") and closes not in ("", "0") and int(closes) <= int(opens):
+        raise InvalidArgument(
+            f"closes ({from_micros(int(closes)).isoformat()}) must be after opens "
+            f"({from_micros(int(opens)).isoformat()}): the sale would never be open"
+        )
+
+    def parse(reply: Any) -> int:
+        if int(reply) == -2:
+            raise InvalidArgument(
+                "closes must be after opens: with the window bound kept from the stored "
+                "sale, it would close before it opens (nothing was changed)"
+            )
+        return int(reply)
+
     args = [mode, units, opens, closes, REQUEST_TTL_MS]
-    return StockCall("stock_set", args, int, request=request_id())
+    return StockCall("stock_set", args, parse, request=request_id())
 
 
 def clear_call() -> StockCall[bool]:

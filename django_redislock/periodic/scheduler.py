@@ -30,6 +30,7 @@ from ..calls.values import Arg
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import (
     ConfigurationError,
+    ConnectionFailed,
     InvalidArgument,
     LockError,
     QueueError,
@@ -49,6 +50,10 @@ logger = logging.getLogger("django_redislock.worker.scheduler")
 
 #: Seconds the leader's lock lives without renewal: how long a crashed leader's ticks wait.
 LEADER_TTL = 10.0
+#: Seconds before a schedule whose round failed is tried again.
+RETRY_FAILED = 5.0
+#: Seconds before a scheduler thread that died of an unexpected error is started again.
+RESTART_DELAY = 1.0
 #: The script's replies.
 QUEUED, ALREADY, KEPT = 1, 0, 2
 
@@ -88,6 +93,8 @@ class Stats:
     already: int = 0
     skipped: int = 0
     rounds: int = 0
+    #: rounds of one schedule that failed (logged; the others went on)
+    failed: int = 0
 
 
 def build_entry(item: Schedule, using: str) -> Entry:
@@ -136,6 +143,8 @@ class Scheduler:
         )
         self.stats = Stats()
         self._stop = threading.Event()
+        #: schedules whose mark is ahead of the Redis clock (warned once each)
+        self._behind: set[str] = set()
 
     def stop(self) -> None:
         """Ask :meth:`run` to return (within one wait); the lock is released for a standby."""
@@ -147,21 +156,59 @@ class Scheduler:
         """Enqueue every due tick of every schedule now; returns the next tick (µs).
 
         Safe to call from any number of processes at once: the script decides.
+
+        One schedule's error (a bad expression that slipped past validation, a queue that
+        refuses the tick) is logged with its traceback and costs only that schedule's round:
+        the others are queued, and it is tried again next round. Redis being unreachable is
+        raised, as every schedule meets it.
         """
         now = self.clock()
         self.stats.rounds += 1
+        upcoming: list[int] = []
         for entry in self.entries:
-            self.run_entry(entry, now)
-        return min(
-            (entry.schedule.next_tick(now) for entry in self.entries), default=now + 60 * SECOND
-        )
+            try:
+                self.run_entry(entry, now)
+                upcoming.append(entry.schedule.next_tick(now))
+            except ConnectionFailed:
+                raise
+            except Exception as exc:
+                self.stats.failed += 1
+                logger.error(
+                    "periodic %s: this round failed (%s); the other schedules go on and it is "
+                    "tried again next round",
+                    entry.schedule.name,
+                    exc,
+                    exc_info=exc,
+                )
+                upcoming.append(now + round(RETRY_FAILED * SECOND))
+        return min(upcoming, default=now + 60 * SECOND)
 
     def run_entry(self, entry: Entry, now: int) -> None:
-        """Enqueue the due ticks of one schedule, as its catch-up policy says."""
+        """Enqueue the due ticks of one schedule, as its catch-up policy says.
+
+        A Redis clock behind the schedule's mark (a failover to a server whose clock is
+        late, a clock set back) queues nothing until it passes the mark again: the ticks
+        up to the mark were queued already, and none is queued twice. A warning says so
+        (once per schedule until the clock catches up).
+        """
         backend = entry.queue.backend
         with backend.errors():
             raw = backend.client.hget(entry.state_key, entry.schedule.name)
         last = None if raw is None else int(raw)
+        name = entry.schedule.name
+        if last is not None and now < last:
+            if name not in self._behind:
+                self._behind.add(name)
+                logger.warning(
+                    "periodic %s: the Redis clock (%s) is %.1f s behind the last queued tick "
+                    "(%s); nothing is queued until it passes that tick again",
+                    name,
+                    tick_label(now),
+                    (last - now) / SECOND,
+                    tick_label(last),
+                )
+            return
+        self._behind.discard(name)
         ticks, skipped = entry.schedule.due(last, now)
         if skipped:
             self.stats.skipped += skipped
@@ -234,6 +281,9 @@ class Scheduler:
             except RedisLockError as exc:
                 logger.warning("periodic: a round failed (%s); retrying in 1 s", exc)
                 wait = 1.0
+            except Exception as exc:  # a bug, not an outage: logged, and the scheduler lives on
+                logger.error("periodic: a round failed (%s); retrying in 1 s", exc, exc_info=exc)
+                wait = 1.0
             self._sleep(wait, deadline)
 
     def wait_for(self, next_tick: int) -> float:
@@ -258,10 +308,30 @@ class Scheduler:
     # -- a thread for drain_queue -------------------------------------------------------
 
     def start_thread(self) -> threading.Thread:
-        """Run in a daemon thread (``drain_queue --scheduler``); stop it with :meth:`stop`."""
-        thread = threading.Thread(target=self.run, name="redislock-scheduler", daemon=True)
+        """Run in a daemon thread (``drain_queue --scheduler``); stop it with :meth:`stop`.
+
+        The thread is supervised: should :meth:`run` end on an error it did not handle, it is
+        logged with its traceback and the scheduler starts again after
+        :data:`RESTART_DELAY` s, so a worker never runs on without its scheduler.
+        """
+        thread = threading.Thread(target=self.run_supervised, name="redislock-scheduler")
+        thread.daemon = True
         thread.start()
         return thread
+
+    def run_supervised(self) -> None:
+        """:meth:`run` until :meth:`stop`, started again after any error that ends it."""
+        while not self._stop.is_set():
+            try:
+                self.run()
+            except Exception as exc:
+                logger.error(
+                    "periodic: the scheduler stopped on an error (%s); starting it again in %g s",
+                    exc,
+                    RESTART_DELAY,
+                    exc_info=exc,
+                )
+                self._stop.wait(RESTART_DELAY)
 
 
 def _past(deadline: float | None) -> bool:

@@ -9,8 +9,9 @@ queue deduplicate them: the task id of a tick is ``periodic:<name>:<tick in UTC>
 * ``cron="..."`` is read in a time zone (``timezone=``, else Django's ``TIME_ZONE``) by
   croniter. On a spring-forward day a tick in the skipped hour (02:30) fires at the first
   instant after the jump (03:00 local); in the repeated autumn hour an expression that names
-  its hours (``30 2 * * *``) fires once, at the first pass, while one whose hour field is
-  ``*`` fires in both passes, as it does every hour of real time (what cron(8) does).
+  its hours (``30 2 * * *``) fires once, at the first pass, while one whose hour field starts
+  with ``*`` (``*``, ``*/1``, ``*/2``) fires in both passes, as it does every hour of real
+  time (what cron(8) does with such a field).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ MISSING_CRONITER = (
     "cron= schedules need the croniter package: pip install 'django-redislock[periodic]'"
 )
 _NAME = re.compile(r"^[^{}\s]{1,200}$")
+#: Where a new cron expression is first walked from, to refuse one that never fires (croniter
+#: looks ahead for decades, so a leap-day schedule passes from any start).
+NEVER_FIRES_PROBE = datetime(2000, 1, 1)
 
 
 def croniter_class() -> Any:
@@ -62,10 +66,17 @@ def check_cron(expression: Any, argument: str = "cron") -> str:
             f"(minute hour day month weekday), got {expression!r}"
         )
     try:
-        croniter_class()(expression)
+        walker = croniter_class()(expression, NEVER_FIRES_PROBE)
     except (ValueError, KeyError) as exc:  # croniter's errors derive from ValueError
         raise InvalidArgument(
             f"{argument} {expression!r} is not a valid cron expression: {exc}"
+        ) from None
+    try:  # valid fields that no date matches (Feb 31st) would fail every round of a scheduler
+        walker.get_next(datetime)
+    except (ValueError, KeyError):
+        raise InvalidArgument(
+            f"{argument} {expression!r} never fires: no date matches it (such as February "
+            "31st); check its day and month fields"
         ) from None
     return expression
 
@@ -222,13 +233,13 @@ class Schedule:
         return self.timezone or zone(None)
 
     def _second_pass(self, moment: datetime) -> bool:
-        """True for the second pass of a repeated autumn hour when the hour field is fixed.
+        """True for the second pass of a repeated autumn hour when the hour field is not ``*...``.
 
         ``30 2 * * *`` means "02:30 once a day", so its second 02:30 is skipped; ``0 * * * *``
         means "every hour", and the repeated hour is an hour of real time like any other.
         """
         assert self.cron is not None
-        if self.cron.split()[1] == "*":
+        if self.cron.split()[1].startswith("*"):  # ``*``, ``*/1``, ``*/2``: cron(8)'s wildcard
             return False
         naive = moment.replace(tzinfo=None)
         zone_ = moment.tzinfo

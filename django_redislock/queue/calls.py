@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..calls.direct import DirectSender
 from ..calls.requests import request_key as new_request_key
 from ..calls.script import Prepared, script
-from ..connections import CLIENT_ERRORS
+from ..connections import ROUTED_ERRORS
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_id, check_ids, check_name, check_seconds
 from .arguments import (
@@ -112,7 +112,7 @@ class QueueCalls:
             self._prepared[call.script, extra] = prepared
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
             reply = prepared([*call.extra_keys, *call.args])
-        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
+        except ROUTED_ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -123,7 +123,7 @@ class QueueCalls:
             reply = await script(call.script).run_async(
                 self.backend.async_client(), keys, call.args
             )
-        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
+        except ROUTED_ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -157,7 +157,7 @@ class QueueCalls:
             hot = self._enqueue_head = (client, prepared, prepared.sender)
         try:  # a plain try, not backend.errors(), as in _run
             reply = hot[1](args)
-        except CLIENT_ERRORS:  # a cluster's node errors too: errors() sorts them
+        except ROUTED_ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
             with backend.errors():
                 raise
         return parse_flags(reply)

@@ -6,11 +6,12 @@ runs the tasks waiting behind it (and finished ones not yet acked) could see the
 leases lapse and be handed to another worker. This thread, a third of a lease into
 each run, records the running task's start (one attempt, with the task's own
 ``max_attempts``) and moves its deadline to its start plus its lease (so every run gets
-its whole lease), and renews the others every third of the lease while the running
-task is within its lease. Once the running task overstays, it renews nothing, so a hung
-worker does not hold its batch forever. A run with a hard time limit is renewed up to
-that limit plus a grace (:func:`~.limits.keep_for`), and a run the worker could not
-end (:meth:`LeaseKeeper.hold`) for as long as this process lives.
+its whole lease), and renews it and the others every third of the lease. A run without
+a hard time limit is renewed for as long as it runs in this process (a run's lease has to
+outlast its worker, not the run: only a worker that died lets it lapse); one with a hard
+limit up to that limit plus a grace (:func:`~.limits.keep_for`), and a run the worker
+could not end (:meth:`LeaseKeeper.hold`) for as long as this process lives. Whether a
+pool still makes progress is the heartbeat's business (:mod:`.heartbeat`).
 
 The ``thread`` and ``async`` pools watch every running task at once (one
 :class:`Watch` each); the ``solo`` loop watches its one running task.

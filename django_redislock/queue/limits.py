@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import math
 import signal
 import threading
 import time
@@ -81,12 +82,16 @@ def limits_of(fn: Any, options: Mapping[str, Any]) -> tuple[float | None, float 
 
 
 def keep_for(lease: float, hard: float | None) -> float:
-    """How long the lease keeper renews a run: its lease, or past its hard limit + grace.
+    """How long the lease keeper renews a run: while it lives, or past its hard limit + grace.
 
-    One more lease beyond the grace: a run still going then is held (renewed until the
-    process exits), and that renewal must land before the lease it extends runs out.
+    A run without a hard limit is renewed for as long as it runs in this (live) process:
+    its lease only has to outlast the worker, not the run, so a task longer than its
+    lease is neither handed to another worker nor dead-lettered for it. With a hard
+    limit, one more lease beyond the grace: a run still going then is held (renewed
+    until the process exits), and that renewal must land before the lease it extends
+    runs out.
     """
-    return lease if hard is None else max(lease, hard + HARD_LIMIT_GRACE + lease)
+    return math.inf if hard is None else max(lease, hard + HARD_LIMIT_GRACE + lease)
 
 
 @dataclass(eq=False)

@@ -105,8 +105,11 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         hopeless: Exception = exc
         await in_thread(lambda: worker._bury(queue, task, hopeless))
         return
-    if not await in_thread(lambda: admit(queue, task, fn)):  # given back by its rate limit
-        return
+    # a rate limit costs a call (in a thread: admit blocks); a task without one starts no thread
+    if getattr(fn, "rate_limit", None) is not None and not await in_thread(
+        lambda: admit(queue, task, fn)
+    ):
+        return  # given back by its rate limit
     if not await begin_async(worker, queue, task, fn, lease):
         return
     signals.task_started.send(sender=Queue, queue=queue, task=task)

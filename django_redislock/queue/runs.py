@@ -24,7 +24,7 @@ from .limits import LimitWatch, Run, alarm, keep_for, limits_of
 from .outcomes import Outcomes
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
-from .records import Task
+from .records import Claim, Task
 from .results import store_success
 from .throttle import admit
 
@@ -44,6 +44,8 @@ class Runs(Outcomes):
     #: (sliced only when the keeper renews or the batch is given back)
     _rest: tuple[list[Task], int]
     _current: dict[tuple[str, str], tuple[float, float]]
+    #: the running tasks themselves, by (queue, id): a claim that hands one back is adopted
+    _live: dict[tuple[str, str], Task]
     _hung: list[Run]
     _claim_lost: bool
 
@@ -121,12 +123,39 @@ class Runs(Outcomes):
         began = time.monotonic() if since is None else since
         with self._lock:
             self._current[queue.name, task.id] = (time.time(), began)
+            self._live[queue.name, task.id] = task
+
+    def _adopt(self, queue: Queue, claim: Claim) -> None:
+        """Drop from ``claim`` the tasks this worker is running; their runs take its tokens.
+
+        A claim hands back a running task only after its lease lapsed (renewals failed
+        through an outage longer than the lease): starting it again would run two copies
+        in one worker. The run goes on under the newer claim instead (its renewals and
+        its ack use the new token), so the task still runs once here.
+        """
+        with self._lock:
+            kept = []
+            for task in claim.tasks:
+                running = self._live.get((queue.name, task.id))
+                if running is None:
+                    kept.append(task)
+                    continue
+                running.claim = task.claim
+                logger.warning(
+                    "task %s of %r was handed out again while this worker still runs it (its "
+                    "lease lapsed); the run goes on under the new claim, no second copy starts",
+                    task.id,
+                    queue.name,
+                )
+        claim.tasks[:] = kept  # a frozen Claim; its list is this worker's own
 
     def _ended(self, queue: Queue, task: Task, watch: Watch | None) -> None:
         with self._lock:
             self._current.pop((queue.name, task.id), None)
-        if self._executor is not None:  # solo: _run_batch clears the keeper after the batch
-            self._keeper.unwatch(watch)
+            self._live.pop((queue.name, task.id), None)
+        # every pool: a run is renewed while it lives (.limits.keep_for), so a finished one
+        # must not be renewed after its ack (Redis would answer that its claim is gone)
+        self._keeper.unwatch(watch)
 
     def _call(
         self,

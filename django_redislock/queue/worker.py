@@ -26,8 +26,9 @@ worker starts no further task of that claim: another worker may be running them.
 
 Redis outages (:mod:`.outages`): a connection error does not end the worker. It logs the outage
 once, retries with capped exponential backoff and jitter, abandons what it could
-not record (those leases expire and the tasks come back), keeps the acks it could
-not send, and goes on once Redis answers; only an outage longer than ``give_up``
+not record (those leases expire and the tasks come back), resends a claim whose
+answer it lost with its request key (so it runs what that claim took), keeps the acks
+it could not send, and goes on once Redis answers; only an outage longer than ``give_up``
 seconds (``OPTIONS['WORKER_GIVE_UP']``) raises :class:`WorkerGaveUp`.
 
 Stopping (SIGTERM/SIGINT or :meth:`Worker.stop`): running tasks finish, finished
@@ -57,7 +58,7 @@ from .outages import Outage
 from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary
 from .pools import POOLS, check_pool, claim_lease, default_concurrency
 from .queue import Queue
-from .records import Claim, Task
+from .records import Call, Claim, Task
 from .runs import EXIT_HUNG, Runs
 from .stats import counters_key
 from .stops import OUTAGES, ForcedStop, HungTask, Interrupted, WorkerGaveUp
@@ -151,6 +152,9 @@ class Worker(Runs):
         self._hung: list[Run] = []
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
         self._current: dict[tuple[str, str], tuple[float, float]] = {}
+        self._live: dict[tuple[str, str], Task] = {}
+        #: per queue, a claim whose answer was lost: resent before any other claim of it
+        self._unanswered: dict[str, Call[Claim]] = {}
         self._executor: Any = None if self.pool == "solo" else self._make_pool()
 
     def _make_pool(self) -> Any:
@@ -293,17 +297,33 @@ class Worker(Runs):
         return worked
 
     def _claim(self, queue: Queue, count: int) -> Claim:
-        """Claim up to ``count`` tasks of ``queue``, acking its finished ones in the same call."""
-        acks = self._take_acks(queue)
-        previous = self._hints.get(queue.name)
-        done = previous.request if previous is not None and previous.request else None
+        """Claim up to ``count`` tasks of ``queue``, acking its finished ones in the same call.
+
+        A claim whose answer was lost (slower than ``SOCKET_TIMEOUT``, or its connection
+        dropped) may have claimed tasks: the next claim of the queue is that same call
+        again, request key and all, which answers what the lost one took (those of its
+        claims still current) and claims nothing new. Its tasks are run now, not left
+        to their lease (and a ``--burst`` worker does not end without them).
+        """
+        call = self._unanswered.pop(queue.name, None)
+        acks: list[Task] = []
+        if call is None:
+            acks = self._take_acks(queue)
+            previous = self._hints.get(queue.name)
+            done = previous.request if previous is not None and previous.request else None
+            call = queue._claim_call(count, self.lease, acks, False, done)
         try:
-            claim = queue.claim(count, self.lease, ack=acks, start=False, done_request=done)
+            claim = queue._run(call)
+        except OUTAGES:
+            self._unanswered[queue.name] = call  # resent as is (its acks ride along)
+            raise
         except BaseException:
             self._keep_acks(queue, acks)  # not sent: keep them for the next try
             raise
         self._last_ack = time.monotonic()
         self._hints[queue.name] = claim
+        if self._live and claim.tasks:
+            self._adopt(queue, claim)  # a lapsed lease of a run still going here (rare)
         return claim
 
     # -- solo: one batch, one task at a time -----------------------------------------------

@@ -20,7 +20,7 @@
 --         each start itself (extend with a start mark, or retry), so a claimed task that never
 --         ran costs no attempt
 -- ARGV[6] payload bytes per claim: claiming stops before the task that would pass it (the
---         first task is always claimed), which bounds the reply
+--         first task is always claimed), which bounds the reply and the payloads read
 -- ARGV[7..] "<claim token>:<id>" to acknowledge first (saves the worker a round trip)
 -- returns {now, next due score or -1, earliest lease deadline or -1, acked, recovered,
 --          claim tokens: the first (the others follow one by one) or, for a resend, a list,
@@ -152,15 +152,18 @@ if quota > 0 then
   if n > 0 then
     local ids = {}
     for i = 1, n do ids[i] = due[2 * i - 1] end
-    local payloads = redis.call('HMGET', KEYS[4], unpack(ids))
+    -- the byte budget is applied before any payload is read (HSTRLEN is O(1)): a payload
+    -- that will not be returned is never copied, so a claim's server time is bounded by
+    -- the budget, not by the sizes of the due tasks
     local budget, used, m = tonumber(ARGV[6]), 0, 0
     for i = 1, n do
-      used = used + #(payloads[i] or '')
+      used = used + redis.call('HSTRLEN', KEYS[4], ids[i])
       if m > 0 and used > budget then break end
       m = i
     end
     for i = m + 1, n do ids[i] = nil end
     n = m
+    local payloads = redis.call('HMGET', KEYS[4], unpack(ids, 1, n))
     claimed = n
     local claims = {}
     for i = 1, n do

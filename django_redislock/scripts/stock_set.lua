@@ -9,9 +9,17 @@
 -- ARGV[3] opens µs since the epoch ("" keeps the current value, "0" no start)
 -- ARGV[4] closes µs since the epoch ("" keeps the current value, "0" no end)
 -- ARGV[5] how long the request's record is kept, in milliseconds
--- returns units left after the change, or -1 for "add" on a stock that was never set
+-- returns units left after the change, or -1 for "add" on a stock that was never set, or -2
+--   (nothing changed) when the window would close before it opens (a bound given here
+--   against the one kept)
 local seen = redis.call('GET', KEYS[5])
 if seen then return tonumber(seen) end
+if ARGV[3] ~= ARGV[4] and (ARGV[3] == '' or ARGV[4] == '') then
+  local opens = ARGV[3] ~= '' and ARGV[3] or redis.call('HGET', KEYS[2], 'opens') or '0'
+  local closes = ARGV[4] ~= '' and ARGV[4] or redis.call('HGET', KEYS[2], 'closes') or '0'
+  local o, c = tonumber(opens), tonumber(closes)
+  if o > 0 and c > 0 and c <= o then return -2 end
+end
 local units
 if ARGV[1] == 'add' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end

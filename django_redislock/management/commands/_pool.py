@@ -84,6 +84,7 @@ def run_pool(command: Any, names: list[str], options: dict[str, Any]) -> Summary
             lease=options["lease"],
             progress=progress,
             give_up=options.get("give_up"),
+            pool="solo",  # a child is one solo worker, whatever the alias's WORKER_POOL
         )
 
     def child_main(slot: int, pipes: tuple[int, int], close: list[int]) -> NoReturn:

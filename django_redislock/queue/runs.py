@@ -17,7 +17,6 @@ import time
 from typing import Any
 
 from .. import signals
-from ..exceptions import TimeLimitExceeded
 from .database import close_old_connections
 from .keeper import LeaseKeeper, Watch
 from .limits import LimitWatch, Run, alarm, keep_for, limits_of
@@ -46,6 +45,8 @@ class Runs(Outcomes):
     _current: dict[tuple[str, str], tuple[float, float]]
     _hung: list[Run]
     _claim_lost: bool
+    #: the ForcedStop the worker raised itself (None until a second stop signal)
+    _stop_raised: BaseException | None
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -104,7 +105,9 @@ class Runs(Outcomes):
                 result = fn.run(task.payload)
             else:
                 result = self._call(queue, task, fn, limits, watch)
-        except (Exception, TimeLimitExceeded) as exc:
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt...: the task's failure
+            if exc is self._stop_raised:
+                raise  # the worker's own second-signal stop (told apart by identity)
             self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
             store_success(queue, task, result)  # store_result tasks only: before the ack
@@ -196,6 +199,22 @@ class Runs(Outcomes):
             watch.current_set = True
         except Exception as exc:  # the keeper records it at its next renewal
             logger.error("could not record the start of a hung run: %s", exc, exc_info=exc)
+
+    def _give_back_rest(self) -> None:
+        """Release the solo batch's unstarted tasks now (a stop that did not let the batch
+        end: a second stop signal, an error of the worker); best effort, logged."""
+        batch, after = self._rest
+        self._rest = ([], 0)
+        rest = batch[after:]
+        try:
+            for queue in self.queues:
+                mine = [task for task in rest if task.queue == queue.name]
+                if mine:
+                    released = queue.release(mine)
+                    with self._lock:
+                        self.summary.released += released
+        except Exception as exc:  # their lease ends and they come back without a charge
+            logger.error("could not give back the unstarted tasks: %s", exc, exc_info=exc)
 
     def _abandon_solo(self) -> None:
         """The main thread is stuck in the task: give the batch back and end the process."""

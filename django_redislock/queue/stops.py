@@ -33,6 +33,14 @@ class ForcedStop(BaseException):
     """
 
 
+class PoolBroken(QueueError):
+    """A pool thread or the async pool's event loop ended although no task may end it.
+
+    The worker stops (exit status 1, a log line naming the running tasks) rather than
+    heart-beat on with a pool that runs nothing.
+    """
+
+
 class WorkerGaveUp(ConnectionFailed):
     """Redis stayed unreachable for longer than the worker's give-up time."""
 

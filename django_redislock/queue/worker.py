@@ -60,7 +60,7 @@ from .queue import Queue
 from .records import Claim, Task
 from .runs import EXIT_HUNG, Runs
 from .stats import counters_key
-from .stops import OUTAGES, ForcedStop, HungTask, Interrupted, WorkerGaveUp
+from .stops import OUTAGES, ForcedStop, HungTask, Interrupted, PoolBroken, WorkerGaveUp
 
 __all__ = [
     "ACK_INTERVAL",
@@ -148,6 +148,7 @@ class Worker(Runs):
         self._claim_lost = False
         self._outage = Outage(self.give_up)
         self._forced = False
+        self._stop_raised: BaseException | None = None
         self._hung: list[Run] = []
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
         self._current: dict[tuple[str, str], tuple[float, float]] = {}
@@ -186,7 +187,12 @@ class Worker(Runs):
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping and not self._forced:
             self._forced = True
-            raise ForcedStop(f"stopped at once by a second {signal.Signals(signum).name}")
+            # this very instance is the worker's own: a task that raises a ForcedStop of
+            # its own is failed like any task (see Runs._own)
+            self._stop_raised = ForcedStop(
+                f"stopped at once by a second {signal.Signals(signum).name}"
+            )
+            raise self._stop_raised
         self.stop()
         if self._waiting:
             raise Interrupted
@@ -240,6 +246,10 @@ class Worker(Runs):
                 self._outage.ended()
             if self._executor is not None:
                 self._executor.finish()
+        except BaseException as exc:
+            if self._executor is not None and not isinstance(exc, OUTAGES):
+                self._executor.give_back_unstarted()  # a forced stop too
+            raise
         finally:
             registration.stop()
             if self._executor is not None:
@@ -248,13 +258,32 @@ class Worker(Runs):
             self._limits.stop()
             self._last_words()
             self.summary.elapsed = self._elapsed()
+        if self._executor is not None and self._executor.broken is not None:
+            raise PoolBroken(f"the {self.pool} pool broke: {self._executor.broken}")
         if self._hung:
+            hung = self._hung[0]
+            if hung.active:
+                raise HungTask(
+                    f"{hung.label} outlived its time limit and could not be ended; the "
+                    "worker stopped so that its process can be replaced (the task comes back "
+                    "after its lease, charged one attempt)"
+                )
             raise HungTask(
-                f"{self._hung[0].label} outlived its time limit and could not be ended; the "
-                "worker stopped so that its process can be replaced (the task comes back "
-                "after its lease, charged one attempt)"
+                f"{hung.label} blocked its worker past its time limit and the grace, then "
+                "ended (its outcome was recorded); the worker stopped so that its process "
+                "can be replaced"
             )
         return self.summary
+
+    def health(self) -> tuple[bool, str]:
+        """``(ok, why not)`` of the pool, for the heartbeat: a worker is alive only if its
+        pool is (threads alive, event loop answering, no run stuck past its hard limit)."""
+        if self._hung:
+            return False, f"{self._hung[0].label} is stuck past its time limit"
+        if self._executor is not None:
+            ok, why = self._executor.health()
+            return bool(ok), str(why)
+        return True, ""
 
     def _last_words(self) -> None:
         """Send what is left (acks, counters), unless Redis is still away."""
@@ -310,8 +339,14 @@ class Worker(Runs):
 
     def _run_batch(self, queue: Queue, claim: Claim) -> None:
         self._claim_lost = False
+        self._rest = (claim.tasks, 0)
         try:
             self._run_tasks(queue, claim)
+        except OUTAGES:
+            raise  # nothing to give back through: the leases end, the tasks come back
+        except BaseException:
+            self._give_back_rest()  # a forced stop: the unstarted tasks go back at once
+            raise
         finally:
             self._keeper.clear()
             close_old_connections()

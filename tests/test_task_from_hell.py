@@ -56,9 +56,7 @@ def recorded(kind: str) -> Counter[str]:
 def fill(pool: str) -> tuple[list[str], list[str]]:
     """Enqueue the matrix, good and bad interleaved; returns (good ids, bad ids)."""
     goods, bads = [], []
-    cases: list[tuple[Any, list[Any], str]] = [
-        (hell_tasks.bad, [how, how], how) for how in RAISERS
-    ]
+    cases: list[tuple[Any, list[Any], str]] = [(hell_tasks.bad, [how, how], how) for how in RAISERS]
     cases.append((hell_tasks.overruns, ["overrun"], "overrun"))
     if pool == "async":
         cases += [(hell_tasks.bad_async, [how, f"a-{how}"], f"a-{how}") for how in RAISERS]

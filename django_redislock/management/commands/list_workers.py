@@ -18,7 +18,9 @@ from ...queue.workers import WorkerInfo, WorkerList, list_workers
 from ._logging import LoggedCommand
 from ._queue_common import add_using, backend_of
 
-COLUMNS = ("host", "pid", "pool", "health", "queues", "processed", "failed", "heartbeat", "up", "running")
+COLUMNS = (
+    "host", "pid", "pool", "health", "queues", "processed", "failed", "heartbeat", "up", "running"
+)  # fmt: skip
 
 
 class Command(LoggedCommand):

@@ -102,3 +102,18 @@ async def bad_async_limited(how: str, tag: str) -> None:
     record(f"bad:{tag}:{os.getpid()}")
     await asyncio.sleep(0)
     misbehave(how)
+
+
+@task(queue=QUEUE)
+async def blocks_loop(tag: str, seconds: float) -> None:
+    """An ``async def`` task that blocks its event loop (a sync sleep), without a time limit."""
+    record(f"bad:{tag}:{os.getpid()}")
+    time.sleep(seconds)
+    record(f"ended:{tag}:{os.getpid()}")
+
+
+@task(queue=QUEUE)
+def sleeps(tag: str, seconds: float) -> None:
+    """A good task that takes a while (a sync one runs in a thread of its own in ``async``)."""
+    time.sleep(seconds)
+    record(f"good:{tag}:{os.getpid()}")

@@ -21,6 +21,7 @@ and in the process pool (the supervisor replaces the child). See docs/workers.md
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 from typing import Any
 
@@ -115,3 +116,93 @@ def test_every_exception_a_task_raises_costs_that_task_only(real: RedisTarget, p
     assert (stats["ready"], stats["delayed"], stats["in_flight"]) == (0, 0, 0)
     if pool != "process":
         assert "SystemExit" in err and "KeyboardInterrupt" in err  # the tracebacks are logged
+
+
+def me(pid: int) -> Any:
+    """This worker's entry in ``list_workers`` (None when it is not listed)."""
+    found = [w for w in list_workers(queues["default"]).workers if w.pid == pid]  # type: ignore[arg-type]
+    return found[0] if found else None
+
+
+def test_a_blocked_event_loop_is_listed_wedged_until_it_answers(real: RedisTarget) -> None:
+    # an async def task that sleeps synchronously blocks every run of its pool: the worker
+    # beats on (its heartbeat is a thread of its own) but must not be listed as healthy
+    hell_tasks.blocks_loop.enqueue(args=["block", 6.0], id="block")
+    worker = spawn(
+        real, hell_tasks.QUEUE, "--pool", "async", "--concurrency", "2",
+        task_modules=MODULES, options=OPTIONS,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: recorded("bad")["block"] == 1, 30, "the task to block the loop")
+        wait_for(lambda: me(worker.pid) is not None and not me(worker.pid).healthy, 10, "wedged")
+        assert "event loop has not answered" in me(worker.pid).wedged
+        assert me(worker.pid).as_dict(0)["health"] == "wedged"
+        wait_for(lambda: recorded("ended")["block"] == 1, 30, "the task to end")
+        wait_for(lambda: me(worker.pid) is not None and me(worker.pid).healthy, 10, "healthy")
+        worker.send_signal(signal.SIGTERM)
+        code, out, err = finish(worker, timeout=30)
+    finally:
+        worker.kill()
+    assert code == 0, out + err
+    assert "processed 1, failed 0" in out, out
+
+
+def test_a_run_stuck_past_its_limit_is_listed_wedged(real: RedisTarget) -> None:
+    # the thread cannot be interrupted (blocked in C): the worker waits for its other run
+    # to end before it exits; meanwhile the registry shows why it is no use
+    tasks.hangs_in_c.enqueue(args=["hung", 8.0], id="hung")
+    tasks.wait_io.enqueue(args=["long", 5.0], id="long")
+    worker = spawn(
+        real, "pool", "--pool", "thread", "--concurrency", "2", "--lease", "15", options=OPTIONS
+    )
+    try:
+        wait_for(lambda: me(worker.pid) is not None and not me(worker.pid).healthy, 30, "wedged")
+        assert "stuck past its time limit" in me(worker.pid).wedged
+        code, out, err = finish(worker, timeout=40)
+    finally:
+        worker.kill()
+    assert code == 1 and "outlived its time limit" in err, out + err
+
+
+def test_an_async_run_that_blocked_past_its_limit_then_ended_is_not_said_to_come_back(
+    real: RedisTarget,
+) -> None:
+    # the limit watch gives up on "late" 2.5 s in and stops the worker; "slow", claimed with
+    # it, is still waiting for the blocked loop to start it, so the worker waits too; the
+    # loop finishes "late" (3.5 s), then gives "slow" back unstarted
+    hell_tasks.blocks_loop_then_ends.enqueue(args=["late"], id="late")
+    hell_tasks.sleeps.enqueue(args=["slow", 6.0], id="slow")
+    worker = spawn(
+        real, hell_tasks.QUEUE, "--pool", "async", "--concurrency", "2",
+        task_modules=MODULES, options=OPTIONS,
+    )  # fmt: skip
+    code, out, err = finish(worker, timeout=40)
+    assert code == 1, (out, err)  # it stopped because of the task: never 0
+    assert recorded("ended")["late"] == 1
+    assert "then ended (its outcome was recorded)" in err, err
+    assert "comes back" not in err, err
+    late = hell().get("late")
+    # its outcome is what the run's end recorded: acked (gone) or failed, never left in flight
+    assert late is None or late.state != "in_flight", late
+
+
+def test_a_second_sigterm_gives_a_solo_batch_back_at_once(real: RedisTarget) -> None:
+    tasks.wait_io.enqueue(args=["first", 30.0], id="first")
+    for i in range(5):
+        tasks.wait_io.enqueue(args=[f"w{i}", 0], id=f"w{i}")
+    worker = spawn(real, "pool", "--batch", "10", "--lease", "60")
+    try:
+        wait_for(lambda: any(e.startswith("start:first") for e in tasks.runs()), 30, "a start")
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # two signals at once would be one (they do not queue)
+        assert worker.poll() is None  # the first one waits for the running task
+        worker.send_signal(signal.SIGTERM)
+        code, out, err = finish(worker, timeout=30)
+    finally:
+        worker.kill()
+    assert code == 1 and "stopped at once by a second SIGTERM" in err, out + err
+    q: Queue = queues["default"].queue("pool")
+    ready = sorted((t.id, t.attempts) for t in q.top(10))
+    assert ready == [(f"w{i}", 0) for i in range(5)]  # back at once, not after the 60 s lease
+    first = q.get("first")
+    assert first is not None and first.state == "in_flight"  # interrupted: its lease ends

@@ -69,8 +69,8 @@ async def carried(coroutine: Coroutine[Any, Any, R]) -> R:
         raise Escaped(exc) from None
 
 
-#: A loop that has not run a heartbeat's probe for this long (seconds) is shown wedged.
-LOOP_STALL = 5.0
+#: A loop that has not run a heartbeat's probe for this many heartbeats is shown wedged.
+STALL_BEATS = 2.0
 
 
 class AsyncPool(ThreadPool):
@@ -84,6 +84,9 @@ class AsyncPool(ThreadPool):
         self._thread: threading.Thread | None = None
         #: when the loop was sent the probe it has not run yet (monotonic), else None
         self._probe_sent: float | None = None
+        #: a loop that ran no probe for this long is wedged: two heartbeats, at least 1 s
+        beat = float(worker.backend.options.get("WORKER_HEARTBEAT", 5.0))
+        self._stall = max(STALL_BEATS * beat, 1.0)
 
     def submit(self, queue: Queue, task: Task, lease: float) -> None:
         with self._slots:
@@ -127,7 +130,8 @@ class AsyncPool(ThreadPool):
             self._slots.notify_all()
 
     def health(self) -> tuple[bool, str]:
-        """``(ok, why not)``: the loop runs and ran the last probe within :data:`LOOP_STALL`.
+        """``(ok, why not)``: the loop runs and ran the last probe within :data:`STALL_BEATS`
+        heartbeats (at least 1 s).
 
         Called from the heartbeat thread: each call sends the loop one no-op callback
         (when the last one ran), so a loop blocked by a task shows at the next beats.
@@ -142,7 +146,7 @@ class AsyncPool(ThreadPool):
         sent = self._probe_sent
         now = time.monotonic()
         if sent is not None:
-            if now - sent >= LOOP_STALL:
+            if now - sent >= self._stall:
                 return False, f"the event loop has not answered for {now - sent:.1f}s"
             return True, ""
         self._probe_sent = now

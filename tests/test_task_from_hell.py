@@ -10,11 +10,10 @@ listed healthy in ``list_workers`` all along (its pool threads and loop survive)
 one SIGTERM ends it with status 0.
 
 A task that kills its process (``os._exit``, a segfault) cannot be caught in-process:
-the worker dies; the task's first run is not charged (claims charge nothing), it comes
-back as a suspect after its lease, and its next run is charged before it starts, so
-with ``max_attempts=1`` the claim after that dead-letters it ("lease expired"). Those
-rows run in the solo pool (the thread and async pools die the same way: one process)
-and in the process pool (the supervisor replaces the child). See docs/workers.md,
+the worker dies (the supervisor replaces a process pool's child); the killed run is
+charged when its lease is found expired, so with ``max_attempts=1`` it is dead after
+its one run. Those rows run in the solo pool (the thread and async pools die the same
+way: one process) and in the process pool. See docs/workers.md,
 "What each failure does (tasks from hell)".
 """
 
@@ -206,3 +205,52 @@ def test_a_second_sigterm_gives_a_solo_batch_back_at_once(real: RedisTarget) -> 
     assert ready == [(f"w{i}", 0) for i in range(5)]  # back at once, not after the 60 s lease
     first = q.get("first")
     assert first is not None and first.state == "in_flight"  # interrupted: its lease ends
+
+
+@pytest.mark.parametrize("pool", ["solo", "process"])
+def test_a_task_that_kills_its_process_is_charged_from_its_next_run(
+    real: RedisTarget, pool: str
+) -> None:
+    # os._exit and a segfault end the process (solo, thread and async alike: one process).
+    # The killed run is charged when its lease is found expired ("lease expired during
+    # attempt 1"): with max_attempts=1 it is dead, one run, one attempt (with more attempts it
+    # would come back as a suspect). --batch 1: each claim acks the task before it, so no
+    # good task runs twice.
+    for number, how in enumerate(["os_exit", "segfault"]):
+        hell_tasks.good.enqueue(args=[f"g{number}"], id=f"g{number}")
+        hell_tasks.bad.enqueue(args=[how, how], id=how)
+    hell_tasks.good.enqueue(args=["last"], id="last")
+    args = [hell_tasks.QUEUE, "--pool", pool, "--batch", "1", "--lease", "2"]
+    codes = []
+
+    def settled() -> bool:
+        stats = hell().stats()
+        return (stats["ready"], stats["delayed"], stats["in_flight"], stats["dead"]) == (
+            0, 0, 0, 2
+        )  # fmt: skip
+
+    if pool == "process":
+        worker = spawn(real, *args, "--concurrency", "1", task_modules=MODULES)
+        try:
+            wait_for(settled, 90, "both killers to be dead-lettered")
+            worker.send_signal(signal.SIGTERM)
+            code, out, err = finish(worker, timeout=30)
+        finally:
+            worker.kill()
+        assert code == 0, out + err
+        assert err.count("was killed by SIGSEGV") == 1 and err.count("exited with 9") == 1, err
+    else:
+        for _ in range(8):  # a bounded number of workers, each until it dies or runs dry
+            worker = spawn(real, *args, "--burst", task_modules=MODULES)
+            code, out, err = finish(worker, timeout=30)
+            codes.append(code)
+            if settled():
+                break
+            time.sleep(2.2)  # the dead worker's lease
+        assert [c for c in codes if c] == [9, -signal.SIGSEGV], codes
+    assert recorded("good") == Counter({"g0": 1, "g1": 1, "last": 1})
+    assert recorded("bad") == Counter({"os_exit": 1, "segfault": 1})  # one run, one worker each
+    dead = {t.id: t for t in hell().tasks("dead")}
+    assert sorted(dead) == ["os_exit", "segfault"]
+    assert all(t.attempts == 1 for t in dead.values())  # charged once for its one run
+    assert all("lease expired" in (t.last_error or "") for t in dead.values())

@@ -25,6 +25,7 @@ from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .records import Task
 from .results import store_success
+from .stops import HungTask, PoolBroken
 from .throttle import admit
 
 logger = logging.getLogger("django_redislock.worker")
@@ -45,6 +46,7 @@ class Runs(Outcomes):
     _current: dict[tuple[str, str], tuple[float, float]]
     _hung: list[Run]
     _claim_lost: bool
+    pool: str
     #: the ForcedStop the worker raised itself (None until a second stop signal)
     _stop_raised: BaseException | None
 
@@ -177,6 +179,35 @@ class Runs(Outcomes):
             lease,
             run_for,
             max_attempts=fn.max_attempts,
+        )
+
+    def health(self) -> tuple[bool, str]:
+        """``(ok, why not)`` of the pool, for the heartbeat: a worker is alive only if its
+        pool is (threads alive, event loop answering, no run stuck past its hard limit)."""
+        if self._hung:
+            return False, f"{self._hung[0].label} is stuck past its time limit"
+        if self._executor is not None:
+            ok, why = self._executor.health()
+            return bool(ok), str(why)
+        return True, ""
+
+    def _raise_if_stopped_by_a_run(self) -> None:
+        """End :meth:`run` non-zero when a run stopped the worker (a pool broke, a run hung)."""
+        if self._executor is not None and self._executor.broken is not None:
+            raise PoolBroken(f"the {self.pool} pool broke: {self._executor.broken}")
+        if not self._hung:
+            return
+        hung = self._hung[0]
+        if hung.active:
+            raise HungTask(
+                f"{hung.label} outlived its time limit and could not be ended; the "
+                "worker stopped so that its process can be replaced (the task comes back "
+                "after its lease, charged one attempt)"
+            )
+        raise HungTask(
+            f"{hung.label} blocked its worker past its time limit and the grace, then "
+            "ended (its outcome was recorded); the worker stopped so that its process "
+            "can be replaced"
         )
 
     def _on_hung(self, run: Run) -> None:

@@ -33,7 +33,9 @@ seconds (``OPTIONS['WORKER_GIVE_UP']``) raises :class:`WorkerGaveUp`.
 Stopping (SIGTERM/SIGINT or :meth:`Worker.stop`): running tasks finish, finished
 tasks are acked, and claimed tasks that did not start are given back at once
 (``release``) instead of waiting for their lease. A second signal stops at once
-(:class:`ForcedStop`, raised in the main thread).
+(:class:`ForcedStop`, raised in the main thread); the unstarted tasks are given back
+then too.
+Whatever a run raises (``SystemExit`` too) is its task's failure, never a stop (:mod:`.runs`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from .queue import Queue
 from .records import Claim, Task
 from .runs import EXIT_HUNG, Runs
 from .stats import counters_key
-from .stops import OUTAGES, ForcedStop, HungTask, Interrupted, PoolBroken, WorkerGaveUp
+from .stops import OUTAGES, ForcedStop, Interrupted, WorkerGaveUp
 
 __all__ = [
     "ACK_INTERVAL",
@@ -258,32 +260,8 @@ class Worker(Runs):
             self._limits.stop()
             self._last_words()
             self.summary.elapsed = self._elapsed()
-        if self._executor is not None and self._executor.broken is not None:
-            raise PoolBroken(f"the {self.pool} pool broke: {self._executor.broken}")
-        if self._hung:
-            hung = self._hung[0]
-            if hung.active:
-                raise HungTask(
-                    f"{hung.label} outlived its time limit and could not be ended; the "
-                    "worker stopped so that its process can be replaced (the task comes back "
-                    "after its lease, charged one attempt)"
-                )
-            raise HungTask(
-                f"{hung.label} blocked its worker past its time limit and the grace, then "
-                "ended (its outcome was recorded); the worker stopped so that its process "
-                "can be replaced"
-            )
+        self._raise_if_stopped_by_a_run()
         return self.summary
-
-    def health(self) -> tuple[bool, str]:
-        """``(ok, why not)`` of the pool, for the heartbeat: a worker is alive only if its
-        pool is (threads alive, event loop answering, no run stuck past its hard limit)."""
-        if self._hung:
-            return False, f"{self._hung[0].label} is stuck past its time limit"
-        if self._executor is not None:
-            ok, why = self._executor.health()
-            return bool(ok), str(why)
-        return True, ""
 
     def _last_words(self) -> None:
         """Send what is left (acks, counters), unless Redis is still away."""

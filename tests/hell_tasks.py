@@ -117,3 +117,12 @@ def sleeps(tag: str, seconds: float) -> None:
     """A good task that takes a while (a sync one runs in a thread of its own in ``async``)."""
     time.sleep(seconds)
     record(f"good:{tag}:{os.getpid()}")
+
+
+@task(**ONCE)
+def raises_forced_stop(tag: str) -> None:
+    """Raises a ``ForcedStop`` of its own: not the worker's stop (that one is told by identity)."""
+    from django_redislock.queue.stops import ForcedStop
+
+    record(f"bad:{tag}:{os.getpid()}")
+    raise ForcedStop("a task's own")

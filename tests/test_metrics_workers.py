@@ -35,7 +35,7 @@ def test_live_workers_and_running_tasks_per_queue(alias: Any) -> None:
     alias.queue("idle").enqueue("t")  # a known queue that no worker drains
     running = [{"id": "o-1", "queue": "orders", "age": 2.0}]
     beat(alias, "w1", 60, record(["orders", "emails"], running))
-    beat(alias, "w2", 60, record(["orders"], []))
+    beat(alias, "w2", 60, {**record(["orders"], []), "health": "wedged", "wedged": "loop"})
     beat(alias, "gone", 0.001, record(["orders"], []))  # expired at once: not counted
     found = samples(scrape().content.decode())
     workers, busy = "redislock_workers", "redislock_worker_running_tasks"
@@ -43,6 +43,9 @@ def test_live_workers_and_running_tasks_per_queue(alias: Any) -> None:
     assert value(found, workers, alias="default", queue="emails") == 1
     assert value(found, workers, alias="default", queue="idle") == 0
     assert value(found, busy, alias="default", queue="orders") == 1
+    wedged = "redislock_workers_wedged"  # counted live, and wedged
+    assert value(found, wedged, alias="default", queue="orders") == 1
+    assert value(found, wedged, alias="default", queue="emails") == 0
     assert value(found, busy, alias="default", queue="emails") == 0
     assert not [labels for (name, labels) in found if name == workers and ("queue", "x") in labels]
     data = scrape(path="/redislock/metrics.json").json()

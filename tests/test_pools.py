@@ -271,3 +271,21 @@ def test_each_outcome_is_logged_and_a_failure_has_its_traceback(
     assert any(
         "task ok " in r.getMessage() and "succeeded" in r.getMessage() for r in caplog.records
     )
+
+
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_a_forced_stop_a_task_raises_itself_is_that_tasks_failure(
+    alias: RedisTarget, pool: str
+) -> None:
+    # the worker lets only the ForcedStop instance it raised itself through a run
+    from . import hell_tasks
+
+    hell = queues["default"].queue(hell_tasks.QUEUE)
+    hell.purge()
+    hell_tasks.raises_forced_stop.enqueue(args=["own"], id="own")
+    hell_tasks.good.enqueue(args=["after"], id="after")
+    concurrency = 1 if pool == "solo" else 2
+    summary = Worker([hell], pool=pool, concurrency=concurrency, burst=True, timeout=30).run()
+    assert (summary.processed, summary.failed, summary.dead) == (2, 1, 1)
+    [dead] = hell.tasks("dead")
+    assert dead.id == "own" and "ForcedStop: a task's own" in (dead.last_error or "")

@@ -243,9 +243,10 @@ def test_list_workers_prints_a_table_with_control_characters_escaped(alias: Any)
     call_command("list_workers", stdout=out)
     lines = out.getvalue().splitlines()
     assert lines[0].split() == [
-        "host", "pid", "pool", "queues", "processed", "failed", "heartbeat", "up", "running"
+        "host", "pid", "pool", "health", "queues", "processed", "failed", "heartbeat", "up",
+        "running",
     ]  # fmt: skip
-    assert lines[1].startswith("evil??[31mhost  4242  thread x8  orders")
+    assert lines[1].startswith("evil??[31mhost  4242  thread x8  ok      orders")
     assert lines[1].endswith("  -")
     assert "order-1 (orders, 1." in lines[2]
     assert lines[3] == "2 worker(s) alive on 'default'"

@@ -81,6 +81,11 @@ class Families:
             "gauge",
             "Live drain_queue workers (heartbeat within WORKER_HEARTBEAT_TTL) draining a queue.",
         )
+        self.wedged = family(
+            "workers_wedged",
+            "gauge",
+            "Live workers draining a queue whose pool is wedged (they beat but run nothing).",
+        )
         self.running = family(
             "worker_running_tasks",
             "gauge",
@@ -117,6 +122,7 @@ class Families:
             self.processed,
             self.failed,
             self.workers,
+            self.wedged,
             self.running,
             self.held,
             self.errors,
@@ -199,8 +205,9 @@ def add_workers(out: Families, alias: str, result: Any, queue_rows: Any) -> None
     if result is None:
         return
     known = [name for name, _ in queue_rows] if isinstance(queue_rows, list) else []
-    for name, workers, running in per_queue(result, known):
+    for name, workers, running, wedged in per_queue(result, known):
         out.workers.add(workers, {"alias": alias, "queue": name})
+        out.wedged.add(wedged, {"alias": alias, "queue": name})
         out.running.add(running, {"alias": alias, "queue": name})
 
 

@@ -26,12 +26,19 @@ def read_workers(alias: str) -> WorkerList | None:
     return list_workers(cast(Node, backend))  # a Redis queue backend: it builds keys
 
 
-def per_queue(listing: WorkerList, known: Iterable[str]) -> list[tuple[str, int, int]]:
-    """``(queue, live workers, running tasks)`` for every known queue and every queue drained.
+def per_queue(listing: WorkerList, known: Iterable[str]) -> list[tuple[str, int, int, int]]:
+    """``(queue, live workers, running tasks, wedged workers)`` for every known queue and every
+    queue drained.
 
     A known queue that no worker drains gets ``0``, so "fewer workers than expected"
-    alerts see the zero instead of a missing series.
+    alerts see the zero instead of a missing series. A wedged worker (its pool runs
+    nothing, see :mod:`~django_redislock.queue.heartbeat`) is counted live and wedged.
     """
     counts = count_by_queue(listing)
+    wedged: dict[str, int] = {}
+    for worker in listing.workers:
+        if not worker.healthy:
+            for name in worker.queues:
+                wedged[name] = wedged.get(name, 0) + 1
     names = sorted(set(known) | set(counts))
-    return [(name, *counts.get(name, (0, 0))) for name in names]
+    return [(name, *counts.get(name, (0, 0)), wedged.get(name, 0)) for name in names]

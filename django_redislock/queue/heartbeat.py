@@ -5,7 +5,11 @@ starts; :meth:`Registration.stop` in its ``finally``. In between, a daemon threa
 sends one ``workers_beat`` script every ``WORKER_HEARTBEAT`` seconds (the first at
 once) with the worker's record: host, pid, queues, pool and concurrency, uptime,
 processed and failed counts (from the worker's :class:`~.worker.Summary`), and the
-tasks it is running, each with how long it has been running.
+tasks it is running, each with how long it has been running, and the pool's health
+(:meth:`Worker.health <.worker.Worker.health>`: ``"ok"`` or ``"wedged"`` with why, plus
+``stalled``, the seconds since a run last ended while some run): a worker whose pool
+threads died, whose event loop stopped answering or whose run is stuck past its hard
+limit keeps beating, but is listed as wedged, never as healthy.
 
 Current tasks cost no round trip: the worker keeps a table of the tasks it is running
 (:meth:`Worker.running <.worker.Worker.running>`, written as each run starts and ends, in
@@ -56,6 +60,8 @@ class Registration:
         self._stop = threading.Event()
         self._failing = False
         self._left = False
+        #: the processed count at the last beat, and since when it has not moved
+        self._seen = (-1, self.started)
         self._thread = threading.Thread(
             target=self._run, name=f"redislock-heartbeat-{self.id}", daemon=True
         )
@@ -67,6 +73,10 @@ class Registration:
         now = time.monotonic()
         running = self.worker.running()
         summary = self.worker.summary
+        if summary.processed != self._seen[0]:
+            self._seen = (summary.processed, now)
+        health = getattr(self.worker, "health", None)
+        ok, why = health() if health is not None else (True, "")
         return {
             "alias": self.backend.alias,
             "host": self.host,
@@ -82,6 +92,11 @@ class Registration:
                 for queue, task_id, since in running[: workers.MAX_CURRENT]
             ],
             "more_tasks": max(0, len(running) - workers.MAX_CURRENT),
+            # the pool's health: "ok" or "wedged" (why), and seconds since a run last ended
+            # while some run (0 when none runs: an idle worker is not stuck)
+            "health": "ok" if ok else "wedged",
+            "wedged": why,
+            "stalled": round(now - self._seen[1], 3) if running else 0,
         }
 
     # -- the thread ------------------------------------------------------------------------

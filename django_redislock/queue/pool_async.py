@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.db import connections
 
 from .. import signals
-from ..exceptions import TimeLimitExceeded
 from .limits import Run, limits_of
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .pool_thread import ThreadPool, contained
@@ -48,6 +47,31 @@ logger = logging.getLogger("django_redislock.worker")
 
 R = TypeVar("R")
 
+#: What asyncio does not carry as a task's exception: it re-raises ``KeyboardInterrupt`` and
+#: ``SystemExit`` out of the loop (ending it), and a ``GeneratorExit`` thrown into a chain of
+#: awaits closes the coroutines instead. These travel as :class:`Escaped`.
+UNCARRIED = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+class Escaped(Exception):
+    """A task's ``BaseException`` on its way to :func:`execute_async`, which records it."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+async def carried(coroutine: Coroutine[Any, Any, R]) -> R:
+    """Await ``coroutine``, carrying what asyncio would not (see :data:`UNCARRIED`)."""
+    try:
+        return await coroutine
+    except UNCARRIED as exc:
+        raise Escaped(exc) from None
+
+
+#: A loop that has not run a heartbeat's probe for this many heartbeats is shown wedged.
+STALL_BEATS = 2.0
+
 
 class AsyncPool(ThreadPool):
     """The thread pool's claim loop, with the runs on one event loop."""
@@ -57,6 +81,12 @@ class AsyncPool(ThreadPool):
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        #: when the loop was sent the probe it has not run yet (monotonic), else None
+        self._probe_sent: float | None = None
+        #: a loop that ran no probe for this long is wedged: two heartbeats, at least 1 s
+        beat = float(worker.backend.options.get("WORKER_HEARTBEAT", 5.0))
+        self._stall = max(STALL_BEATS * beat, 1.0)
 
     def submit(self, queue: Queue, task: Task, lease: float) -> None:
         with self._slots:
@@ -71,11 +101,63 @@ class AsyncPool(ThreadPool):
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=self._loop.run_forever, name="redislock-async", daemon=True
+            self._thread = threading.Thread(
+                target=self._run_loop, args=(self._loop,), name="redislock-async", daemon=True
             )
-            thread.start()
+            self._thread.start()
         return self._loop
+
+    def _run_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop's thread: a loop that ends while the pool still uses it breaks the pool.
+
+        No task's exception gets here (each run contains its own); if the loop ends anyway,
+        its runs can never finish, so the worker stops (exit 1) naming what was running.
+        """
+        try:
+            loop.run_forever()
+        except BaseException as exc:
+            self._broke(f"the event loop ended ({type(exc).__name__}: {exc})", exc)
+            return
+        if self._loop is loop:  # not close(): stopped by something else
+            self._broke("the event loop stopped", None)
+
+    def _broke(self, why: str, exc: BaseException | None) -> None:
+        running = ", ".join(task_id for _, task_id, _ in self.worker.running()) or "none"
+        self.broken = f"{why}; running tasks: {running}"
+        logger.critical("async pool: %s; the worker stops", self.broken, exc_info=exc)
+        self.worker.stop()
+        with self._slots:
+            self._slots.notify_all()
+
+    def health(self) -> tuple[bool, str]:
+        """``(ok, why not)``: the loop runs and ran the last probe within :data:`STALL_BEATS`
+        heartbeats (at least 1 s).
+
+        Called from the heartbeat thread: each call sends the loop one no-op callback
+        (when the last one ran), so a loop blocked by a task shows at the next beats.
+        """
+        if self.broken is not None:
+            return False, self.broken
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return True, ""
+        if not thread.is_alive():
+            return False, "the event loop's thread is dead"
+        sent = self._probe_sent
+        now = time.monotonic()
+        if sent is not None:
+            if now - sent >= self._stall:
+                return False, f"the event loop has not answered for {now - sent:.1f}s"
+            return True, ""
+        self._probe_sent = now
+        try:
+            loop.call_soon_threadsafe(self._answered)
+        except RuntimeError:  # closed meanwhile
+            self._probe_sent = None
+        return True, ""
+
+    def _answered(self) -> None:
+        self._probe_sent = None
 
     async def _serve_one(self, queue: Queue, task: Task, lease: float) -> None:
         worker = self.worker
@@ -119,7 +201,9 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
     worker._started(queue, task)
     try:
         result = await call_async(worker, queue, task, fn, limits=limits, watch=watch)
-    except (Exception, TimeLimitExceeded) as exc:
+    except BaseException as exc:  # CancelledError, SystemExit...: the task's failure
+        if isinstance(exc, Escaped):
+            exc = exc.error
         runtime = time.monotonic() - began
         args = worker._retry_args(queue, task, fn, exc, runtime)
         outcome = await queue.retry_async(task, **args)
@@ -178,7 +262,7 @@ async def call_async(
     run.raise_in_thread, run.watch = False, watch
     worker._limits.add(run)
     try:
-        return await asyncio.wait_for(coroutine, hard)
+        return await asyncio.wait_for(carried(coroutine), hard)  # wait_for makes a Task
     except asyncio.TimeoutError:
         if time.monotonic() - run.started >= hard:  # not a TimeoutError of the task's own
             raise run.hard_error() from None
@@ -236,7 +320,8 @@ async def in_thread(call: Callable[[], R]) -> R:
         try:
             result = call()
         except BaseException as exc:  # handed to the awaiting coroutine, which records it
-            loop.call_soon_threadsafe(settle, None, exc)
+            carry = Escaped(exc) if isinstance(exc, UNCARRIED) else exc
+            loop.call_soon_threadsafe(settle, None, carry)
         else:
             loop.call_soon_threadsafe(settle, result, None)
 

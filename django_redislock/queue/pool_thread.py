@@ -26,7 +26,6 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..exceptions import TimeLimitExceeded
 from .database import close_old_connections
 from .pools import claim_lease
 from .queue import Queue
@@ -56,7 +55,7 @@ def contained(queue: Queue, task: Task) -> Iterator[None]:
             queue.name,
             exc,
         )
-    except (Exception, TimeLimitExceeded):
+    except BaseException:  # a SystemExit or KeyboardInterrupt too: the thread lives on
         logger.exception("task %s of %r: the worker failed around the run", task.id, queue.name)
 
 
@@ -80,6 +79,8 @@ class ThreadPool:
         )
         self._threads: list[threading.Thread] = []
         self._turn = 0
+        #: why the pool can run nothing more (a dead event loop), else None
+        self.broken: str | None = None
 
     # -- the main thread -------------------------------------------------------------------
 
@@ -147,7 +148,7 @@ class ThreadPool:
         """Let the running tasks end (a run that cannot be ended is left: the process exits)."""
         worker = self.worker
         deadline_note = time.monotonic() + 30
-        while self.running > len(worker._hung):
+        while self.running > len(worker._hung) and self.broken is None:
             try:
                 with self._slots:
                     self._slots.wait_for(lambda: self.running <= len(worker._hung), SLOT_WAIT)
@@ -158,6 +159,31 @@ class ThreadPool:
             if time.monotonic() > deadline_note:
                 logger.warning("still waiting for %d running task(s) to end", self.running)
                 deadline_note = time.monotonic() + 30
+
+    def give_back_unstarted(self) -> None:
+        """Release the tasks handed to the pool that no thread took yet (a forced stop)."""
+        items: list[tuple[Queue, Task, float]] = []
+        with contextlib.suppress(stdlib_queue.Empty):
+            while True:
+                item = self._inbox.get_nowait()
+                if item is not None:
+                    items.append(item)
+        for queue, task, _ in items:
+            try:
+                self.give_back(queue, task)
+            except Exception as exc:  # its lease ends and it comes back without a charge
+                logger.error("could not give back task %s: %s", task.id, exc, exc_info=exc)
+            with self._slots:
+                self.running -= 1
+
+    def health(self) -> tuple[bool, str]:
+        """``(ok, why not)``: every thread that was started is alive (the heartbeat sends it)."""
+        if self.broken is not None:
+            return False, self.broken
+        dead = sum(not thread.is_alive() for thread in self._threads)
+        if dead:
+            return False, f"{dead} of {len(self._threads)} pool threads dead"
+        return True, ""
 
     def close(self) -> None:
         """End the threads once their current task is done (daemons: an exit does not wait)."""
@@ -177,16 +203,23 @@ class ThreadPool:
             thread.start()
 
     def _serve(self) -> None:
-        while True:
-            item = self._inbox.get()
-            if item is None:
-                return
-            try:
-                self.run_one(*item)
-            finally:
-                with self._slots:
-                    self.running -= 1
-                    self._slots.notify_all()
+        try:
+            while True:
+                item = self._inbox.get()
+                if item is None:
+                    return
+                try:
+                    self.run_one(*item)
+                except BaseException:  # run_one contains the run's own: this is the pool's
+                    logger.critical("pool thread: task %s escaped its run", item[1].id)
+                finally:
+                    with self._slots:
+                        self.running -= 1
+                        self._slots.notify_all()
+        finally:
+            # a thread that ended without being told to leaves its place to a new one
+            with self._slots, contextlib.suppress(ValueError):
+                self._threads.remove(threading.current_thread())
 
     def run_one(self, queue: Queue, task: Task, lease: float) -> None:
         """Run one task in this thread; what goes wrong around it never ends the thread."""

@@ -17,7 +17,6 @@ import time
 from typing import Any
 
 from .. import signals
-from ..exceptions import TimeLimitExceeded
 from .database import close_old_connections
 from .keeper import LeaseKeeper, Watch
 from .limits import LimitWatch, Run, alarm, keep_for, limits_of
@@ -26,6 +25,7 @@ from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .queue import Queue
 from .records import Claim, Task
 from .results import store_success
+from .stops import HungTask, PoolBroken
 from .throttle import admit
 
 logger = logging.getLogger("django_redislock.worker")
@@ -48,6 +48,9 @@ class Runs(Outcomes):
     _live: dict[tuple[str, str], Task]
     _hung: list[Run]
     _claim_lost: bool
+    pool: str
+    #: the ForcedStop the worker raised itself (None until a second stop signal)
+    _stop_raised: BaseException | None
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -106,7 +109,9 @@ class Runs(Outcomes):
                 result = fn.run(task.payload)
             else:
                 result = self._call(queue, task, fn, limits, watch)
-        except (Exception, TimeLimitExceeded) as exc:
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt...: the task's failure
+            if exc is self._stop_raised:
+                raise  # the worker's own second-signal stop (told apart by identity)
             self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
             store_success(queue, task, result)  # store_result tasks only: before the ack
@@ -205,6 +210,35 @@ class Runs(Outcomes):
             max_attempts=fn.max_attempts,
         )
 
+    def health(self) -> tuple[bool, str]:
+        """``(ok, why not)`` of the pool, for the heartbeat: a worker is alive only if its
+        pool is (threads alive, event loop answering, no run stuck past its hard limit)."""
+        if self._hung:
+            return False, f"{self._hung[0].label} is stuck past its time limit"
+        if self._executor is not None:
+            ok, why = self._executor.health()
+            return bool(ok), str(why)
+        return True, ""
+
+    def _raise_if_stopped_by_a_run(self) -> None:
+        """End :meth:`run` non-zero when a run stopped the worker (a pool broke, a run hung)."""
+        if self._executor is not None and self._executor.broken is not None:
+            raise PoolBroken(f"the {self.pool} pool broke: {self._executor.broken}")
+        if not self._hung:
+            return
+        hung = self._hung[0]
+        if hung.active:
+            raise HungTask(
+                f"{hung.label} outlived its time limit and could not be ended; the "
+                "worker stopped so that its process can be replaced (the task comes back "
+                "after its lease, charged one attempt)"
+            )
+        raise HungTask(
+            f"{hung.label} blocked its worker past its time limit and the grace, then "
+            "ended (its outcome was recorded); the worker stopped so that its process "
+            "can be replaced"
+        )
+
     def _on_hung(self, run: Run) -> None:
         """A run outlived its hard limit + grace (called by the limit watch's thread)."""
         if run.watch is not None:
@@ -225,6 +259,22 @@ class Runs(Outcomes):
             watch.current_set = True
         except Exception as exc:  # the keeper records it at its next renewal
             logger.error("could not record the start of a hung run: %s", exc, exc_info=exc)
+
+    def _give_back_rest(self) -> None:
+        """Release the solo batch's unstarted tasks now (a stop that did not let the batch
+        end: a second stop signal, an error of the worker); best effort, logged."""
+        batch, after = self._rest
+        self._rest = ([], 0)
+        rest = batch[after:]
+        try:
+            for queue in self.queues:
+                mine = [task for task in rest if task.queue == queue.name]
+                if mine:
+                    released = queue.release(mine)
+                    with self._lock:
+                        self.summary.released += released
+        except Exception as exc:  # their lease ends and they come back without a charge
+            logger.error("could not give back the unstarted tasks: %s", exc, exc_info=exc)
 
     def _abandon_solo(self) -> None:
         """The main thread is stuck in the task: give the batch back and end the process."""

@@ -29,7 +29,18 @@ class ForcedStop(BaseException):
     """A second SIGTERM/SIGINT: raised out of whatever runs, the running task included.
 
     A BaseException, like KeyboardInterrupt, so a task's ``except Exception`` does
-    not swallow it. The interrupted task's claim stays in flight until its lease ends.
+    not swallow it. The interrupted task's claim stays in flight until its lease ends;
+    the unstarted tasks of the batch are given back at once. The worker keeps the
+    instance it raised (``Worker._stop_raised``): a run lets only that very instance
+    through, so a ForcedStop a task raises itself is the task's failure like any other.
+    """
+
+
+class PoolBroken(QueueError):
+    """A pool thread or the async pool's event loop ended although no task may end it.
+
+    The worker stops (exit status 1, a log line naming the running tasks) rather than
+    heart-beat on with a pool that runs nothing.
     """
 
 

@@ -34,7 +34,9 @@ seconds (``OPTIONS['WORKER_GIVE_UP']``) raises :class:`WorkerGaveUp`.
 Stopping (SIGTERM/SIGINT or :meth:`Worker.stop`): running tasks finish, finished
 tasks are acked, and claimed tasks that did not start are given back at once
 (``release``) instead of waiting for their lease. A second signal stops at once
-(:class:`ForcedStop`, raised in the main thread).
+(:class:`ForcedStop`, raised in the main thread); the unstarted tasks are given back
+then too.
+Whatever a run raises (``SystemExit`` too) is its task's failure, never a stop (:mod:`.runs`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from .queue import Queue
 from .records import Call, Claim, Task
 from .runs import EXIT_HUNG, Runs
 from .stats import counters_key
-from .stops import OUTAGES, ForcedStop, HungTask, Interrupted, WorkerGaveUp
+from .stops import OUTAGES, ForcedStop, Interrupted, WorkerGaveUp
 
 __all__ = [
     "ACK_INTERVAL",
@@ -149,6 +151,7 @@ class Worker(Runs):
         self._claim_lost = False
         self._outage = Outage(self.give_up)
         self._forced = False
+        self._stop_raised: BaseException | None = None
         self._hung: list[Run] = []
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
         self._current: dict[tuple[str, str], tuple[float, float]] = {}
@@ -190,7 +193,12 @@ class Worker(Runs):
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping and not self._forced:
             self._forced = True
-            raise ForcedStop(f"stopped at once by a second {signal.Signals(signum).name}")
+            # this very instance is the worker's own: a task that raises a ForcedStop of
+            # its own is failed like any task (see Runs._own)
+            self._stop_raised = ForcedStop(
+                f"stopped at once by a second {signal.Signals(signum).name}"
+            )
+            raise self._stop_raised
         self.stop()
         if self._waiting:
             raise Interrupted
@@ -244,6 +252,10 @@ class Worker(Runs):
                 self._outage.ended()
             if self._executor is not None:
                 self._executor.finish()
+        except BaseException as exc:
+            if self._executor is not None and not isinstance(exc, OUTAGES):
+                self._executor.give_back_unstarted()  # a forced stop too
+            raise
         finally:
             registration.stop()
             if self._executor is not None:
@@ -252,12 +264,7 @@ class Worker(Runs):
             self._limits.stop()
             self._last_words()
             self.summary.elapsed = self._elapsed()
-        if self._hung:
-            raise HungTask(
-                f"{self._hung[0].label} outlived its time limit and could not be ended; the "
-                "worker stopped so that its process can be replaced (the task comes back "
-                "after its lease, charged one attempt)"
-            )
+        self._raise_if_stopped_by_a_run()
         return self.summary
 
     def _last_words(self) -> None:
@@ -330,8 +337,14 @@ class Worker(Runs):
 
     def _run_batch(self, queue: Queue, claim: Claim) -> None:
         self._claim_lost = False
+        self._rest = (claim.tasks, 0)
         try:
             self._run_tasks(queue, claim)
+        except OUTAGES:
+            raise  # nothing to give back through: the leases end, the tasks come back
+        except BaseException:
+            self._give_back_rest()  # a forced stop: the unstarted tasks go back at once
+            raise
         finally:
             self._keeper.clear()
             close_old_connections()

@@ -98,6 +98,17 @@ class WorkerInfo:
     tasks: list[CurrentTask] = field(default_factory=list)
     #: current tasks beyond the :data:`MAX_CURRENT` listed
     more_tasks: int = 0
+    #: the pool's health at the last beat: "ok" or "wedged" (see :mod:`.heartbeat`)
+    health: str = "ok"
+    #: why it is wedged ("" when ok)
+    wedged: str = ""
+    #: seconds since a run last ended while some run (0 when none runs)
+    stalled: float = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        """False for a worker that beats but whose pool runs nothing (see :mod:`.heartbeat`)."""
+        return self.health == "ok"
 
     def as_dict(self, now: int) -> dict[str, Any]:
         """A JSON-ready description (times in ISO 8601 UTC, ages in seconds at ``now``)."""
@@ -125,6 +136,9 @@ class WorkerInfo:
                 for task in self.tasks
             ],
             "more_tasks": self.more_tasks,
+            "health": self.health,
+            "wedged": self.wedged,
+            "stalled": self.stalled,
         }
 
 
@@ -246,4 +260,7 @@ def worker_info(worker_id: str, heartbeat: int, data: dict[str, Any]) -> WorkerI
         failed=number(data.get("failed", 0)),
         tasks=current,
         more_tasks=max(0, number(data.get("more_tasks", 0))) + max(0, len(tasks) - MAX_CURRENT),
+        health="ok" if data.get("health", "ok") == "ok" else "wedged",
+        wedged=text(data.get("wedged", "")),
+        stalled=float(min(max(number(data.get("stalled", 0)), 0), 1e9)),
     )

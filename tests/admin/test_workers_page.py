@@ -39,11 +39,15 @@ def test_workers_page_shows_each_worker_and_links_its_tasks(
 ) -> None:
     beat(dashboard.queues, "w1", 60, record())
     beat(dashboard.queues, "w2", 60, record(host="web-2", pid=7, tasks=[], processed=0, failed=0))
+    stuck = record(host="web-3", pid=8, health="wedged", wedged="2 of 8 pool threads dead")
+    beat(dashboard.queues, "w3", 60, stuck)
     response = admin_client.get(BASE + "workers/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Workers of alias “default”: 2 alive" in html
-    assert len(re.findall(r'<tr class="worker-row">', html)) == 2
+    assert "Workers of alias “default”: 3 alive" in html
+    assert len(re.findall(r'<tr class="worker-row">', html)) == 3
+    assert "wedged: 2 of 8 pool threads dead" in html.split(">web-3</th>", 1)[1]
+    assert html.count("wedged:") == 1  # the healthy ones say nothing
     web1 = html.split(">web-1</th>", 1)[1].split("</tr>", 1)[0]
     assert '<td class="numeric">4242</td>' in web1 and "thread &times; 8" in web1
     assert f'href="{BASE}queues/default/orders/">orders</a>' in web1

@@ -2,7 +2,8 @@
 
 Reads the workers registry (one script; see :mod:`django_redislock.queue.workers`):
 each worker's host, pid, pool and concurrency, queues, running tasks with how long
-they have run, processed and failed counts, and how old its last heartbeat is.
+they have run, processed and failed counts, how old its last heartbeat is, and its
+pool's health ("ok", or "WEDGED" with why: a worker that beats but runs nothing).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from ...queue.workers import WorkerInfo, WorkerList, list_workers
 from ._logging import LoggedCommand
 from ._queue_common import add_using, backend_of
 
-COLUMNS = ("host", "pid", "pool", "queues", "processed", "failed", "heartbeat", "up", "running")
+COLUMNS = (
+    "host", "pid", "pool", "health", "queues", "processed", "failed", "heartbeat", "up", "running"
+)  # fmt: skip
 
 
 class Command(LoggedCommand):
@@ -84,6 +87,7 @@ class Command(LoggedCommand):
             printable(worker.host),
             str(worker.pid),
             printable(f"{worker.pool} x{worker.concurrency}"),
+            "ok" if worker.healthy else printable(f"WEDGED ({worker.wedged})")[:80],
             printable(",".join(worker.queues)),
             str(worker.processed),
             str(worker.failed),

@@ -173,14 +173,17 @@ class QuorumMutex(Lock):
             await self._release_everywhere_async(owner, ours)
         return self._waiting(outcome, held)
 
+    def _fence_call(self, owner: str, fence: int) -> Any:
+        """The fence write, which also removes the caller's waiter entry on every master."""
+        keys = [self._key, self._index.fence, self._waiters_key]
+        return "redlock_fence", keys, [owner, fence, self._rid or owner]
+
     def _fence_everywhere(self, owner: str, fence: int) -> int:
-        keys = [self._key, self._index.fence]
-        return self._fenced(
-            self.redlock.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
-        )
+        call = self._fence_call(owner, fence)
+        return self._fenced(self.redlock.each(lambda m: m.run(call)))
 
     async def _fence_everywhere_async(self, owner: str, fence: int) -> int:
-        call = ("redlock_fence", [self._key, self._index.fence], [owner, fence])
+        call = self._fence_call(owner, fence)
         replies = await self.redlock.each_async(lambda m: m.run_async(call))
         return self._fenced(replies)
 

@@ -188,7 +188,7 @@ def idioms(url: str, seconds: float, rounds: int) -> dict[str, Any]:
                 fn()
         per_round = interleaved(cases, seconds=seconds, rounds=rounds)
     floor = "raw SET NX + EVALSHA (floor)"
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, what in IDIOMS.items():
         ratios = [r[name] / r[floor] for r in per_round]
         rows.append(
@@ -208,8 +208,8 @@ def idioms(url: str, seconds: float, rounds: int) -> dict[str, Any]:
     def verdict(value: float, target: float, higher: bool = True) -> str:
         return "met" if (value >= target if higher else value <= target) else "NOT met"
 
-    readme_x = by["ours: README idiom"]["x floor (median)"]
-    default_x = by["ours: default lock (watchdog)"]["x floor (median)"]
+    readme_x = float(by["ours: README idiom"]["x floor (median)"])
+    default_x = float(by["ours: default lock (watchdog)"]["x floor (median)"])
     added = median(bare) - 1
     notes = [
         f"{rounds} interleaved rounds of {seconds:g} s per idiom (slices of 50 ms taking turns, "

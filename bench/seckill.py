@@ -29,7 +29,7 @@ from typing import Any
 from django.db import connections, models, transaction
 
 from bench import serverload
-from bench.common import median, rate
+from bench.common import median, rate, save, table
 from django_redislock.backends.redis import RedisQueueBackend
 from django_redislock.calls.script import script, sha_of
 from django_redislock.inventory import Stock
@@ -288,6 +288,17 @@ COLUMNS = [
 
 def run(server: Any, quick: bool) -> dict[str, Any]:
     seconds, requests = (0.5, 300) if quick else (3.0, 3000)
+    at_server, server_notes = server_rows(server, 3 if quick else 5, 0.5 if quick else 1.0)
+    path = save(
+        {
+            "name": "seckill_server",
+            "columns": list(at_server[0]),
+            "rows": at_server,
+            "notes": server_notes,
+        }
+    )
+    print(f"\n## seckill at the server\n\n{table(at_server, list(at_server[0]))}\n")
+    print("\n".join(f"- {note}" for note in server_notes), f"\n(written to {path})", flush=True)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         rows = redis_rows(server, seconds)
@@ -420,6 +431,19 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
                 ),
             }
         )
+    by = {row["case (server, 50 clients)"]: row for row in rows}
+    targets = (
+        ("take + order enqueue", 0.5),
+        ("take, no order task", 0.7),
+        ("sold-out take (client saw sold out: a probe)", 0.9),
+        ("sold-out take (first sight: a whole take)", 0.9),
+    )
+    verdicts = [
+        f"{case}: {by[case]['x floor (median)']:.2f}x the floor in requests/s, "
+        f"{by[case]['x floor by server time (median)']:.2f}x in server time per call "
+        f"(target >= {target}x: {'met' if by[case]['x floor (median)'] >= target else 'NOT met'})"
+        for case, target in targets
+    ]
     note = (
         f"At the server: {rounds} interleaved rounds (case order rotated each round), "
         f"{serverload.CLIENTS} connections with {serverload.PIPELINE} requests in flight each, "
@@ -428,4 +452,4 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
         f"1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f}. Reproduce: python3 dev.py bench seckill."
     )
-    return rows, [note]
+    return rows, [note, *verdicts]

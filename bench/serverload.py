@@ -109,8 +109,8 @@ def run(
     while pending:
         for key, _ in selector.select(timeout=60):
             state = key.data
-            sock = key.fileobj
-            data = sock.recv(1 << 16)  # type: ignore[union-attr]
+            conn: Any = key.fileobj
+            data = conn.recv(1 << 16)
             if not data:
                 raise RuntimeError("the server closed a connection")
             reader = state["reader"]
@@ -129,7 +129,7 @@ def run(
             if more:
                 state["next"] = at + len(more)
                 state["open"] += len(more)
-                sock.sendall(b"".join(more))  # type: ignore[union-attr]
+                conn.sendall(b"".join(more))
     elapsed = time.perf_counter() - start
     for sock in socks:
         selector.unregister(sock)

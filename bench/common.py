@@ -62,6 +62,46 @@ def rate(fn: Callable[[], Any], *, seconds: float = 1.0, max_calls: int = 1_000_
     return calls / (time.perf_counter() - start)
 
 
+def interleaved(
+    cases: Mapping[str, Callable[[], Any]], *, seconds: float, rounds: int, slice_s: float = 0.05
+) -> list[dict[str, float]]:
+    """Calls/s of each case in each of ``rounds`` rounds, the cases taking turns.
+
+    A round gives every case about ``seconds``, in slices of ``slice_s`` that take turns
+    (the order rotated by one each round and reversed every other turn), so a burst of
+    load from a neighbour hits every case alike and ratios taken within one round compare
+    like with like. Returns one ``{case: calls/s}`` per round.
+    """
+    names = list(cases)
+    found = []
+    for n in range(rounds):
+        order = names[n % len(names) :] + names[: n % len(names)]
+        calls = dict.fromkeys(names, 0)
+        spent = dict.fromkeys(names, 0.0)
+        turn = 0
+        while min(spent.values()) < seconds:
+            for name in order if turn % 2 == 0 else order[::-1]:
+                fn = cases[name]
+                start = time.perf_counter()
+                end = start + slice_s
+                done = 0
+                while True:
+                    fn()
+                    done += 1
+                    if done % 8 == 0 and time.perf_counter() >= end:
+                        break
+                spent[name] += time.perf_counter() - start
+                calls[name] += done
+            turn += 1
+        found.append({name: calls[name] / spent[name] for name in names})
+    return found
+
+
+def spread(values: Sequence[float], digits: str = ".2f") -> str:
+    """``median (min-max)`` of ``values``, for tables of rounds."""
+    return f"{median(values):{digits}} ({min(values):{digits}}-{max(values):{digits}})"
+
+
 def percentile(values: Sequence[float], pct: float) -> float:
     """The ``pct`` percentile of ``values`` (nearest rank)."""
     ordered = sorted(values)

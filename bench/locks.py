@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from bench.common import percentile, rate, round_trips
+from bench.common import interleaved, median, percentile, round_trips, save, spread, table
 
 RELEASE_LUA = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -98,8 +98,10 @@ def cycle_of(adapter: Adapter) -> Any:
     return cycle
 
 
-def uncontended(adapters: list[Adapter], seconds: float, rounds: int) -> dict[str, dict[str, Any]]:
-    """Cycles/s (best of ``rounds`` interleaved runs, so load spikes hit everyone alike)."""
+def uncontended(
+    adapters: list[Adapter], seconds: float, rounds: int
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, float]]]:
+    """Cycles/s per library (median of ``rounds`` interleaved rounds) and every round's rates."""
     cycles = {a.library: cycle_of(a) for a in adapters}
     found: dict[str, dict[str, Any]] = {}
     for library, cycle in cycles.items():
@@ -108,12 +110,120 @@ def uncontended(adapters: list[Adapter], seconds: float, rounds: int) -> dict[st
         with round_trips() as sent:
             for _ in range(500):
                 cycle()
-        found[library] = {"cycles/s": 0.0, "round trips/cycle": sent[0] / 500}
-    for _ in range(rounds):
-        for library, cycle in cycles.items():
-            best = max(found[library]["cycles/s"], rate(cycle, seconds=seconds))
-            found[library]["cycles/s"] = best
-    return found
+        found[library] = {"round trips/cycle": sent[0] / 500}
+    per_round = interleaved(cycles, seconds=seconds, rounds=rounds)
+    for library in cycles:
+        found[library]["cycles/s"] = median(r[library] for r in per_round)
+    return found, per_round
+
+
+#: The ways users write a lock, measured side by side (``idioms``): what each row does.
+IDIOMS = {
+    "raw SET NX + EVALSHA (floor)": "SET NX PX, then an EVALSHA compare-and-delete",
+    "redis-py: reused Lock object": "one r.lock(name, timeout=10) object, acquire + release",
+    "redis-py: with r.lock(name)": "with r.lock(name, timeout=10): a new object per call",
+    "ours: reused lock object": "one locks[alias].lock(name, ttl=10) object, with lock:",
+    "ours: README idiom": 'with locks["default"].lock(name, ttl=10): a new object per call',
+    "ours: default lock (watchdog)": 'with locks["default"].lock(name): no ttl, watchdog on',
+    "ours: @distributed_lock view": "@distributed_lock(name) on a function (default lock)",
+    "ours: @distributed_lock(ttl=10)": "@distributed_lock(name, ttl=10) on a function",
+}
+
+
+def idioms(url: str, seconds: float, rounds: int) -> dict[str, Any]:
+    """Cycles/s of the idioms of :data:`IDIOMS`, interleaved, as ratios to the raw floor."""
+    from django.test import override_settings
+
+    from django_redislock import distributed_lock
+    from django_redislock.handlers import locks
+
+    client = redis.Redis.from_url(url, socket_timeout=60)
+    release = client.register_script(RELEASE_LUA)
+    with override_settings(REDISLOCK_LOCKS={"default": {"LOCATION": url, "KEY_PREFIX": "bi"}}):
+        reused = locks["default"].lock("i:reused", ttl=10)
+        theirs = client.lock("i:redis-py-reused", timeout=10)
+
+        def raw() -> None:
+            token = uuid.uuid4().hex
+            client.set("i:raw", token, nx=True, px=10_000)
+            release(keys=["i:raw"], args=[token])
+
+        def redis_py_reused() -> None:
+            with theirs:
+                pass
+
+        def redis_py_new() -> None:
+            with client.lock("i:redis-py-new", timeout=10):
+                pass
+
+        def ours_reused() -> None:
+            with reused:
+                pass
+
+        def readme() -> None:
+            with locks["default"].lock("i:readme", ttl=10):
+                pass
+
+        def default() -> None:
+            with locks["default"].lock("i:default"):
+                pass
+
+        @distributed_lock("i:view")
+        def view() -> int:
+            return 1
+
+        @distributed_lock("i:view-ttl", ttl=10)
+        def view_ttl() -> int:
+            return 1
+
+        cases = dict(
+            zip(
+                IDIOMS,
+                (raw, redis_py_reused, redis_py_new, ours_reused, readme, default, view, view_ttl),
+                strict=True,
+            )
+        )
+        for fn in cases.values():
+            for _ in range(200):
+                fn()
+        per_round = interleaved(cases, seconds=seconds, rounds=rounds)
+    floor = "raw SET NX + EVALSHA (floor)"
+    rows: list[dict[str, Any]] = []
+    for name, what in IDIOMS.items():
+        ratios = [r[name] / r[floor] for r in per_round]
+        rows.append(
+            {
+                "idiom": name,
+                "what it runs": what,
+                "cycles/s (median)": median(r[name] for r in per_round),
+                "x floor (median)": median(ratios),
+                "x floor (range)": f"{min(ratios):.2f}-{max(ratios):.2f}",
+            }
+        )
+    by = {row["idiom"]: row for row in rows}
+    bare = [
+        r["ours: default lock (watchdog)"] / r["ours: @distributed_lock view"] for r in per_round
+    ]
+
+    def verdict(value: float, target: float, higher: bool = True) -> str:
+        return "met" if (value >= target if higher else value <= target) else "NOT met"
+
+    readme_x = float(by["ours: README idiom"]["x floor (median)"])
+    default_x = float(by["ours: default lock (watchdog)"]["x floor (median)"])
+    added = median(bare) - 1
+    notes = [
+        f"{rounds} interleaved rounds of {seconds:g} s per idiom (slices of 50 ms taking turns, "
+        f"order rotated each round); ratios within a round; median and range over the rounds.",
+        f"README idiom vs the raw floor: {readme_x:.2f}x (target >= 0.95x: "
+        f"{verdict(readme_x, 0.95)})",
+        f"default lock (watchdog) vs the raw floor: {default_x:.2f}x (target >= 0.9x: "
+        f"{verdict(default_x, 0.9)})",
+        f"@distributed_lock on a view over the bare default lock: {added:+.1%} time per call "
+        f"(target <= +5%: {verdict(added, 0.05, higher=False)})",
+        "Reproduce: python3 dev.py bench locks (or python -m bench locks in the bench "
+        "environment).",
+    ]
+    return {"name": "locks_idioms", "columns": list(rows[0]), "rows": rows, "notes": notes}
 
 
 def wake_after_release(adapter: Adapter, samples: int) -> list[float]:
@@ -265,7 +375,13 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
     expiry_samples = 4 if quick else 12
     load_before = os.getloadavg()[0]
     adapters = [Adapter(library, url) for library in LIBRARIES]
-    speeds = uncontended(adapters, seconds / 2, rounds=3 if quick else 5)
+    rounds = 3 if quick else 5
+    speeds, per_round = uncontended(adapters, seconds / 2, rounds=rounds)
+    ways = idioms(url, seconds / 2, rounds)
+    print(f"\n## locks: idioms\n\n{table(ways['rows'], ways['columns'])}\n", flush=True)
+    for note in ways["notes"]:
+        print(f"- {note}")
+    print(f"(written to {save(ways)})", flush=True)
     floor = wake_floor(url, samples)
     rows: list[dict[str, Any]] = []
     for adapter in adapters:
@@ -293,7 +409,7 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
         "columns": COLUMNS,
         "rows": rows,
         "notes": [
-            *notes(rows),
+            *notes(rows, per_round),
             f"one-round-trip wake floor (a bare LPUSH waking a BLPOP in another thread): p50 "
             f"{percentile(floor, 50):.2f} ms, p99 {percentile(floor, 99):.2f} ms; a wake-up after "
             f"release is two round trips (the release, then the woken waiter's acquire).",
@@ -322,7 +438,7 @@ COLUMNS = [
 ]
 
 
-def notes(rows: list[dict[str, Any]]) -> list[str]:
+def notes(rows: list[dict[str, Any]], per_round: list[dict[str, float]]) -> list[str]:
     by = {row["library"]: row for row in rows}
     ours = by["django-redislock"]
 
@@ -330,10 +446,15 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
         theirs = by[peer][metric]
         return f"{ours[metric] / theirs:.2f}x" if theirs else "n/a (peer made no progress)"
 
+    def within(peer: str) -> str:
+        return spread([r["django-redislock"] / r[peer] for r in per_round])
+
     return [
-        "Our lock includes the fence and the admin index in its one-round-trip scripts.",
-        f"uncontended vs raw floor: {ratio('cycles/s', 'raw SET NX + EVALSHA')} (target >= 0.9x)",
-        f"uncontended vs redis-py Lock: {ratio('cycles/s', 'redis-py Lock')} (target >= 1x)",
+        "Our lock includes the fence and the admin index in its one-round-trip scripts. "
+        "Every library here reuses one lock object (see the idioms table for the others).",
+        f"uncontended (cycles/s: median of {len(per_round)} interleaved rounds; ratios within "
+        f"a round, median (range)): vs raw floor {within('raw SET NX + EVALSHA')} "
+        f"(target >= 0.9x); vs redis-py Lock {within('redis-py Lock')} (target >= 1x)",
         f"wake after release p50: {ours['wake after release p50 ms']:.2f} ms (target <= 1 ms)",
         f"wake after expiry p50: {ours['wake after expiry p50 ms']:.2f} ms (target <= 20 ms)",
         f"contended 8 threads vs python-redis-lock: "

@@ -28,9 +28,12 @@ from typing import Any
 
 from django.db import connections, models, transaction
 
-from bench.common import rate
+from bench import serverload
+from bench.common import median, rate, save, table
 from django_redislock.backends.redis import RedisQueueBackend
+from django_redislock.calls.script import script, sha_of
 from django_redislock.inventory import Stock
+from django_redislock.inventory import stock as stock_module
 from django_redislock.queue.registry import task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,6 +288,17 @@ COLUMNS = [
 
 def run(server: Any, quick: bool) -> dict[str, Any]:
     seconds, requests = (0.5, 300) if quick else (3.0, 3000)
+    at_server, server_notes = server_rows(server, 3 if quick else 5, 0.5 if quick else 1.0)
+    path = save(
+        {
+            "name": "seckill_server",
+            "columns": list(at_server[0]),
+            "rows": at_server,
+            "notes": server_notes,
+        }
+    )
+    print(f"\n## seckill at the server\n\n{table(at_server, list(at_server[0]))}\n")
+    print("\n".join(f"- {note}" for note in server_notes), f"\n(written to {path})", flush=True)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         rows = redis_rows(server, seconds)
@@ -313,3 +327,129 @@ def notes(rows: list[dict[str, Any]], seconds: float, requests: int) -> list[str
         "errors are transactions that failed (SQLite: 'database is locked' under concurrent "
         "writers).",
     ]
+
+
+# -- at the server (redis-benchmark style) ----------------------------------------------
+
+SERVER_CASES = (
+    "floor: DECR-with-check Lua",
+    "take, no order task",
+    "take + order enqueue",
+    "sold-out take (first sight: a whole take)",
+    "sold-out take (client saw sold out: a probe)",
+)
+
+
+def server_requests(case: str, backend: Any, count: int, start: int) -> list[bytes]:
+    """``count`` requests of ``case`` as the app's client packs them (new buyers from ``start``).
+
+    The take requests go through ``Stock``'s own call building (a fresh reservation id,
+    the order task's payload), so the server sees what a crowd of shoppers sends.
+    """
+    if case.startswith("floor"):
+        sha = backend.client.script_load(FLOOR)
+        return [serverload.pack("EVALSHA", sha, 1, "floor:stock")] * count
+    order_task = create_order if case != "take, no order task" else None
+    sold_out = case.startswith("sold-out")
+    item = "bench-sold-out" if sold_out else f"bench-{order_task is not None}"
+    stock = Stock(item, order_task=order_task, queue="bench-orders", using=backend)
+    sha = sha_of("stock_take")
+    memo = (id(backend), stock.keys()[0])
+    if case.endswith("a probe)"):
+        stock_module._sold_out[memo] = True  # what one sold-out answer leaves in a process
+    else:
+        stock_module._sold_out.pop(memo, None)
+    out = []
+    for i in range(start, start + count):
+        call: Any = stock._probe(1, f"s{i}") or stock._take_call(1, f"s{i}", None)
+        keys = stock._script_keys(call)
+        out.append(serverload.pack("EVALSHA", sha, len(keys), *keys, *call.args))
+    return out
+
+
+def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each case's requests/s at the server, in ``rounds`` interleaved rounds (rotated).
+
+    A round runs every case once, in an order rotated by one each round; each case sends
+    about ``seconds`` worth of requests. Ratios to the floor are taken within a round.
+    """
+    backend = RedisQueueBackend("bench", {"LOCATION": server.url, "KEY_PREFIX": "bench"})
+    client = server.client()
+    client.flushall()
+    client.set("floor:stock", UNITS)
+    script("stock_take").load(backend.client)
+    Stock("bench-False", queue=None, using=backend).set(UNITS)
+    Stock("bench-True", order_task=create_order, queue="bench-orders", using=backend).set(UNITS)
+    sold = Stock("bench-sold-out", order_task=create_order, queue="bench-orders", using=backend)
+    sold.set(0)
+    # sizes from a short probe, so that each case runs about `seconds`
+    sizes = {}
+    served = 0
+    for case in SERVER_CASES:
+        probe, _ = serverload.run(server.url, server_requests(case, backend, 2000, served))
+        served += 2000
+        sizes[case] = max(2000, int(probe * seconds))
+    rates: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
+    ratios: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
+    usecs: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
+    server_ratios: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
+    loads = [os.getloadavg()[0]]
+    for n in range(rounds):
+        order = SERVER_CASES[n % len(SERVER_CASES) :] + SERVER_CASES[: n % len(SERVER_CASES)]
+        batches = {}
+        for case in order:
+            batches[case] = server_requests(case, backend, sizes[case], served)
+            served += sizes[case]
+        found, spent = {}, {}
+        for case in order:
+            client.config_resetstat()
+            found[case], _ = serverload.run(server.url, batches[case])
+            evalsha = client.info("commandstats")["cmdstat_evalsha"]
+            spent[case] = float(evalsha["usec"]) / int(evalsha["calls"])
+        for case in SERVER_CASES:
+            rates[case].append(found[case])
+            ratios[case].append(found[case] / found[SERVER_CASES[0]])
+            usecs[case].append(spent[case])
+            server_ratios[case].append(spent[SERVER_CASES[0]] / spent[case])
+        loads.append(os.getloadavg()[0])
+    if sold.remaining() != 0:
+        raise RuntimeError("the sold-out stock sold something")
+    client.flushall()
+    rows = []
+    for case in SERVER_CASES:
+        rows.append(
+            {
+                "case (server, 50 clients)": case,
+                "requests/s (median)": median(rates[case]),
+                "requests/s (range)": f"{min(rates[case]):,.0f}-{max(rates[case]):,.0f}",
+                "x floor (median)": median(ratios[case]),
+                "x floor (range)": f"{min(ratios[case]):.2f}-{max(ratios[case]):.2f}",
+                "server µs/call (median)": median(usecs[case]),
+                "x floor by server time (median)": median(server_ratios[case]),
+                "x floor by server time (range)": (
+                    f"{min(server_ratios[case]):.2f}-{max(server_ratios[case]):.2f}"
+                ),
+            }
+        )
+    by = {row["case (server, 50 clients)"]: row for row in rows}
+    targets = (
+        ("take + order enqueue", 0.5),
+        ("take, no order task", 0.7),
+        ("sold-out take (client saw sold out: a probe)", 0.9),
+        ("sold-out take (first sight: a whole take)", 0.9),
+    )
+    verdicts = [
+        f"{case}: {by[case]['x floor (median)']:.2f}x the floor in requests/s, "
+        f"{by[case]['x floor by server time (median)']:.2f}x in server time per call "
+        f"(target >= {target}x: {'met' if by[case]['x floor (median)'] >= target else 'NOT met'})"
+        for case, target in targets
+    ]
+    note = (
+        f"At the server: {rounds} interleaved rounds (case order rotated each round), "
+        f"{serverload.CLIENTS} connections with {serverload.PIPELINE} requests in flight each, "
+        f"distinct buyers and request ids; ratios within a round. Server time per call: "
+        f"INFO commandstats of EVALSHA (the script with the commands it runs), reset per case. "
+        f"1-minute load average "
+        f"{min(loads):.1f}-{max(loads):.1f}. Reproduce: python3 dev.py bench seckill."
+    )
+    return rows, [note, *verdicts]

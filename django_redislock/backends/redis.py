@@ -41,6 +41,21 @@ if TYPE_CHECKING:
     from ..queue.queue import Queue
 
 
+def _lock_class() -> type[Lock]:
+    """:class:`~django_redislock.locking.Lock`, imported on first use (the locking package
+    imports the backends' base classes); a lock object is built per call in the README's
+    idiom, and an import statement there cost a tenth of building one."""
+    global _LOCK_CLASS
+    if _LOCK_CLASS is None:
+        from ..locking import Lock
+
+        _LOCK_CLASS = Lock
+    return _LOCK_CLASS
+
+
+_LOCK_CLASS: type[Lock] | None = None
+
+
 class RedisBackendMixin(NodeBase):
     """Connections, key names and scripts shared by the Redis lock and queue backends."""
 
@@ -133,9 +148,7 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         ``owner`` names the holder explicitly (reentrancy key, release elsewhere).
         ``on_lost(lock)`` is called from the watchdog thread when the hold is lost.
         """
-        from ..locking import Lock
-
-        return Lock(
+        return _lock_class()(
             self,
             name,
             ttl=ttl,

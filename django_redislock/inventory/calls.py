@@ -70,6 +70,25 @@ def take_call(reservation: Reservation, payload: bytes | None) -> StockCall[Take
     return StockCall("stock_take", args, parse, payload is not None, reservation.id)
 
 
+#: The take script's answer to a probe that found enough units (not a :class:`TakeResult`).
+PROBE_GO = 6
+
+
+def probe_call(qty: int, buyer: str) -> StockCall[Take | None]:
+    """A take that only looks: the answer to a take if it is a refusal, or None (take it).
+
+    A client that saw a stock sold out sends this instead of a take: no reservation id,
+    no order payload (a sold-out crowd costs the client no uuid and no JSON), and the
+    script answers from one read. It changes nothing, so its resend is harmless.
+    """
+
+    def parse(reply: list[Any]) -> Take | None:
+        code, left = int(reply[0]), int(reply[1])
+        return None if code == PROBE_GO else Take(TAKE_CODES[code], left)
+
+    return StockCall("stock_take", [qty, buyer, "", b"", REQUEST_TTL_MS], parse)
+
+
 def restore_call(reservation_id: str, rebuy: bool, with_queue: bool) -> StockCall[bool]:
     """The restore script: True when the reservation was live and its units came back."""
     args = [reservation_id, "1" if rebuy else "0", REQUEST_TTL_MS]

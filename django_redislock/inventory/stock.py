@@ -30,12 +30,13 @@ from .calls import (
     StockCall,
     clear_call,
     hash_tag,
+    probe_call,
     restore_call,
     set_call,
     stats_call,
     take_call,
 )
-from .records import Reservation, StockStats, Take
+from .records import Reservation, StockStats, Take, TakeResult
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -67,6 +68,14 @@ def check_data(data: Any) -> dict[str, Any]:
     if size > MAX_DATA_BYTES:
         raise InvalidArgument(f"data is {size} bytes as JSON, over {MAX_DATA_BYTES}")
     return dict(data)
+
+
+#: The stocks this process saw sold out, by (backend, units key): their next take is a probe
+#: (see :func:`~.calls.probe_call`). Only a hint: the probe asks the server, and a stock
+#: that is back on sale (restored, restocked) is taken at once and forgotten here.
+_sold_out: dict[tuple[int, str], bool] = {}
+#: Most stocks remembered as sold out (then the memory starts over).
+MAX_SOLD_OUT = 10_000
 
 
 class StockKeys(NamedTuple):
@@ -183,10 +192,38 @@ class Stock:
 
     # -- the hot path -----------------------------------------------------------------------
 
+    def _take_args(self, qty: int, buyer: Any, data: Any) -> tuple[int, str, dict[str, Any]]:
+        """The checked arguments of a take (bad input raises before Redis is touched)."""
+        return check_units(qty, "qty", allow_zero=False), check_buyer(buyer), check_data(data)
+
+    def _probe(self, qty: int, buyer: str) -> StockCall[Take | None] | None:
+        """The probe to send first, when this process saw the stock sold out; else None."""
+        if (id(self.backend), self._built_keys().own[0]) in _sold_out:
+            return probe_call(qty, buyer)
+        return None
+
+    def _took(self, take: Take | None) -> Take | None:
+        """Remember a sold-out answer (the next take probes first); forget any other."""
+        memo = (id(self.backend), self._built_keys().own[0])
+        if take is not None and take.result is TakeResult.SOLD_OUT:
+            if len(_sold_out) >= MAX_SOLD_OUT:
+                _sold_out.clear()
+            _sold_out[memo] = True
+        else:
+            _sold_out.pop(memo, None)
+        return take
+
+    def _checked_take(self, take: Take) -> Take:
+        """A take's answer, remembered when it is sold out (see :meth:`_took`)."""
+        self._took(take)
+        return take
+
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
-        qty = check_units(qty, "qty", allow_zero=False)
-        buyer = check_buyer(buyer)
-        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, check_data(data))
+        qty, buyer, data = self._take_args(qty, buyer, data)
+        return self._full_take_call(qty, buyer, data)
+
+    def _full_take_call(self, qty: int, buyer: str, data: dict[str, Any]) -> StockCall[Take]:
+        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, data)
         payload = None
         if self.order_task is not None and not self._eager:
             payload = self._order_payload(reservation)
@@ -222,18 +259,30 @@ class Stock:
         retrying client (its reply was lost) answers what the first run answered
         and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
-        call = self._take_call(qty, buyer, data)
+        qty, buyer, checked = self._take_args(qty, buyer, data)
+        probe = self._probe(qty, buyer)
+        if probe is not None:
+            refused = self._took(self._run(probe))
+            if refused is not None:
+                return refused
+        call = self._full_take_call(qty, buyer, checked)
         self._register_queue()
-        return self._after_take(self._run(call))
+        return self._after_take(self._checked_take(self._run(call)))
 
     async def take_async(
         self, qty: int = 1, *, buyer: str | int, data: dict[str, Any] | None = None
     ) -> Take:
         """The asyncio twin of :meth:`take` (an eager order task runs in the event loop)."""
-        call = self._take_call(qty, buyer, data)
+        qty, buyer, checked = self._take_args(qty, buyer, data)
+        probe = self._probe(qty, buyer)
+        if probe is not None:
+            refused = self._took(await self._arun(probe))
+            if refused is not None:
+                return refused
+        call = self._full_take_call(qty, buyer, checked)
         if self.queue_name is not None:
             await self.backend.register_queue_async(self.queue_name)
-        return self._after_take(await self._arun(call))
+        return self._after_take(self._checked_take(await self._arun(call)))
 
     def _register_queue(self) -> None:
         """List the order queue for ``drain_queue`` and the admin (once per process)."""

@@ -181,8 +181,10 @@ class BaseLock(LockCalls):
                 return True
             seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
             if seconds is None:
+                if blocking:
+                    self._stop_waiting(owner)
                 return False
-            wait_for_signal(self.backend, self._signal_key, seconds)
+            self._woken = wait_for_signal(self.backend, self._signal_key, seconds)
             waited = True
 
     async def acquire_async(
@@ -210,8 +212,14 @@ class BaseLock(LockCalls):
                 return True
             seconds = self._block_seconds(deadline, int(result[1])) if blocking else None
             if seconds is None:
+                if blocking:
+                    await self._stop_waiting_async(owner)
                 return False
-            await wait_for_signal_async(self.backend, self._signal_key, seconds)
+            try:
+                self._woken = await wait_for_signal_async(self.backend, self._signal_key, seconds)
+            except BaseException:  # a cancellation while waiting: withdraw what the wait left
+                await self._stop_waiting_async(owner)
+                raise
             waited = True
 
     def release(self) -> None:

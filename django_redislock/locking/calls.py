@@ -17,7 +17,8 @@ release, an extension, the take-back of a grant) and the server:
   :meth:`LockCalls._send_end`: resent after a lost reply and, if its outcome stays
   unknown, given up by the object (nothing renews the hold, which ends by its TTL).
 * After a cancellation cuts an asyncio call short, :meth:`LockCalls._finish_async`
-  sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on.
+  sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on;
+  that call runs as its own task, so a further cancellation cannot cut it off.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 import redis
 
 from ..calls.script import Call
+from ..calls.wait import Popped
 from ..exceptions import ConnectionFailed
 from .holding import HoldKeeping
 from .owners import Hold
@@ -41,6 +43,9 @@ logger = logging.getLogger("django_redislock.locks")
 RESOLVE_RESENDS = 2
 #: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
 ABANDON_SECONDS = 1.0
+
+#: Clean-ups after cancelled calls still running (strong references, so none is collected).
+_CLEANUPS: set[asyncio.Future[None]] = set()
 
 
 class LockCalls(HoldKeeping):
@@ -72,8 +77,18 @@ class LockCalls(HoldKeeping):
         raise NotImplementedError
 
     _signal_key: str = ""
+    #: What the last wait for a wake-up popped (None: it ended without one).
+    _woken: Popped | None = None
     #: The request id of the acquire call in progress ("" when its owner is unique to it).
     _rid: str = ""
+
+    def _stop_waiting_call(self, owner: str) -> Call | None:
+        """The call that withdraws what a waiting acquire left besides a grant, if anything.
+
+        A waiting writer's intent refuses new readers: a writer that stops waiting
+        (timed out, cancelled) takes it away at once rather than leaving it to expire.
+        """
+        return None
 
     def _request_id(self) -> str:
         """A request id for one acquire call, or "" when the owner token already is one."""
@@ -140,8 +155,8 @@ class LockCalls(HoldKeeping):
         """The asyncio twin of :meth:`_send_end`.
 
         Cancelled at its await, it sends ``call`` once more, then each ``cleanup`` call
-        (each for at most ``ABANDON_SECONDS``, see :meth:`_finish_async`), before the
-        cancellation goes on.
+        (in that order, each for at most ``ABANDON_SECONDS``, see :meth:`_finish_async`),
+        before the cancellation goes on.
         """
         try:
             try:
@@ -151,17 +166,33 @@ class LockCalls(HoldKeeping):
         except BaseException as exc:  # includes a cancellation at the await
             self._release_failed(hold)
             if not isinstance(exc, ConnectionFailed):
-                for sent in (call, *cleanup):
-                    await self._finish_async(sent)
+                await self._finish_async(call, *cleanup)
             raise
 
-    async def _finish_async(self, call: Call) -> None:
-        """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
+    async def _finish_async(self, *calls: Call) -> None:
+        """Send resend-safe calls once more, in order, after a cancellation cut them short.
+
+        They run as their own task, which the caller waits for shielded: a further
+        cancellation (a second ``cancel()``, or anyio's cancel scope cancelling at every
+        await) ends the caller's wait but not the calls, which finish in the background.
+        A take-back cut off by the second cancellation would leave the grant for its
+        whole TTL. Each call is bounded by ``ABANDON_SECONDS`` (or ``SOCKET_TIMEOUT``,
+        if shorter), so the background task is too.
+        """
+        task = asyncio.ensure_future(self._send_bounded(calls))
+        _CLEANUPS.add(task)
+        task.add_done_callback(_CLEANUPS.discard)
+        await asyncio.shield(task)
+
+    async def _send_bounded(self, calls: tuple[Call, ...]) -> None:
         limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
-        try:
-            await asyncio.wait_for(self._acall(call), limit)
-        except Exception as exc:
-            logger.warning("lock %r: a cancelled call could not be completed: %s", self.name, exc)
+        for call in calls:
+            try:
+                await asyncio.wait_for(self._acall(call), limit)
+            except Exception as exc:
+                logger.warning(
+                    "lock %r: a cancelled call could not be completed: %s", self.name, exc
+                )
 
     # -- an acquire whose outcome is unknown -------------------------------------------------
 
@@ -190,11 +221,30 @@ class LockCalls(HoldKeeping):
         raise exc
 
     def _abandon(self, owner: str) -> None:
-        """Take back this acquire's possible grant: one best-effort call."""
+        """Take back this acquire's possible grant: one best-effort call (and its wait's)."""
         try:
             self._call_plain(self._abandon_call(owner))
         except Exception as exc:
             logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
+        self._stop_waiting(owner)
 
     async def _abandon_async(self, owner: str) -> None:
-        await self._finish_async(self._abandon_call(owner))
+        leave = self._stop_waiting_call(owner)
+        take_back = self._abandon_call(owner)
+        await self._finish_async(*((take_back,) if leave is None else (take_back, leave)))
+
+    def _stop_waiting(self, owner: str) -> None:
+        """Send :meth:`_stop_waiting_call`, if any: one best-effort call."""
+        call = self._stop_waiting_call(owner)
+        if call is None:
+            return
+        try:
+            self._call_plain(call)
+        except Exception as exc:
+            logger.warning("lock %r: could not withdraw a wait: %s", self.name, exc)
+
+    async def _stop_waiting_async(self, owner: str) -> None:
+        """The asyncio twin of :meth:`_stop_waiting`; a further cancellation cannot cut it."""
+        call = self._stop_waiting_call(owner)
+        if call is not None:
+            await self._finish_async(call)

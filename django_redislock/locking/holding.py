@@ -20,6 +20,7 @@ from .. import signals
 from ..calls.node import Backend
 from ..exceptions import LockLost, LockNotOwned, LockUsageError
 from .owners import Hold, current_user
+from .watchdog import watchdog as _watchdog
 
 logger = logging.getLogger("django_redislock.locks")
 
@@ -82,9 +83,7 @@ class HoldKeeping:
                 self._hold = Hold(owner, fence, user)
                 self._lost_hold = None
                 if self.watchdog:
-                    from .watchdog import watchdog
-
-                    watchdog.register(self)
+                    _watchdog.register(self)
         if stale is not None:
             self._report_lost(stale)
         waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
@@ -120,9 +119,7 @@ class HoldKeeping:
             if self._hold is hold:
                 self._hold = None
         if self.watchdog:
-            from .watchdog import watchdog
-
-            watchdog.unregister(self)
+            _watchdog.unregister(self)
 
     def _release_started(self, hold: Hold) -> bool:
         """Before a release is sent: True when it ends this object's hold.
@@ -137,9 +134,7 @@ class HoldKeeping:
             return False
         hold.releasing = True
         if self.watchdog:
-            from .watchdog import watchdog
-
-            watchdog.unregister(self)
+            _watchdog.unregister(self)
         return True
 
     def _release_failed(self, hold: Hold) -> None:

@@ -32,8 +32,9 @@ of the bucket prunes up to 64, and so does every listing).
 
 from __future__ import annotations
 
+import weakref
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import validation
@@ -49,6 +50,7 @@ __all__ = [
     "check_name",
     "check_seconds",
     "lock_key",
+    "name_keys",
     "to_ms",
 ]
 
@@ -90,12 +92,50 @@ class BucketKeys:
         return cls(*(backend.key(tag, "ix", part) for part in ("f", "t", "n", "e")))
 
 
+#: Most lock names whose keys one backend remembers (then it starts over).
+MAX_NAMES = 4096
+
+
+@dataclass
+class _Names:
+    """One backend's key names per lock name and per bucket, built once each."""
+
+    names: dict[str, tuple[str, BucketKeys]] = field(default_factory=dict)
+    buckets: dict[int, tuple[str, BucketKeys]] = field(default_factory=dict)
+
+
+# per backend object: its prefix and bucket count never change (a settings change builds a
+# new backend), so what they give a name is worked out once; a lock object is built per
+# call in the README's idiom, and this was a third of building one
+_names: weakref.WeakKeyDictionary[Any, _Names] = weakref.WeakKeyDictionary()
+
+
+def name_keys(backend: Node, name: str) -> tuple[str, BucketKeys]:
+    """``<prefix>:{lk<bucket>}`` and the bucket's index keys, for lock ``name``.
+
+    :func:`lock_key` of ``name`` and ``part`` is ``f"{base}:{part}:{name}"``.
+    """
+    known = _names.get(backend)
+    if known is None:
+        known = _names.setdefault(backend, _Names())
+    found = known.names.get(name)
+    if found is None:
+        bucket = bucket_of(name, backend.options["LOCK_INDEX_BUCKETS"])
+        found = known.buckets.get(bucket)
+        if found is None:
+            tag = f"lk{bucket}"
+            found = known.buckets[bucket] = (backend.key(tag), BucketKeys.build(backend, bucket))
+        if len(known.names) >= MAX_NAMES:
+            known.names.clear()
+        known.names[name] = found
+    return found
+
+
 def lock_key(backend: Node, name: str, part: str) -> str:
     """The key ``part`` (``l``, ``s``, ``rw``, ...) of lock ``name``."""
-    bucket = bucket_of(name, backend.options["LOCK_INDEX_BUCKETS"])
-    return str(backend.key(f"lk{bucket}", part, name))
+    return f"{name_keys(backend, name)[0]}:{part}:{name}"
 
 
 def bucket_keys(backend: Node, name: str) -> BucketKeys:
     """The index keys of the bucket of lock ``name``."""
-    return BucketKeys.build(backend, bucket_of(name, backend.options["LOCK_INDEX_BUCKETS"]))
+    return name_keys(backend, name)[1]

@@ -9,14 +9,50 @@ fence stays the same across re-entries because they are one grant.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ..calls.node import Backend
 from ..calls.requests import request_id
 from ..exceptions import LockNotOwned
 from .base import SIGNAL_MS, WAIT_RECORD_CAP, BaseLock
-from .keys import BucketKeys, bucket_keys, lock_key, to_ms
+from .keys import BucketKeys, name_keys, to_ms
 from .owners import Hold, new_token
+from .transport import ScriptCalls
+
+#: What lock objects of one name on one backend share: the lock key, the signal key, the
+#: bucket's index keys, the waiters key, the keys of an acquire, of a waiting acquire and of
+#: a release, and the prepared calls (:class:`~.transport.ScriptCalls`).
+_Spec = tuple[str, str, BucketKeys, str, list[str], list[str], list[str], ScriptCalls]
+
+#: Most lock names whose spec one backend keeps (then it starts over).
+MAX_SPECS = 1024
+_specs: weakref.WeakKeyDictionary[Any, dict[str, _Spec]] = weakref.WeakKeyDictionary()
+
+
+def _spec(backend: Backend, name: str) -> _Spec:
+    """The keys and prepared calls of lock ``name`` on ``backend``, built once per name.
+
+    ``with locks[alias].lock(name, ttl=10):`` builds a lock object per call; building
+    its keys and preparing its calls again each time cost a quarter of the cycle. The
+    key lists are never changed after this (a call that needs other keys builds its own).
+    """
+    known = _specs.get(backend)
+    if known is None:
+        known = _specs.setdefault(backend, {})
+    found = known.get(name)
+    if found is None:
+        base, ix = name_keys(backend, name)
+        key, signal_key, waiters_key = f"{base}:l:{name}", f"{base}:s:{name}", f"{base}:q:{name}"
+        acquire_keys = [key, ix.fence, ix.names, ix.expiry, ix.released]
+        wait_keys = [*acquire_keys, waiters_key]
+        release_keys = [key, signal_key, ix.released, ix.expiry, ix.fence]
+        calls = ScriptCalls()
+        found = (key, signal_key, ix, waiters_key, acquire_keys, wait_keys, release_keys, calls)
+        if len(known) >= MAX_SPECS:
+            known.clear()
+        known[name] = found
+    return found
 
 
 class Lock(BaseLock):
@@ -31,15 +67,18 @@ class Lock(BaseLock):
         super().__init__(backend, name, **kwargs)
         self.reentrant = bool(reentrant)
         self.kind = "reentrant" if self.reentrant else "mutex"
-        self._key = lock_key(backend, self.name, "l")
-        self._signal_key = lock_key(backend, self.name, "s")
-        self._index: BucketKeys = bucket_keys(backend, self.name)
-        ix = self._index
-        # built once: every acquire and release sends the same keys
-        self._waiters_key = lock_key(backend, self.name, "q")
-        self._acquire_keys = [self._key, ix.fence, ix.names, ix.expiry, ix.released]
-        self._wait_keys = [*self._acquire_keys, self._waiters_key]
-        self._release_keys = [self._key, self._signal_key, ix.released, ix.expiry, ix.fence]
+        # shared by every lock object of this name on this backend: the keys each call
+        # sends and the prepared calls that send them (see :func:`_spec`)
+        (
+            self._key,
+            self._signal_key,
+            self._index,
+            self._waiters_key,
+            self._acquire_keys,
+            self._wait_keys,
+            self._release_keys,
+            self._scripts,
+        ) = _spec(backend, self.name)
         # "t": the owner is a token drawn per acquire call, which names the call (resends)
         self._kind_code = "r" if self.reentrant else "m" if self.owner else "t"
 

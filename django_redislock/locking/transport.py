@@ -1,23 +1,78 @@
-"""The hot path of every lock call: one prepared ``EVALSHA`` per script a lock runs.
+"""The hot path of every lock call: one prepared ``EVALSHA`` per script and keys, per client.
 
-Each lock object keeps, per script it runs, a
-:class:`~django_redislock.calls.script.Prepared` call whose head (``EVALSHA``,
-the sha, the key count and the lock's keys) is packed once, so a call packs
-only its few arguments (see :mod:`django_redislock.calls.script`, which also
-handles ``NOSCRIPT``, and :mod:`django_redislock.calls.direct` for the clients that may
+A :class:`~django_redislock.calls.script.Prepared` call packs its head (``EVALSHA``,
+the sha, the key count and the lock's keys) once, so a call packs only its few
+arguments (see :mod:`django_redislock.calls.script`, which also handles
+``NOSCRIPT``, and :mod:`django_redislock.calls.direct` for the clients that may
 skip redis-py's ``execute_command``).
+
+The prepared calls belong to the client, not to the lock object: the README's
+``with locks["default"].lock(name, ttl=10):`` builds a new object per call, and
+rebuilding the senders and packing the heads each time cost about a quarter of
+a cycle. :class:`ClientCalls` keeps them per backend and client (so per alias and
+process: a settings change brings a new backend, a fork a new client, and either
+a new cache), keyed by script and keys, up to ``MAX_PREPARED`` of them; whether
+the client may use the direct sender is decided once per client too.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
+from ..calls.direct import DirectSender, direct_pool
 from ..calls.node import Node
 from ..calls.script import Prepared, script
+from ..connections import Client
+
+#: Most prepared calls one client keeps (about 1 KB each); the oldest goes first.
+MAX_PREPARED = 2048
+
+
+class ClientCalls:
+    """The prepared lock calls of one blocking client."""
+
+    __slots__ = ("_grow", "calls", "client", "pool")
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        #: the pool a direct sender may use, decided once for this client (None: the wrapper)
+        self.pool = direct_pool(client)
+        self.calls: dict[tuple[Any, ...], Prepared] = {}
+        self._grow = threading.Lock()
+
+    def get(self, client: Client, name: str, keys: list[str], direct: bool) -> Prepared:
+        """The prepared call of script ``name`` with ``keys`` (built on first use)."""
+        cache_key = (name, direct, *keys)
+        entry = self.calls.get(cache_key)
+        if entry is None:
+            # the pool decided once above, not per call built (redis-py's metrics check)
+            entry = script(name).prepare(client, keys, direct=False)
+            if direct and self.pool is not None:
+                entry.sender = DirectSender(self.pool, entry.head)
+            with self._grow:  # eviction iterates the dict: no other thread may add meanwhile
+                if len(self.calls) >= MAX_PREPARED:
+                    del self.calls[next(iter(self.calls))]
+                self.calls[cache_key] = entry
+        return entry
+
+
+# keyed by the backend, which outlives its clients and owns them anyway (a cache keyed by
+# the client would keep it alive: every prepared call refers to its client)
+_backends: weakref.WeakKeyDictionary[Any, ClientCalls] = weakref.WeakKeyDictionary()
+
+
+def client_calls(backend: Node, client: Client) -> ClientCalls:
+    """The :class:`ClientCalls` of ``backend``'s current blocking ``client``."""
+    found = _backends.get(backend)
+    if found is None or found.client is not client:
+        found = _backends[backend] = ClientCalls(client)
+    return found
 
 
 class ScriptCalls:
-    """The script calls of one lock object: a prepared call per script."""
+    """The script calls of one lock object: the client's prepared call per script."""
 
     __slots__ = ("_entries",)
 
@@ -28,7 +83,10 @@ class ScriptCalls:
         """Run script ``name`` with ``keys`` and ``args`` on ``backend``'s blocking client."""
         client = backend.client
         entry = self._entries.get(name)
+        # one entry per script, replaced whole: threads that share this object (lock
+        # objects of one name share it) never pair one call's keys with another's head
         if entry is None or entry.client is not client or entry.keys != keys:
             direct = bool(backend.options.get("DIRECT_SENDER", True))
-            entry = self._entries[name] = script(name).prepare(client, keys, direct)
+            calls = client_calls(backend, client)
+            entry = self._entries[name] = calls.get(client, name, keys, direct)
         return entry(args)

@@ -81,10 +81,13 @@ class Held:
     short: bool
     granted_at: float
     count: int = 1
+    #: When the call that granted (or last extended) it was sent: the server's TTL started
+    #: after this and before ``granted_at`` (the reply), which a loaded machine can delay.
+    sent_at: float = 0.0
 
     def certain(self) -> bool:
         """Surely still live: a long hold, or a short one well inside its TTL."""
-        return not self.short or time.monotonic() - self.granted_at < SHORT_TTL / 3
+        return not self.short or time.monotonic() - self.sent_at < SHORT_TTL / 3
 
     def surely_gone(self) -> bool:
         return self.short and time.monotonic() - self.granted_at > EXPIRE_SLEEP
@@ -103,6 +106,7 @@ class LockModel(RuleBasedStateMachine):
         self.name = f"model-{uuid.uuid4().hex[:10]}"
         self.last_fence = 0
         self.expires = 0
+        self.sent_at = 0.0
         #: Holds some failed call may have left in Redis (unknown outcome): tolerated until
         #: they are sure to have expired.
         self.phantoms: list[float] = []
@@ -123,6 +127,7 @@ class LockModel(RuleBasedStateMachine):
 
     def call(self, fn: Any, *args: Any) -> tuple[bool, Any]:
         """Run one lock call; (False, error) when it failed with a connection error."""
+        self.sent_at = time.monotonic()
         try:
             return True, fn(*args)
         except ConnectionFailed as exc:
@@ -203,15 +208,22 @@ class MutexModel(LockModel):
         if not result:
             return
         for other in [a for a in self.held if a != actor]:  # they must have expired
-            del self.held[other]
+            gone = self.held.pop(other)
+            # its object may not know yet (a loaded machine let a short hold end between
+            # two rules): its release reports the loss, and the object is free again
+            with contextlib.suppress(LockLost):
+                while gone.obj.held_by_me():
+                    gone.obj.release()
         if actor in self.held:
             held = self.held[actor]
             assert lock.fence == held.fence, "a re-entry changed the fence"
             held.count += 1
-            held.granted_at = time.monotonic()
+            held.granted_at, held.sent_at = time.monotonic(), self.sent_at
         else:
             self.new_fence(lock.fence)
-            self.held[actor] = Held(lock, lock.fence, actor == "C", time.monotonic())
+            self.held[actor] = Held(
+                lock, lock.fence, actor == "C", time.monotonic(), sent_at=self.sent_at
+            )
         assert lock.count == self.held[actor].count or not self.reentrant
 
     @rule(actor=st.sampled_from(actors), fault=FAULT)
@@ -256,7 +268,8 @@ class MutexModel(LockModel):
         self.arm(fault)
         ok, _ = self.call(self.locks[actor].extend)
         if ok:
-            self.held[actor].granted_at = time.monotonic()
+            held = self.held[actor]
+            held.granted_at, held.sent_at = time.monotonic(), self.sent_at
 
     @precondition(lambda self: self.expires < MAX_EXPIRES)
     @rule()
@@ -321,7 +334,9 @@ class RWModel(LockModel):
         if result:
             self.writer = None
             self.new_fence(reader.fence)
-            self.readers[actor] = Held(reader, reader.fence, short, time.monotonic())
+            self.readers[actor] = Held(
+                reader, reader.fence, short, time.monotonic(), sent_at=self.sent_at
+            )
 
     @rule(actor=st.sampled_from(("W1", "W2")), fault=FAULT)
     def write(self, actor: str, fault: str) -> None:
@@ -344,7 +359,10 @@ class RWModel(LockModel):
         if result:
             self.readers.clear()
             self.new_fence(writer.fence)
-            self.writer = (actor, Held(writer, writer.fence, short, time.monotonic()))
+            self.writer = (
+                actor,
+                Held(writer, writer.fence, short, time.monotonic(), sent_at=self.sent_at),
+            )
 
     @rule(fault=FAULT)
     def downgrade(self, fault: str) -> None:
@@ -363,7 +381,9 @@ class RWModel(LockModel):
             assert not held.certain(), "a certain write hold could not downgrade"
             return
         assert result.fence == held.fence, "a downgrade changed the fence"
-        self.readers[f"{actor}-read"] = Held(result, held.fence, held.short, time.monotonic())
+        self.readers[f"{actor}-read"] = Held(
+            result, held.fence, held.short, time.monotonic(), sent_at=self.sent_at
+        )
 
     def _downgrade(self, writer: Any) -> Any:
         try:

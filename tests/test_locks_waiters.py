@@ -290,7 +290,8 @@ def test_a_redlock_grant_removes_its_waiter_entry_on_the_masters_that_refused(
     waiter; the other three grant it. The fence write removes the entry on all five."""
     backend = redlock_backend(redlock_servers)
     name = "seat:2"
-    key, waiters = lock_key(backend, name, "l"), lock_key(backend, name, "q")
+    master = backend.masters[0]  # every master keys a name alike
+    key, waiters = lock_key(master, name, "l"), lock_key(master, name, "q")
     raws = [server.client() for server in redlock_servers]
     for raw in raws[:2]:
         raw.hset(key, mapping={"o": "someone-else", "f": 1, "n": 1})

@@ -136,7 +136,8 @@ def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str,
     urls = [proxy.url for proxy in run.proxies]
     options: dict[str, Any] = {"DEFAULT_TTL": DEFAULT_TTL}
     if run.kind == "redlock":
-        options.update(MASTER_TIMEOUT=SOCKET_TIMEOUT, QUARANTINE_FRESH_MASTERS=False)
+        # a restarted master sits out MAX_TTL: keep that short, above the longest TTL
+        options.update(MASTER_TIMEOUT=SOCKET_TIMEOUT, QUARANTINE_FRESH_MASTERS=False, MAX_TTL=3.0)
     else:
         options["SOCKET_TIMEOUT"] = SOCKET_TIMEOUT
     if run.kind == "cluster":

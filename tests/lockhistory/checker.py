@@ -135,6 +135,7 @@ class Report:
     faults: Counter[str] = field(default_factory=Counter)
     writes: Counter[str] = field(default_factory=Counter)
     expected: Counter[str] = field(default_factory=Counter)
+    seed: int | None = None
 
     @property
     def by_type(self) -> Counter[str]:
@@ -142,7 +143,7 @@ class Report:
 
     def table(self) -> str:
         """The table ``dev.py soak`` prints."""
-        lines: list[str] = []
+        lines: list[str] = [] if self.seed is None else [f"seed: {self.seed}"]
 
         def section(title: str, counts: Counter[str]) -> None:
             lines.append(f"{title}: {sum(counts.values())}")

@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ def open_db(directory: Path) -> dict[str, Any]:
             for name in (*NAMES, *RW_NAMES):
                 conn.execute(f"INSERT INTO {table} VALUES (%s, 0, 0)", (name,))
         return {"engine": "postgresql", "dsn": POSTGRES_DSN, "table": table}
-    except Exception:  # noqa: BLE001 - no driver, no server: SQLite does the same job
+    except Exception:  # no driver, no server: SQLite does the same job
         import sqlite3
 
         path = str(directory / "rows.sqlite3")
@@ -181,66 +182,64 @@ def _raw(server: RedisProcess) -> redis.Redis:
     return server.client(socket_timeout=5.0)
 
 
+def _sigstop(run: Run) -> bool:
+    """Stop a live worker for longer than the longest TTL; a timer resumes it."""
+    live = [w for w in run.workers if w.poll() is None and w.pid not in run.stopped]
+    if not live:
+        return False
+    victim = run.rng.choice(live)
+    victim.send_signal(signal.SIGSTOP)
+    run.stopped.add(victim.pid)
+
+    def resume() -> None:
+        if victim.poll() is None:
+            victim.send_signal(signal.SIGCONT)
+        run.stopped.discard(victim.pid)
+
+    timer = threading.Timer(max(TTLS) * run.rng.uniform(1.1, 1.6), resume)
+    timer.daemon = True
+    timer.start()
+    run.timers.append(timer)
+    return True
+
+
+def _restart(server: RedisProcess, rng: random.Random) -> bool:
+    server.kill()  # SIGKILL: every write was fsynced (appendfsync always)
+    time.sleep(rng.uniform(0.05, 0.3))
+    server.start()
+    return True
+
+
+def _each(servers: list[RedisProcess], command: str) -> bool:
+    for server in servers:
+        _raw(server).execute_command(*command.split())
+    return True
+
+
+#: Each fault: what it does to (run, proxy, server, times), True when it was applied.
+FAULTS: dict[str, Callable[[Run, FaultProxy, RedisProcess, int], object]] = {
+    "lost reply (cut)": lambda r, p, s, n: p.drop_reply(times=n, then="cut"),
+    "lost reply (silent)": lambda r, p, s, n: p.drop_reply(times=n, then="silent"),
+    "lost request": lambda r, p, s, n: p.drop_request(times=1),
+    "stall past the timeout": lambda r, p, s, n: p.stall_on(
+        SOCKET_TIMEOUT * r.rng.uniform(1.2, 2.5)
+    ),
+    "cut mid-reply": lambda r, p, s, n: p.cut_mid_reply(times=n),
+    "cut every connection": lambda r, p, s, n: p.cut_all() or True,
+    "SIGSTOP past the TTL": lambda r, p, s, n: _sigstop(r),
+    "SCRIPT FLUSH": lambda r, p, s, n: _each(r.servers, "SCRIPT FLUSH"),
+    "CLIENT PAUSE": lambda r, p, s, n: _each([s], f"CLIENT PAUSE {r.rng.randint(100, 700)} ALL"),
+    "restart (AOF)": lambda r, p, s, n: _restart(s, r.rng),
+}
+
+
 def apply_fault(run: Run) -> None:
     """One fault, chosen at random among those this kind takes."""
-    rng = run.rng
-    i = rng.randrange(len(run.proxies))
-    proxy, server = run.proxies[i], run.servers[i]
-    choices = [
-        "lost reply (cut)",
-        "lost reply (silent)",
-        "lost request",
-        "stall past the timeout",
-        "cut mid-reply",
-        "cut every connection",
-        "SIGSTOP past the TTL",
-        "SCRIPT FLUSH",
-        "CLIENT PAUSE",
-    ]
-    if run.kind != "cluster":
-        choices.append("restart (AOF)")
-    fault = rng.choice(choices)
-    times = rng.randint(1, 3)
-    if fault == "lost reply (cut)":
-        proxy.drop_reply(times=times, then="cut")
-    elif fault == "lost reply (silent)":
-        proxy.drop_reply(times=times, then="silent")
-    elif fault == "lost request":
-        proxy.drop_request(times=1)
-    elif fault == "stall past the timeout":
-        proxy.stall_on(SOCKET_TIMEOUT * rng.uniform(1.2, 2.5))
-    elif fault == "cut mid-reply":
-        proxy.cut_mid_reply(times=times)
-    elif fault == "cut every connection":
-        proxy.cut_all()
-    elif fault == "SIGSTOP past the TTL":
-        live = [w for w in run.workers if w.poll() is None and w.pid not in run.stopped]
-        if not live:
-            return
-        victim = rng.choice(live)
-        seconds = max(TTLS) * rng.uniform(1.1, 1.6)
-        victim.send_signal(signal.SIGSTOP)
-        run.stopped.add(victim.pid)
-
-        def resume(victim: subprocess.Popen[bytes] = victim) -> None:
-            if victim.poll() is None:
-                victim.send_signal(signal.SIGCONT)
-            run.stopped.discard(victim.pid)
-
-        timer = threading.Timer(seconds, resume)
-        timer.daemon = True
-        timer.start()
-        run.timers.append(timer)
-    elif fault == "SCRIPT FLUSH":
-        for each in run.servers:
-            _raw(each).script_flush()
-    elif fault == "CLIENT PAUSE":
-        _raw(server).execute_command("CLIENT", "PAUSE", rng.randint(100, 700), "ALL")
-    elif fault == "restart (AOF)":
-        server.kill()  # SIGKILL: every write was fsynced (appendfsync always)
-        time.sleep(rng.uniform(0.05, 0.3))
-        server.start()
-    run.fault(fault, proxy=i)
+    i = run.rng.randrange(len(run.proxies))
+    names = [name for name in FAULTS if run.kind != "cluster" or name != "restart (AOF)"]
+    fault = run.rng.choice(names)
+    if FAULTS[fault](run, run.proxies[i], run.servers[i], run.rng.randint(1, 3)):
+        run.fault(fault, proxy=i)
 
 
 def clear_faults(run: Run) -> None:
@@ -276,6 +275,23 @@ def leftovers(run: Run) -> list[dict[str, Any]]:
                 if late or client.pttl(key) == -1:
                     found.append({"name": name, "key": text, "readers past deadline": len(late)})
     return found
+
+
+def finish(state: Run, seconds: float) -> None:
+    """End the faults, wait for the workers (bounded), one longest TTL more, record the end."""
+    clear_faults(state)
+    for worker in state.workers:
+        try:
+            worker.wait(timeout=60 + seconds / 10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(timeout=10)
+            state.fault("worker killed at the end (did not finish)")
+    time.sleep(max(*TTLS, DEFAULT_TTL) + 0.5)
+    final = {"ev": "final", "rows": read_rows(state.db), "leftover": leftovers(state)}
+    final["exit_codes"] = [w.returncode for w in state.workers]
+    state.log.write(json.dumps(final) + "\n")
+    state.log.close()
 
 
 # -- one run ---------------------------------------------------------------------------------
@@ -316,24 +332,13 @@ def run(
             time.sleep(rng.uniform(*fault_every))
             if all(w.poll() is not None for w in state.workers):
                 break
-        clear_faults(state)
-        for worker in state.workers:
-            try:
-                worker.wait(timeout=60 + seconds / 10)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(timeout=10)
-                state.fault("worker killed at the end (did not finish)")
-        time.sleep(max(*TTLS, DEFAULT_TTL) + 0.5)
-        final = {"ev": "final", "rows": read_rows(state.db), "leftover": leftovers(state)}
-        final["exit_codes"] = [w.returncode for w in state.workers]
-        state.log.write(json.dumps(final) + "\n")
-        state.log.close()
+        finish(state, seconds)
         records = read_history(sorted(directory.glob("*.jsonl")))
         report = check(records)
-        for worker, code in enumerate(final["exit_codes"]):
-            if code != 0:
-                report.faults[f"worker w{worker} exited {code}"] += 1
+        report.seed = seed
+        for i, worker in enumerate(state.workers):
+            if worker.returncode != 0:
+                report.faults[f"worker w{i} exited {worker.returncode}"] += 1
         return report, directory
     finally:
         clear_faults(state)

@@ -189,7 +189,9 @@ class Worker:
         roll = self.rng.random()
         if roll < 0.05:
             return ttl * self.rng.uniform(1.0, 1.5)  # past the TTL (a watchdog keeps it)
-        return self.rng.uniform(0, 0.4 * ttl) if roll < 0.5 else self.rng.uniform(0, 0.02)
+        if roll < 0.25:
+            return ttl * self.rng.uniform(0.4, 0.9)  # most of the TTL
+        return self.rng.uniform(0, 0.3 * ttl) if roll < 0.55 else self.rng.uniform(0, 0.02)
 
     def extend(self, lock: Any, rec: dict[str, Any]) -> None:
         ttl = self.rng.choice(self.ttls)

@@ -325,42 +325,51 @@ class Worker:
         delay = self.rng.uniform(0, 0.005)
         repeat = self.rng.random() < 0.5
 
-        async def run() -> None:
+        state = {"acquiring": True}
+
+        async def body() -> None:
             invoke = now()
             self.hist.step(op, "acquire_async", "invoke")
-            task = asyncio.ensure_future(lock.acquire_async(timeout=1.0))
-            await asyncio.sleep(delay)
-            for _ in range(200):  # bounded: at most 200 cancellations, 0.5 ms apart
-                if task.done():
-                    break
-                task.cancel()
-                if not repeat:
-                    break
-                await asyncio.sleep(0.0005)
             try:
-                got = await asyncio.wait_for(asyncio.shield(task), 10)
+                got = await lock.acquire_async(timeout=1.0)
             except asyncio.CancelledError:
                 self.hist.step(op, "acquire_async", "fail", error="cancelled")
-                return
-            except (*self.errors, asyncio.TimeoutError) as exc:
+                raise
+            except self.errors as exc:
                 self.hist.step(op, "acquire_async", "unknown", error=type(exc).__name__)
                 return
+            finally:
+                state["acquiring"] = False
             self.hist.step(op, "acquire_async", "ok" if got else "fail")
             if not got:
                 return
             rec = self.record(lock, op, "async mutex", invoke, now(), identity=op)
-            self.work(lock, rec)
+            self.work(lock, rec)  # the same task: sync calls on the lock are allowed
             self.close(lock, rec, lock._hold)
             self.hist.step(op, "release_async", "invoke")
             try:
                 await lock.release_async()
+                self.hist.step(op, "release_async", "ok")
                 rec["release"] = "ok"
             except self.LockLost:
+                self.hist.step(op, "release_async", "fail", error="LockLost")
                 rec["release"] = "lost"
-            except self.errors:
+            except self.errors as exc:
+                self.hist.step(op, "release_async", "unknown", error=type(exc).__name__)
                 rec["release"] = "unknown"
-            self.hist.step(op, "release_async", "ok")
             self.hist.add(**rec)
+
+        async def run() -> None:
+            task = asyncio.ensure_future(body())
+            await asyncio.sleep(delay)
+            for _ in range(200):  # bounded: at most 200 cancellations, 0.5 ms apart
+                if task.done() or not state["acquiring"]:
+                    break
+                task.cancel()  # only while the acquire is in flight
+                if not repeat:
+                    break
+                await asyncio.sleep(0.0005)
+            await asyncio.wait({task}, timeout=30)
 
         asyncio.run(run())
 

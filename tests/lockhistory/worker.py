@@ -193,8 +193,8 @@ class Worker:
             return ttl * self.rng.uniform(0.4, 0.9)  # most of the TTL
         return self.rng.uniform(0, 0.3 * ttl) if roll < 0.55 else self.rng.uniform(0, 0.02)
 
-    def extend(self, lock: Any, rec: dict[str, Any]) -> None:
-        ttl = self.rng.choice(self.ttls)
+    def extend(self, lock: Any, rec: dict[str, Any], ttl: float | None = None) -> None:
+        ttl = self.rng.choice(self.ttls) if ttl is None else ttl
         hold, invoke = lock._hold, now()
         self.hist.step(rec["op"], "extend", "invoke")
         try:
@@ -280,6 +280,53 @@ class Worker:
         if owner and self.rng.random() < 0.3:
             self.ensure(outer, rec)  # a lost owner= hold, then its release (issue 23, 3)
         self.release(outer, rec, "reentrant release")
+
+    def shortened(self) -> None:
+        """An outer hold with a long explicit TTL, an inner watchdog hold or a short extend.
+
+        The inner parts may not end the outer hold early (issue 23, 2): the outer goes on
+        believing its own deadline after the inner one is released.
+        """
+        op = self.hist.op_id()
+        name = self.rng.choice(self.names)
+        identity = f"thread:{self.hist.worker}"
+        outer = self.backend.lock(name, reentrant=True, ttl=max(self.ttls))
+        got, invoke = self.acquire(outer, op, "reentrant acquire")
+        if not got:
+            return
+        rec = self.record(outer, op, "reentrant", invoke, now(), identity=identity)
+        self.work(outer, rec)
+        inner = self.backend.lock(name, reentrant=True)  # the watchdog, DEFAULT_TTL
+        iop = self.hist.op_id()
+        got, iinvoke = self.acquire(inner, iop, "reentry")
+        if got:
+            irec = self.record(inner, iop, "reentry", iinvoke, now(), identity=identity)
+            irec["fresh"] = False
+            time.sleep(float(inner.ttl) * self.rng.uniform(0.4, 0.6))  # one renewal
+            if self.rng.random() < 0.5:
+                self.extend(inner, irec, min(self.ttls))
+            self.release(inner, irec, "reentry release")
+        time.sleep(max(0.0, rec["invoke"] + max(self.ttls) * 0.8 - now()))
+        self.release(outer, rec, "reentrant release")
+
+    def lost_owner(self) -> None:
+        """An ``owner=`` hold that expires, ``ensure_held`` says so, then its release.
+
+        The release of a hold known lost must not end the same owner's newer hold, taken
+        meanwhile by another process (issue 23, 3).
+        """
+        op = self.hist.op_id()
+        name = self.rng.choice(self.names)
+        owner = "job-0"
+        lock = self.backend.lock(name, reentrant=True, owner=owner, ttl=min(self.ttls))
+        got, invoke = self.acquire(lock, op, "reentrant acquire")
+        if not got:
+            return
+        rec = self.record(lock, op, "reentrant", invoke, now(), identity=f"owner:{owner}")
+        self.work(lock, rec)
+        time.sleep(max(0.0, rec["invoke"] + float(lock.ttl) * 1.3 - now()))
+        self.ensure(lock, rec)
+        self.release(lock, rec, "reentrant release")
 
     def read_write(self) -> None:
         op = self.hist.op_id()
@@ -377,6 +424,7 @@ class Worker:
         ops = [(self.mutex, 3), (self.cancelled, 2)]
         if self.kind != "redlock":
             ops += [(self.reentrant, 3), (self.read_write, 3)]
+            ops += [(self.shortened, 1), (self.lost_owner, 1)]
         funcs, weights = zip(*ops, strict=True)
         deadline = now() + self.args["seconds"]
         for _ in range(self.args["max_ops"]):

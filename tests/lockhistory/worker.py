@@ -20,6 +20,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from typing import Any
 
@@ -75,12 +76,17 @@ class Rows:
 
 
 class Belief:
-    """Deadlines each hold has evidence for, fed by the watchdog wrapper and the worker."""
+    """The deadline each open hold has evidence for, fed by the watchdog wrapper and the worker.
+
+    Kept in the hold's own record (``rec["until"]``); the hold objects are referenced while
+    their record is open, so an ``id()`` is never confused with a later hold's.
+    """
 
     def __init__(self, redlock: bool) -> None:
         self.redlock = redlock
-        self.until: dict[int, float] = {}
+        self.open: dict[int, tuple[Any, dict[str, Any]]] = {}
         self.lost: dict[tuple[str, int], float] = {}
+        self.guard = threading.Lock()
 
     def watch(self) -> None:
         from django_redislock import signals
@@ -99,7 +105,7 @@ class Belief:
             renewed(lock, hold, result)
             ok = not isinstance(result, Exception) and int(result) > 0
             if ok and lock._hold is hold and id(hold) in sent:
-                self.set(hold, sent[id(hold)] + float(lock.ttl))
+                self.renewed(lock, hold, sent.pop(id(hold)))
 
         watchdog._renew, watchdog._renewed = _renew, _renewed  # type: ignore[method-assign]
 
@@ -108,13 +114,41 @@ class Belief:
 
         signals.lock_lost.connect(lost, weak=False)
 
-    def set(self, hold: Any, until: float) -> None:
-        self.until[id(hold)] = max(self.until.get(id(hold), 0.0), until)
-
-    def of(self, lock: Any, hold: Any) -> float:
+    def track(self, lock: Any, hold: Any, rec: dict[str, Any], invoke: float) -> None:
+        rec["until"], rec["set_at"] = invoke + float(lock.ttl), invoke
         if self.redlock:
-            return float(getattr(lock, "_valid_until", 0.0))
-        return self.until.get(id(hold), 0.0)
+            rec["until"] = float(lock._valid_until)
+        with self.guard:
+            self.open[id(hold)] = (hold, rec)
+
+    def renewed(self, lock: Any, hold: Any, sent: float) -> None:
+        """A renewal sent at ``sent`` succeeded: the TTL runs from then at least."""
+        with self.guard:
+            hold_rec = self.open.get(id(hold))
+            if hold_rec is None or hold_rec[0] is not hold:
+                return
+            rec = hold_rec[1]
+            if self.redlock:
+                rec["until"] = max(rec["until"], float(lock._valid_until))
+            elif sent > rec["set_at"]:  # not overtaken by a later extend of this object
+                rec["until"] = max(rec["until"], sent + float(lock.ttl))
+
+    def extended(
+        self, lock: Any, hold: Any, rec: dict[str, Any], invoke: float, ttl: float
+    ) -> None:
+        """``extend(ttl)`` sent at ``invoke`` succeeded: it *sets* the TTL (it may shorten)."""
+        with self.guard:
+            if self.redlock:
+                rec["until"] = max(rec["until"], float(lock._valid_until))
+            else:
+                rec["until"], rec["set_at"] = invoke + ttl, invoke
+
+    def close(self, rec: dict[str, Any]) -> None:
+        with self.guard:
+            for key, (_, tracked) in list(self.open.items()):
+                if tracked is rec:
+                    del self.open[key]
+            rec.pop("set_at", None)
 
 
 class Worker:
@@ -141,13 +175,13 @@ class Worker:
         rec = {"ev": "hold", "op": op, "name": lock.name, "kind": kind, "fence": hold.fence}
         rec.update(invoke=invoke, ok=ok, ttl=float(lock.ttl), watchdog=bool(lock.watchdog))
         rec.update(kw)
-        self.belief.set(hold, invoke + float(lock.ttl))
+        self.belief.track(lock, hold, rec, invoke)
         return rec
 
     def close(self, lock: Any, rec: dict[str, Any], hold: Any) -> None:
-        """Fill in the hold's belief and loss once its release is about to be sent."""
+        """Fill in the hold's loss and stop tracking it: its release is about to be sent."""
         rec["released"] = now()
-        rec["until"] = self.belief.of(lock, hold)
+        self.belief.close(rec)
         told = self.belief.lost.get((lock.name, rec["fence"]))
         if told is not None and "lost_at" not in rec:
             rec["lost_at"] = told
@@ -206,8 +240,7 @@ class Worker:
         except self.errors as exc:
             self.hist.step(rec["op"], "extend", "unknown", error=type(exc).__name__)
             return
-        if self.kind != "redlock":
-            self.belief.until[id(hold)] = invoke + ttl  # extend sets the TTL
+        self.belief.extended(lock, hold, rec, invoke, ttl)
         self.hist.step(rec["op"], "extend", "ok")
 
     def ensure(self, lock: Any, rec: dict[str, Any]) -> None:

@@ -17,7 +17,8 @@ release, an extension, the take-back of a grant) and the server:
   :meth:`LockCalls._send_end`: resent after a lost reply and, if its outcome stays
   unknown, given up by the object (nothing renews the hold, which ends by its TTL).
 * After a cancellation cuts an asyncio call short, :meth:`LockCalls._finish_async`
-  sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on.
+  sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on;
+  that call runs as its own task, so a further cancellation cannot cut it off.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ logger = logging.getLogger("django_redislock.locks")
 RESOLVE_RESENDS = 2
 #: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
 ABANDON_SECONDS = 1.0
+
+#: Clean-ups after cancelled calls still running (strong references, so none is collected).
+_CLEANUPS: set[asyncio.Future[None]] = set()
 
 
 class LockCalls(HoldKeeping):
@@ -140,8 +144,8 @@ class LockCalls(HoldKeeping):
         """The asyncio twin of :meth:`_send_end`.
 
         Cancelled at its await, it sends ``call`` once more, then each ``cleanup`` call
-        (each for at most ``ABANDON_SECONDS``, see :meth:`_finish_async`), before the
-        cancellation goes on.
+        (in that order, each for at most ``ABANDON_SECONDS``, see :meth:`_finish_async`),
+        before the cancellation goes on.
         """
         try:
             try:
@@ -151,17 +155,33 @@ class LockCalls(HoldKeeping):
         except BaseException as exc:  # includes a cancellation at the await
             self._release_failed(hold)
             if not isinstance(exc, ConnectionFailed):
-                for sent in (call, *cleanup):
-                    await self._finish_async(sent)
+                await self._finish_async(call, *cleanup)
             raise
 
-    async def _finish_async(self, call: Call) -> None:
-        """Send a resend-safe call once more, bounded, after a cancellation cut it short."""
+    async def _finish_async(self, *calls: Call) -> None:
+        """Send resend-safe calls once more, in order, after a cancellation cut them short.
+
+        They run as their own task, which the caller waits for shielded: a further
+        cancellation (a second ``cancel()``, or anyio's cancel scope cancelling at every
+        await) ends the caller's wait but not the calls, which finish in the background.
+        A take-back cut off by the second cancellation would leave the grant for its
+        whole TTL. Each call is bounded by ``ABANDON_SECONDS`` (or ``SOCKET_TIMEOUT``,
+        if shorter), so the background task is too.
+        """
+        task = asyncio.ensure_future(self._send_bounded(calls))
+        _CLEANUPS.add(task)
+        task.add_done_callback(_CLEANUPS.discard)
+        await asyncio.shield(task)
+
+    async def _send_bounded(self, calls: tuple[Call, ...]) -> None:
         limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
-        try:
-            await asyncio.wait_for(self._acall(call), limit)
-        except Exception as exc:
-            logger.warning("lock %r: a cancelled call could not be completed: %s", self.name, exc)
+        for call in calls:
+            try:
+                await asyncio.wait_for(self._acall(call), limit)
+            except Exception as exc:
+                logger.warning(
+                    "lock %r: a cancelled call could not be completed: %s", self.name, exc
+                )
 
     # -- an acquire whose outcome is unknown -------------------------------------------------
 

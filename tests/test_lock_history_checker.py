@@ -121,7 +121,7 @@ def test_a_hold_outliving_its_ttl_is_found() -> None:
 
 
 def test_the_table_counts_operations_faults_and_expected_categories() -> None:
-    records = [
+    records: list[dict[str, Any]] = [
         {"ev": "op", "what": "acquire", "type": "invoke"},
         {"ev": "op", "what": "acquire", "type": "ok"},
         {"ev": "fault", "type": "drop_reply"},

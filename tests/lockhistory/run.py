@@ -82,10 +82,10 @@ def open_db(directory: Path) -> dict[str, Any]:
     try:
         import psycopg
 
-        with psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
+        with psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3) as pg:
+            pg.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
             for name in (*NAMES, *RW_NAMES):
-                conn.execute(f"INSERT INTO {table} VALUES (%s, 0, 0)", (name,))
+                pg.execute(f"INSERT INTO {table} VALUES (%s, 0, 0)", (name,))
         return {"engine": "postgresql", "dsn": POSTGRES_DSN, "table": table}
     except Exception:  # no driver, no server: SQLite does the same job
         import sqlite3
@@ -104,10 +104,10 @@ def read_rows(db: dict[str, Any], drop: bool = True) -> dict[str, int]:
     if db["engine"] == "postgresql":
         import psycopg
 
-        with psycopg.connect(db["dsn"], autocommit=True) as conn:
-            rows = {name: int(value) for name, value in conn.execute(query).fetchall()}
+        with psycopg.connect(db["dsn"], autocommit=True) as pg:
+            rows = {name: int(value) for name, value in pg.execute(query).fetchall()}
             if drop:
-                conn.execute(f"DROP TABLE {db['table']}")
+                pg.execute(f"DROP TABLE {db['table']}")
         return rows
     import sqlite3
 
@@ -289,7 +289,8 @@ def finish(state: Run, seconds: float) -> None:
             worker.wait(timeout=10)
             state.fault("worker killed at the end (did not finish)")
     time.sleep(max(*TTLS, DEFAULT_TTL) + 0.5)
-    final = {"ev": "final", "rows": read_rows(state.db), "leftover": leftovers(state)}
+    final: dict[str, Any] = {"ev": "final", "rows": read_rows(state.db)}
+    final["leftover"] = leftovers(state)
     final["exit_codes"] = [w.returncode for w in state.workers]
     state.log.write(json.dumps(final) + "\n")
     state.log.close()

@@ -135,6 +135,7 @@ class Report:
     faults: Counter[str] = field(default_factory=Counter)
     writes: Counter[str] = field(default_factory=Counter)
     expected: Counter[str] = field(default_factory=Counter)
+    orphans: Counter[str] = field(default_factory=Counter)
     seed: int | None = None
 
     @property
@@ -157,6 +158,7 @@ class Report:
         section("violations", self.by_type)
         if self.expected:
             section("expected without the system check (not a pass)", self.expected)
+        section("grants seen in Redis that no holder had (ended by their TTL)", self.orphans)
         for violation in self.violations[:20]:
             lines.append(f"  ! {violation}")
         return "\n".join(lines)
@@ -285,16 +287,57 @@ def _leftovers(final: dict[str, Any] | None) -> list[Violation]:
     ]
 
 
+#: Seconds before an orphan grant was first seen in which an outcome may have caused it.
+ORPHAN_WINDOW = 3.0
+
+
+def _orphans(
+    grants: list[dict[str, Any]], holds: list[Hold], ends: list[dict[str, Any]]
+) -> Counter[str]:
+    """Grants seen in Redis that no worker reported holding, by the outcome that may explain.
+
+    Documented: an acquire whose outcome stayed unknown (Redis unreachable) may leave its
+    grant until its TTL. A cancelled acquire leaves nothing unless its take-back could not
+    reach Redis either (under these faults it sometimes cannot), so these are counted, not
+    judged.
+    """
+    held = {(h.name, h.fence) for h in holds}
+    first: dict[tuple[str, int], float] = {}
+    for grant in grants:
+        key = (grant["name"], int(grant["fence"]))
+        if key not in held:
+            first[key] = min(first.get(key, grant["t"]), grant["t"])
+    found: Counter[str] = Counter()
+    for (name, _), t in first.items():
+        near = [e for e in ends if e.get("name") == name and t - ORPHAN_WINDOW <= e["t"] <= t + 1]
+        if any(e["type"] == "unknown" for e in near):
+            found["after an acquire with an unknown outcome"] += 1
+        elif any(e.get("error") == "cancelled" for e in near):
+            found["after a cancelled acquire"] += 1
+        else:
+            found["no acquire outcome to explain it"] += 1
+    return found
+
+
 def check(records: Iterable[dict[str, Any]]) -> Report:
     """Check a whole history; the report's ``violations`` is empty when it passes."""
     report = Report()
     holds: list[Hold] = []
     writes: list[Write] = []
     final: dict[str, Any] | None = None
+    grants: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # op -> the name its acquire was for
+    ends: list[dict[str, Any]] = []  # acquire outcomes, with the name
     for rec in records:
         ev = rec.get("ev")
         if ev == "op":
             report.ops[f"{rec['what']} {rec['type']}"] += 1
+            if "name" in rec:
+                names[rec["op"]] = rec["name"]
+            elif rec["type"] != "invoke" and rec.get("op") in names and "acquire" in rec["what"]:
+                ends.append({**rec, "name": names[rec["op"]]})
+        elif ev == "grant":
+            grants.append(rec)
         elif ev == "hold":
             hold = Hold.of(rec)
             holds.append(hold)
@@ -313,4 +356,5 @@ def check(records: Iterable[dict[str, Any]]) -> Report:
     report.violations += _fences(holds)
     report.violations += _writes(writes, final.get("rows") if final else None)
     report.violations += _leftovers(final)
+    report.orphans = _orphans(grants, holds, ends)
     return report

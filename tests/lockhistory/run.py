@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,6 +255,50 @@ def clear_faults(run: Run) -> None:
         proxy.clear()
 
 
+# -- grants seen in Redis -------------------------------------------------------------------
+
+
+def sample_grants(run: Run, until: float) -> None:
+    """Record the fence of every mutex name held in Redis, every 25 ms (direct, no proxy).
+
+    The checker compares them with the holds the workers reported: a grant no holder ever
+    had (it ends by its TTL) is reported apart, with the outcome that may explain it. On
+    Redlock a grant counts when a majority of masters have the same fence.
+    """
+    clients = [server.client(socket_timeout=1.0) for server in run.servers]
+    cluster = (
+        redis.RedisCluster(host="127.0.0.1", port=run.servers[0].port)
+        if run.kind == "cluster"
+        else None
+    )
+    keys = {name: f"{run.prefix}:{{lk{zlib.crc32(name.encode()) % 16}}}:l:{name}" for name in NAMES}
+    out = open(run.directory / "grants.jsonl", "w")  # noqa: SIM115
+    try:
+        while time.monotonic() < until:
+            for name, key in keys.items():
+                t = time.monotonic()
+                seen: list[int] = []
+                for client in [cluster] if cluster is not None else clients:
+                    try:
+                        fence = client.hget(key, "f")
+                    except (redis.RedisError, OSError):
+                        continue
+                    if fence is not None:
+                        seen.append(int(fence))
+                need = 2 if run.kind == "redlock" else 1
+                for fence in set(seen):
+                    if seen.count(fence) >= need:
+                        out.write(json.dumps({"ev": "grant", "name": name, "fence": fence, "t": t}))
+                        out.write("\n")
+            time.sleep(0.025)
+    finally:
+        out.close()
+        for client in clients:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 # -- what is left ----------------------------------------------------------------------------
 
 
@@ -330,6 +375,8 @@ def run(
         args = [worker_args(state, i, seconds, max_ops) for i in range(workers)]
         state.workers = [spawn(a) for a in args]
         deadline = time.monotonic() + seconds
+        sampler = threading.Thread(target=sample_grants, args=(state, deadline + 5), daemon=True)
+        sampler.start()
         time.sleep(min(1.0, seconds / 10))  # let the workers start before the first fault
         while time.monotonic() < deadline:
             try:
@@ -340,6 +387,7 @@ def run(
             if all(w.poll() is not None for w in state.workers):
                 break
         finish(state, seconds)
+        sampler.join(timeout=30)
         records = read_history(sorted(directory.glob("*.jsonl")))
         report = check(records)
         report.seed = seed

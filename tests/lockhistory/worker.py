@@ -257,7 +257,7 @@ class Worker:
 
     def acquire(self, lock: Any, op: str, what: str) -> tuple[bool, float]:
         invoke = now()
-        self.hist.step(op, what, "invoke")
+        self.hist.step(op, what, "invoke", name=lock.name)
         try:
             got = lock.acquire(timeout=self.rng.choice([0, 0.2, 1.0, 2.0]))
         except self.errors as exc:
@@ -409,7 +409,7 @@ class Worker:
 
         async def body() -> None:
             invoke = now()
-            self.hist.step(op, "acquire_async", "invoke")
+            self.hist.step(op, "acquire_async", "invoke", name=lock.name)
             try:
                 got = await lock.acquire_async(timeout=1.0)
             except asyncio.CancelledError:
@@ -457,7 +457,7 @@ class Worker:
         ops = [(self.mutex, 3), (self.cancelled, 2)]
         if self.kind != "redlock":
             ops += [(self.reentrant, 3), (self.read_write, 3)]
-            ops += [(self.shortened, 1), (self.lost_owner, 1)]
+            ops += [(self.shortened, 2), (self.lost_owner, 2)]
         funcs, weights = zip(*ops, strict=True)
         deadline = now() + self.args["seconds"]
         for _ in range(self.args["max_ops"]):

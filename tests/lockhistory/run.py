@@ -166,7 +166,9 @@ def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str,
 
 
 def spawn(args: dict[str, Any]) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    # an outer PYTHONPATH goes first: e.g. another checkout's django_redislock to compare
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
     err = open(Path(args["history"]).with_suffix(".err"), "wb")  # noqa: SIM115
     return subprocess.Popen(
         [sys.executable, "-m", "tests.lockhistory.worker", json.dumps(args)],

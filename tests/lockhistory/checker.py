@@ -287,8 +287,9 @@ def _leftovers(final: dict[str, Any] | None) -> list[Violation]:
     ]
 
 
-#: Seconds before an orphan grant was first seen in which an outcome may have caused it.
-ORPHAN_WINDOW = 3.0
+#: Seconds after an orphan grant was first seen in which the outcome of the call that made
+#: it arrives (its resends and take-back included), and before it (clock granularity).
+ORPHAN_WINDOW = (1.0, 6.0)
 
 
 def _orphans(
@@ -309,13 +310,14 @@ def _orphans(
             first[key] = min(first.get(key, grant["t"]), grant["t"])
     found: Counter[str] = Counter()
     for (name, _), t in first.items():
-        near = [e for e in ends if e.get("name") == name and t - ORPHAN_WINDOW <= e["t"] <= t + 1]
+        before, after = ORPHAN_WINDOW
+        near = [e for e in ends if e.get("name") == name and t - before <= e["t"] <= t + after]
         if any(e["type"] == "unknown" for e in near):
             found["after an acquire with an unknown outcome"] += 1
         elif any(e.get("error") == "cancelled" for e in near):
             found["after a cancelled acquire"] += 1
         else:
-            found["no acquire outcome to explain it"] += 1
+            found["other (e.g. a resent acquire whose first grant expired meanwhile)"] += 1
     return found
 
 

@@ -242,7 +242,11 @@ class BaseLock(LockCalls):
         return to_ms(self.ttl if ttl is None else check_seconds(ttl, "ttl"))
 
     def extend(self, ttl: float | None = None) -> None:
-        """Reset the remaining time of the hold to ``ttl`` (default: the lock's ttl)."""
+        """Renew the hold for ``ttl`` (default: the lock's ttl); it never shortens the hold.
+
+        A reentrant hold is shared by its levels: an inner level's shorter ttl must not end
+        the outer level's hold early, so the deadline only moves later.
+        """
         ttl_ms = self._ttl_ms(ttl)
         hold = self._require_hold("extend")
         self._checked(hold, self._call(self._extend_call(hold, ttl_ms)))

@@ -89,8 +89,13 @@ class Lock(BaseLock):
         return "lock_extend", keys, [hold.owner, hold.fence, ttl_ms, self.name]
 
     def _foreign_release(self) -> tuple[str, list[str], list[Any]] | None:
-        """For an explicit owner with no local hold: release whatever hold that owner has."""
-        if self._hold is None and self.owner is not None:
+        """For an explicit owner with no local hold: release whatever hold that owner has.
+
+        Not for an object whose own hold is known lost (``ensure_held``/``extend`` raised
+        :class:`LockLost`): the owner may hold the lock again since (its next run, a task
+        redelivered under the same id), and that newer hold is not this object's to end.
+        """
+        if self._hold is None and self._lost_hold is None and self.owner is not None:
             return self._release_args(self.owner, "*")
         return None
 

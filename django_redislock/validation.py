@@ -45,7 +45,7 @@ MAX_UNITS = 10**12
 #: Window bounds are microseconds since the epoch below this (exact in a Lua double).
 LATEST_MICROS = 2**53
 
-_BAD_LOCK_NAME = re.compile(r"[{}\x00-\x1f\x7f]")
+_BAD_LOCK_NAME = re.compile(r"[{}\x00-\x1f\x7f\ud800-\udfff]")
 
 # -- problems: a phrase saying what is wrong with a value, or None ---------------------------
 
@@ -267,7 +267,8 @@ def check_lock_name(name: Any, argument: str = "name") -> str:
     """Return ``name`` if it can be a lock name, else raise :class:`InvalidArgument`.
 
     Braces would change the cluster hash tag and control characters make names
-    unreadable in the admin, so both are refused rather than escaped.
+    unreadable in the admin, so both are refused rather than escaped; a lone
+    surrogate is not text at all (it cannot be encoded) and is refused too.
     """
     if not isinstance(name, str):
         raise InvalidArgument(f"{argument} must be a str, not {type(name).__name__}")
@@ -275,7 +276,13 @@ def check_lock_name(name: Any, argument: str = "name") -> str:
         raise InvalidArgument(f"{argument} must be a non-empty string")
     if len(name) > MAX_LOCK_NAME_LENGTH:
         raise InvalidArgument(f"{argument} is longer than {MAX_LOCK_NAME_LENGTH} characters")
-    if _BAD_LOCK_NAME.search(name):
+    bad = _BAD_LOCK_NAME.search(name)
+    if bad:
+        if "\ud800" <= bad.group() <= "\udfff":  # not text: no Redis key can hold it
+            raise InvalidArgument(
+                f"{argument} {name!r} is not valid text (a lone surrogate at position "
+                f"{bad.start()})"
+            )
         raise InvalidArgument(
             f"{argument} {name!r} contains braces or control characters, which would break "
             f"the Redis key layout"

@@ -182,6 +182,35 @@ def test_a_lone_surrogate_is_the_only_refused_name() -> None:
         computed("\ud800")
 
 
+def test_two_sets_of_values_never_give_one_name() -> None:
+    """A value never holds the character that ends its field, so the split is known."""
+    pairs = [("x:y", "z"), ("x", "y:z"), ("x%3Ay", "z"), ("x", "y%3Az")]
+    names = [fill("pair:{a}:{b}", (), {"a": a, "b": b}) for a, b in pairs]
+    assert len(set(names)) == len(names)
+    assert names[0] == "pair:x%3Ay:z" and names[1] == "pair:x:y%3Az"
+    assert fill("t:{a}-{b}", (), {"a": "1-2", "b": "3-4"}) == "t:1%2D2-3%2D4"
+    with pytest.raises(InvalidArgument, match="side by side"):
+        fill("{a}{b}", (), {"a": "ab", "b": "c"})
+
+
+def test_a_name_callable_result_with_percent_is_escaped() -> None:
+    assert safe_name("a{b") != safe_name("a%7Bb")
+    assert safe_name("a%7Bb") == "a%257Bb" and safe_name("plain:42") == "plain:42"
+
+    @distributed_lock(lambda value: value)
+    def computed(value: str) -> str:
+        return value
+
+    assert computed("a{b") == "a{b" and computed("a%7Bb") == "a%7Bb"
+
+
+def test_the_direct_api_refuses_a_lone_surrogate_naming_the_argument() -> None:
+    with pytest.raises(InvalidArgument, match=r"^name .* is not valid text"):
+        locks["default"].lock("\ud800")
+    with pytest.raises(InvalidArgument, match=r"^name .* is not valid text"):
+        locks["default"].read_write_lock("a\udfffb")
+
+
 @override_settings(ROOT_URLCONF="tests.lock_edge_urls")
 @pytest.mark.parametrize(
     ("url", "name"),

@@ -283,6 +283,28 @@ def test_redlock_waiters_are_counted(redlock_servers: list[RedisProcess]) -> Non
         assert waiters_of(backend, "seat:1") == 0
 
 
+def test_a_redlock_grant_removes_its_waiter_entry_on_the_masters_that_refused(
+    redlock_servers: list[RedisProcess],
+) -> None:
+    """Two masters refuse a waiting try (another owner holds there) and record it as a
+    waiter; the other three grant it. The fence write removes the entry on all five."""
+    backend = redlock_backend(redlock_servers)
+    name = "seat:2"
+    key, waiters = lock_key(backend, name, "l"), lock_key(backend, name, "q")
+    raws = [server.client() for server in redlock_servers]
+    for raw in raws[:2]:
+        raw.hset(key, mapping={"o": "someone-else", "f": 1, "n": 1})
+        raw.pexpire(key, 10_000)
+    lock = backend.lock(name, ttl=10)
+    assert lock.acquire(blocking=True, timeout=5)
+    try:
+        assert [raw.zcard(waiters) for raw in raws] == [0] * len(raws)
+    finally:
+        lock.release()
+        for raw in raws[:2]:
+            raw.delete(key)
+
+
 def test_a_force_release_keeps_counting_the_callers_that_still_wait(
     redis_target: RedisTarget,
 ) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import redis
 
 from ..calls.script import Call
+from ..calls.wait import Popped
 from ..exceptions import ConnectionFailed
 from .holding import HoldKeeping
 from .owners import Hold
@@ -76,8 +77,18 @@ class LockCalls(HoldKeeping):
         raise NotImplementedError
 
     _signal_key: str = ""
+    #: What the last wait for a wake-up popped (None: it ended without one).
+    _woken: Popped | None = None
     #: The request id of the acquire call in progress ("" when its owner is unique to it).
     _rid: str = ""
+
+    def _stop_waiting_call(self, owner: str) -> Call | None:
+        """The call that withdraws what a waiting acquire left besides a grant, if anything.
+
+        A waiting writer's intent refuses new readers: a writer that stops waiting
+        (timed out, cancelled) takes it away at once rather than leaving it to expire.
+        """
+        return None
 
     def _request_id(self) -> str:
         """A request id for one acquire call, or "" when the owner token already is one."""
@@ -210,11 +221,30 @@ class LockCalls(HoldKeeping):
         raise exc
 
     def _abandon(self, owner: str) -> None:
-        """Take back this acquire's possible grant: one best-effort call."""
+        """Take back this acquire's possible grant: one best-effort call (and its wait's)."""
         try:
             self._call_plain(self._abandon_call(owner))
         except Exception as exc:
             logger.warning("lock %r: could not take back an unknown grant: %s", self.name, exc)
+        self._stop_waiting(owner)
 
     async def _abandon_async(self, owner: str) -> None:
-        await self._finish_async(self._abandon_call(owner))
+        leave = self._stop_waiting_call(owner)
+        take_back = self._abandon_call(owner)
+        await self._finish_async(*((take_back,) if leave is None else (take_back, leave)))
+
+    def _stop_waiting(self, owner: str) -> None:
+        """Send :meth:`_stop_waiting_call`, if any: one best-effort call."""
+        call = self._stop_waiting_call(owner)
+        if call is None:
+            return
+        try:
+            self._call_plain(call)
+        except Exception as exc:
+            logger.warning("lock %r: could not withdraw a wait: %s", self.name, exc)
+
+    async def _stop_waiting_async(self, owner: str) -> None:
+        """The asyncio twin of :meth:`_stop_waiting`; a further cancellation cannot cut it."""
+        call = self._stop_waiting_call(owner)
+        if call is not None:
+            await self._finish_async(call)

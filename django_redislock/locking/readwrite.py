@@ -29,6 +29,11 @@ _R = TypeVar("_R", bound="ReadLock")
 
 #: Extra life of a waiting writer's intent beyond its next wait (ms).
 INTENT_MARGIN_MS = 50
+#: A waiting writer's wake-up period (seconds): it blocks at most this long before trying
+#: again, which renews its intent. A writer that stops waiting withdraws its intent
+#: (lock_rw_unwait.lua); one killed while waiting leaves it for at most this period plus
+#: the margin, so readers are not kept out by a writer that is gone.
+WRITER_BLOCK = 0.25
 
 
 class _RWKeys:
@@ -163,8 +168,26 @@ class WriteLock(_RWHold):
         if blocking and remaining > 0:
             intent_ms = to_ms(min(remaining, self._max_block())) + INTENT_MARGIN_MS
             keys.append(k.waiters)  # a waiting try is counted on the admin's locks page
-        args = [owner, to_ms(self.ttl), self.name, meta, intent_ms, SIGNAL_MS]
+        woken = self._woken
+        passed = "1" if waited and woken is not None and woken[1] == b"1" else "0"
+        args = [owner, to_ms(self.ttl), self.name, meta, intent_ms, SIGNAL_MS, passed]
+        if intent_ms:
+            self._intent = True
         return "lock_rw_write", keys, args
+
+    #: True once this acquire call's tries left an intent (see :meth:`_stop_waiting_call`).
+    _intent = False
+
+    def _max_block(self) -> float:
+        return min(super()._max_block(), WRITER_BLOCK)
+
+    def _stop_waiting_call(self, owner: str) -> tuple[str, list[str], list[Any]] | None:
+        if not self._intent:
+            return None
+        self._intent = False
+        k = self._keys
+        keys = [k.intent, k.read_signal, k.write_signal, k.waiters]
+        return "lock_rw_unwait", keys, [owner, SIGNAL_MS]
 
     #: The read hold the last downgrade turned this object's write hold into.
     _downgraded_to: ReadLock | None = None
@@ -238,6 +261,7 @@ class WriteLock(_RWHold):
         self, blocking: bool | None, timeout: float | None
     ) -> tuple[bool, Any, str, str, float]:
         self._downgraded_to = None
+        self._intent = False
         return super()._start_acquire(blocking, timeout)
 
 

@@ -12,14 +12,18 @@ wait was cancelled, is closed instead of being reused.
 from __future__ import annotations
 
 from ..calls.node import Node
-from ..calls.wait import wait_on, wait_on_async
+from ..calls.wait import Popped, wait_on, wait_on_async
 
 
-def wait_for_signal(backend: Node, key: str, seconds: float) -> None:
-    """Block until ``key`` is pushed (consuming one element) or ``seconds`` pass."""
-    wait_on(backend, (key,), seconds)
+def wait_for_signal(backend: Node, key: str, seconds: float) -> Popped | None:
+    """Block until ``key`` is pushed (consuming one element) or ``seconds`` pass.
+
+    Returns what was popped (the element tells a release's wake-up from a passed-on
+    one, see lock_rw_write.lua), or None.
+    """
+    return wait_on(backend, (key,), seconds)
 
 
-async def wait_for_signal_async(backend: Node, key: str, seconds: float) -> None:
+async def wait_for_signal_async(backend: Node, key: str, seconds: float) -> Popped | None:
     """The asyncio twin of :func:`wait_for_signal`."""
-    await wait_on_async(backend, (key,), seconds)
+    return await wait_on_async(backend, (key,), seconds)

@@ -235,6 +235,7 @@ class RedlockLock(QuorumMutex):
         if self._foreign():
             return self._foreign_done(self._release_everywhere(str(self.owner))[0])
         hold = self._require_hold("release")
+        self._release_started(hold)  # the watchdog leaves it: a renewal in flight is no loss
         self._released(hold, self._release_result(hold))
 
     async def release_async(self) -> None:
@@ -248,6 +249,7 @@ class RedlockLock(QuorumMutex):
             released = await self._release_everywhere_async(str(self.owner))
             return self._foreign_done(released[0])
         hold = self._require_hold("release")
+        self._release_started(hold)
         task = asyncio.ensure_future(self._release_result_async(hold))
         try:
             result = await asyncio.shield(task)

@@ -110,7 +110,7 @@ class QuorumMutex(Lock):
         outcome, granted, held, ours = self._tally(owner, replies)
         if self._in_time(granted, started):
             outcome.fence = max(granted)
-            if self._fence_everywhere(owner, outcome.fence) >= redlock.quorum:
+            if self._fence_known(outcome, self._fence_everywhere(owner, outcome.fence)):
                 outcome.valid_until = self._validity(started, self.ttl)
                 if time.monotonic() < outcome.valid_until:
                     return outcome
@@ -164,7 +164,8 @@ class QuorumMutex(Lock):
         outcome, granted, held, ours = self._tally(owner, replies)
         if self._in_time(granted, started):
             outcome.fence = max(granted)
-            if await self._fence_everywhere_async(owner, outcome.fence) >= redlock.quorum:
+            fenced = await self._fence_everywhere_async(owner, outcome.fence)
+            if self._fence_known(outcome, fenced):
                 outcome.valid_until = self._validity(started, self.ttl)
                 if time.monotonic() < outcome.valid_until:
                     return outcome
@@ -173,23 +174,44 @@ class QuorumMutex(Lock):
             await self._release_everywhere_async(owner, ours)
         return self._waiting(outcome, held)
 
-    def _fence_everywhere(self, owner: str, fence: int) -> int:
-        keys = [self._key, self._index.fence]
-        return self._fenced(
-            self.redlock.each(lambda m: m.run(("redlock_fence", keys, [owner, fence])))
-        )
+    def _fence_call(self, owner: str, fence: int) -> Any:
+        """The fence write, which also removes the caller's waiter entry on every master."""
+        keys = [self._key, self._index.fence, self._waiters_key]
+        return "redlock_fence", keys, [owner, fence, self._rid or owner]
 
-    async def _fence_everywhere_async(self, owner: str, fence: int) -> int:
-        call = ("redlock_fence", [self._key, self._index.fence], [owner, fence])
+    def _fence_everywhere(self, owner: str, fence: int) -> tuple[int, int]:
+        call = self._fence_call(owner, fence)
+        return self._fenced(self.redlock.each(lambda m: m.run(call)))
+
+    async def _fence_everywhere_async(self, owner: str, fence: int) -> tuple[int, int]:
+        call = self._fence_call(owner, fence)
         replies = await self.redlock.each_async(lambda m: m.run_async(call))
         return self._fenced(replies)
 
-    def _fenced(self, replies: list[Any]) -> int:
-        return sum(
+    def _fenced(self, replies: list[Any]) -> tuple[int, int]:
+        """(masters that hold the grant with its fence and count, masters that answered)."""
+        fenced = sum(
             1
             for master, reply in zip(self.redlock.masters, replies, strict=True)
             if not isinstance(reply, Exception) and int(reply) == 1 and master.counts()
         )
+        return fenced, sum(not isinstance(reply, Exception) for reply in replies)
+
+    def _fence_known(self, outcome: Outcome, fenced: tuple[int, int]) -> bool:
+        """True when a quorum holds the grant with its fence.
+
+        When too few masters answered the fence write to tell (its replies lost), the
+        attempt's outcome is unknown rather than "held by another": ``reachable`` drops
+        to those answers, so a call that ends there raises :class:`ConnectionFailed`
+        instead of answering False for a lock that may be free (the caller releases what
+        it took either way).
+        """
+        held, answered = fenced
+        if held >= self.redlock.quorum:
+            return True
+        if answered < self.redlock.quorum:
+            outcome.reachable = min(outcome.reachable, answered)
+        return False
 
     def _release_everywhere(self, owner: str, only: list[Master] | None = None) -> tuple[int, int]:
         """Release ``owner``'s holds on all masters (or ``only``): (released, unreachable)."""

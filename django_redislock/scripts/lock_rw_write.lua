@@ -12,7 +12,12 @@
 --         grant removes it, entries past their deadline are pruned, and the zset expires a
 --         second after its last deadline
 -- ARGV[1] writer owner (unique per acquire call)   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
--- ARGV[5] intent lifetime ms (0: do not wait, leave no intent)   ARGV[6] signal lifetime ms
+-- ARGV[5] intent lifetime ms (0: do not wait, leave no intent): the caller's next wait plus a
+--         margin, at most one wake-up period (readwrite.py WRITER_BLOCK), so the intent of a
+--         writer that stopped waiting without withdrawing it (killed) ends within that period
+-- ARGV[6] signal lifetime ms
+-- ARGV[7] (optional) "1": this try follows a wait that consumed a release's wake-up ("1"),
+--         not a passed-on one ("p")
 -- returns {1, fence, 1} when granted; {0, wait_ms} otherwise (time until the blocker expires)
 -- include: waiters
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f')
@@ -29,12 +34,17 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 elseif redis.call('ZCARD', KEYS[2]) > 0 then
   wait = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]) - now
 elseif intent and intent ~= ARGV[1] then
-  -- Free, but another writer is first in line: pass on the wake-up this caller may have
-  -- consumed, so that writer is not left waiting for a signal that already came.
+  -- Free, but another writer is first in line. If this caller consumed a release's wake-up
+  -- (ARGV[7] "1"), pass it on as "p", so that writer is not left waiting for a signal that
+  -- already came. A "p" is never passed on again: a writer behind an intent whose owner no
+  -- longer waits (killed) blocks until that intent ends (one wake-up period) instead of
+  -- popping its own push in a loop.
   wait = redis.call('PTTL', KEYS[3])
-  redis.call('LPUSH', KEYS[7], 1)
-  redis.call('LTRIM', KEYS[7], 0, 0)
-  redis.call('PEXPIRE', KEYS[7], ARGV[6])
+  if ARGV[7] == '1' then
+    redis.call('LPUSH', KEYS[7], 'p')
+    redis.call('LTRIM', KEYS[7], 0, 0)
+    redis.call('PEXPIRE', KEYS[7], ARGV[6])
+  end
 end
 if wait ~= 0 then
   if tonumber(ARGV[5]) > 0 and (not intent or intent == ARGV[1]) then

@@ -145,11 +145,14 @@ def test_grants_no_holder_had_are_counted_by_what_may_explain_them() -> None:
         {"ev": "op", "op": "b", "what": "acquire_async", "type": "fail", "error": "cancelled"}
         | {"t": 2.5},
         {"ev": "grant", "name": "n", "fence": 2, "t": 2.4},
-        {"ev": "grant", "name": "n", "fence": 2, "t": 2.45},  # the same grant, seen again
+        {"ev": "grant", "name": "n", "fence": 2, "t": 2.7},  # the same grant, seen again
         {"ev": "op", "op": "c", "what": "acquire", "type": "invoke", "name": "n"},
         {"ev": "op", "op": "c", "what": "acquire", "type": "unknown", "t": 9.0},
         {"ev": "grant", "name": "n", "fence": 3, "t": 8.5},
+        {"ev": "grant", "name": "n", "fence": 3, "t": 9.0},
         {"ev": "grant", "name": "n", "fence": 4, "t": 20.0},
+        {"ev": "grant", "name": "n", "fence": 4, "t": 20.3},
+        {"ev": "grant", "name": "n", "fence": 5, "t": 30.0},  # seen once: being taken back
     ]
     report = check(records)
     assert report.orphans == {

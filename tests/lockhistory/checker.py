@@ -158,7 +158,7 @@ class Report:
         section("violations", self.by_type)
         if self.expected:
             section("expected without the system check (not a pass)", self.expected)
-        section("grants seen in Redis that no holder had (ended by their TTL)", self.orphans)
+        section("grants seen for 0.25 s or more that no holder had (end by TTL)", self.orphans)
         for violation in self.violations[:20]:
             lines.append(f"  ! {violation}")
         return "\n".join(lines)
@@ -290,12 +290,15 @@ def _leftovers(final: dict[str, Any] | None) -> list[Violation]:
 #: Seconds after an orphan grant was first seen in which the outcome of the call that made
 #: it arrives (its resends and take-back included), and before it (clock granularity).
 ORPHAN_WINDOW = (1.0, 6.0)
+#: A grant seen for less than this is one being taken back (e.g. Redlock's background
+#: clean-up after a cancellation), not one left behind.
+ORPHAN_MIN_SPAN = 0.25
 
 
 def _orphans(
     grants: list[dict[str, Any]], holds: list[Hold], ends: list[dict[str, Any]]
 ) -> Counter[str]:
-    """Grants seen in Redis that no worker reported holding, by the outcome that may explain.
+    """Grants seen in Redis for a while that no worker reported holding, by a likely cause.
 
     Documented: an acquire whose outcome stayed unknown (Redis unreachable) may leave its
     grant until its TTL. A cancelled acquire leaves nothing unless its take-back could not
@@ -303,13 +306,16 @@ def _orphans(
     judged.
     """
     held = {(h.name, h.fence) for h in holds}
-    first: dict[tuple[str, int], float] = {}
+    seen: dict[tuple[str, int], list[float]] = {}
     for grant in grants:
         key = (grant["name"], int(grant["fence"]))
         if key not in held:
-            first[key] = min(first.get(key, grant["t"]), grant["t"])
+            seen.setdefault(key, []).append(float(grant["t"]))
     found: Counter[str] = Counter()
-    for (name, _), t in first.items():
+    for (name, _), times in seen.items():
+        if max(times) - min(times) < ORPHAN_MIN_SPAN:
+            continue
+        t = min(times)
         before, after = ORPHAN_WINDOW
         near = [e for e in ends if e.get("name") == name and t - before <= e["t"] <= t + after]
         if any(e["type"] == "unknown" for e in near):

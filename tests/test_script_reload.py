@@ -16,7 +16,6 @@ import redis.asyncio
 
 from django_redislock.calls.script import RELOADS, Script
 
-
 from .conftest import RedisTarget
 from .test_calls import primaries
 

@@ -282,11 +282,11 @@ def sample_grants(run: Run, until: float) -> None:
                 seen: list[int] = []
                 for client in [cluster] if cluster is not None else clients:
                     try:
-                        fence = client.hget(key, "f")
+                        raw = client.hget(key, "f")
                     except (redis.RedisError, OSError):
                         continue
-                    if fence is not None:
-                        seen.append(int(fence))
+                    if raw is not None:
+                        seen.append(int(raw))
                 need = 2 if run.kind == "redlock" else 1
                 for fence in set(seen):
                     if seen.count(fence) >= need:

@@ -20,6 +20,10 @@ CHECKS: dict[str, str] = {
     "redislock.E010": "`RedisTaskBackend` is configured but Django's tasks framework is missing "
     "(Django < 6 without the `django-tasks` backport).",
     "redislock.E011": "A check could not run (the message names the exception).",
+    "redislock.E012": "A lock alias's client may resend a request later than the bucket's "
+    "request memory keeps it (SOCKET_TIMEOUT x retries past 120 s).",
+    "redislock.E013": "`check --deploy`: a lock server's `maxmemory-policy` is not "
+    "`noeviction` (it may evict held locks and the fence counter).",
     "redislock.E020": "`REDISLOCK_TASK_MODULES` is not a list of dotted module names, or names a "
     "module that cannot be found.",
     "redislock.E021": "A `REDISLOCK_PERIODIC_TASKS` entry is malformed (the message names the "
@@ -31,4 +35,6 @@ CHECKS: dict[str, str] = {
     "or 5).",
     "redislock.W004": "The metrics URLs are mounted but `prometheus_client` is missing (the "
     "`prometheus` extra); the Prometheus endpoint answers 501, the JSON one works.",
+    "redislock.W005": "`check --deploy`: a lock server's `maxmemory-policy` could not be read "
+    "(CONFIG refused, unreachable); `OPTIONS['EVICTION_CHECK'] = False` skips it.",
 }

@@ -21,6 +21,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.module_loading import import_string
 
 from .backends.base import alias_key_errors
+from .backends.eviction import eviction_policies
 from .conf import (
     DEFAULT_ALIAS,
     DEFAULT_LOCATION,
@@ -34,6 +35,7 @@ from .docs import settings_hint
 from .embedded import MAX_SOCKET_PATH, socket_path
 from .exceptions import ConfigurationError
 from .handlers import BackendHandler, locks, queues, settings_errors
+from .locking.resend import REQUEST_MEMORY_SECONDS, resend_window
 
 TASK_BACKEND = "django_redislock.contrib.tasks.RedisTaskBackend"
 #: The dotted paths that name this app's tasks backend.
@@ -56,6 +58,91 @@ def check_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     for alias, params in value.items():
         if isinstance(params, Mapping) and params.get("BACKEND") in TASK_BACKEND_PATHS:
             messages.extend(_guarded(f"TASKS[{alias!r}]", _check_task_alias, alias, params))
+    return messages
+
+
+@register("redislock")
+def check_resend_window(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E012: a lock alias whose client may resend a request after the memory forgot it."""
+    value = getattr(settings, locks.settings_name, None)
+    if value is None or settings_errors(value, locks.settings_name):
+        return []
+    messages: list[CheckMessage] = []
+    for alias in value:
+        where = f"{locks.settings_name}[{alias!r}]"
+        messages.extend(_guarded(where, _check_resend_window, where, alias))
+    return messages
+
+
+def _check_resend_window(where: str, alias: str) -> list[CheckMessage]:
+    try:
+        options = getattr(locks[alias], "options", None)
+    except ConfigurationError:
+        return []  # reported by check_settings
+    if not isinstance(options, Mapping) or "SOCKET_TIMEOUT" not in options:
+        return []
+    window, retries = resend_window(options)
+    if window <= REQUEST_MEMORY_SECONDS:
+        return []
+    return [
+        Error(
+            f"{where}: the client may resend a lock request up to {window:g} s after it first "
+            f"sent it ({retries} retries of SOCKET_TIMEOUT {options['SOCKET_TIMEOUT']:g} s), "
+            f"but a bucket remembers applied requests for {REQUEST_MEMORY_SECONDS:g} s: a "
+            "later resend would be applied twice.",
+            hint="Lower OPTIONS['SOCKET_TIMEOUT'] or the retries of OPTIONS['CLIENT_KWARGS']"
+            "['retry'] (see docs/locks.md, 'When calls fail').",
+            id="redislock.E012",
+        )
+    ]
+
+
+@register("redislock", deploy=True)
+def check_eviction(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E013/W005 at ``check --deploy``: a lock server that may evict keys (the one check
+    that talks to Redis, hence deploy-only; see backends/eviction.py)."""
+    value = getattr(settings, locks.settings_name, None)
+    if value is None or settings_errors(value, locks.settings_name):
+        return []
+    messages: list[CheckMessage] = []
+    for alias in value:
+        where = f"{locks.settings_name}[{alias!r}]"
+        messages.extend(_guarded(where, _check_eviction, where, alias))
+    return messages
+
+
+def _check_eviction(where: str, alias: str) -> list[CheckMessage]:
+    try:
+        backend = locks[alias]
+    except ConfigurationError:
+        return []  # reported by check_settings
+    options = getattr(backend, "options", {})
+    if not options.get("EVICTION_CHECK", False):
+        return []
+    location = backend.location
+    servers = list(location) if getattr(backend, "masters", None) else [location]
+    messages: list[CheckMessage] = []
+    for server, policy, reason in eviction_policies(servers, options):
+        if policy is None:
+            messages.append(
+                Warning(
+                    f"{where}: could not read maxmemory-policy of {server} ({reason}).",
+                    hint="Make sure it is 'noeviction' (docs/scale.md); set OPTIONS"
+                    "['EVICTION_CHECK'] = False to skip this check where CONFIG is refused.",
+                    id="redislock.W005",
+                )
+            )
+        elif policy != "noeviction":
+            messages.append(
+                Error(
+                    f"{where}: {server} has maxmemory-policy {policy!r}: under memory pressure "
+                    "it may evict a held lock (another process then acquires it) or the fence "
+                    "counter (fences start again at 1).",
+                    hint="Run locks on a server with maxmemory-policy noeviction, e.g. one of "
+                    "their own, not the cache's (docs/scale.md).",
+                    id="redislock.E013",
+                )
+            )
     return messages
 
 

@@ -132,6 +132,13 @@ LOCK_OPTIONS: dict[str, Option] = {
         positive_seconds,
         "Longest wait for MIN_REPLICAS_ACK acknowledgements of one grant.",
     ),
+    "EVICTION_CHECK": Option(
+        True,
+        boolean,
+        "Let `manage.py check --deploy` read the server's maxmemory-policy (CONFIG GET, 2 s "
+        "timeout) and report an evicting one (redislock.E013). False: skip it, e.g. where "
+        "CONFIG is refused (a managed Redis); the policy must then be noeviction all the same.",
+    ),
     "ON_REPLICA_TIMEOUT": Option(
         "fail",
         one_of("fail", "proceed"),

@@ -292,3 +292,32 @@ def test_manage_py_check_reports_our_ids() -> None:
     ):
         call_command("check")
     locks.reset()
+
+
+def _resend_messages(options: dict) -> list:
+    aliases = {"default": {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": options}}
+    with override_settings(REDISLOCK_LOCKS=aliases):
+        try:
+            return checks_module.check_resend_window()
+        finally:
+            locks.reset()
+
+
+def test_the_default_resend_window_fits_the_request_memory() -> None:
+    # redis-py's default retry (10 retries) with the default 5 s SOCKET_TIMEOUT: about 95 s.
+    assert _resend_messages({}) == []
+
+
+def test_a_resend_window_past_the_request_memory_is_an_error() -> None:
+    from redis.backoff import ConstantBackoff
+    from redis.retry import Retry
+
+    [message] = _resend_messages({"SOCKET_TIMEOUT": 12.0})
+    assert message.id == "redislock.E012" and "REDISLOCK_LOCKS['default']" in message.msg
+    assert "10 retries" in message.msg and "SOCKET_TIMEOUT" in message.hint
+    retry = Retry(ConstantBackoff(0.5), 3)
+    assert _resend_messages({"SOCKET_TIMEOUT": 12.0, "CLIENT_KWARGS": {"retry": retry}}) == []
+    endless = Retry(ConstantBackoff(0.5), -1)
+    assert [m.id for m in _resend_messages({"CLIENT_KWARGS": {"retry": endless}})] == [
+        "redislock.E012"
+    ]

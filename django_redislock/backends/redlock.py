@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: The Redis lock backend's options that mean the same here (no replicas: no WAIT options).
-REDLOCK_LOCK_KEYS = ("DEFAULT_TTL", "DEFAULT_TIMEOUT", "LOCK_INDEX_BUCKETS")
+REDLOCK_LOCK_KEYS = ("DEFAULT_TTL", "DEFAULT_TIMEOUT", "LOCK_INDEX_BUCKETS", "EVICTION_CHECK")
 #: Schemes a Redlock master may use (one plain server each).
 MASTER_SCHEMES = ("redis://", "rediss://", "unix://")
 

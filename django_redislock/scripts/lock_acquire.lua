@@ -3,7 +3,8 @@
 -- changes nothing, and a request its caller took back (see lock_release ARGV[6]) grants nothing.
 -- KEYS[1] lock hash (o=owner, f=fence, n=count, m=metadata, w=waited)   KEYS[2] bucket fence
 -- KEYS[3] index names zset   KEYS[4] index expiry zset
--- KEYS[5] request memory zset (request id -> fence; needed with mode "t" or ARGV[6])
+-- KEYS[5] request memory zset (request id -> the fence counter when recorded; needed with
+--         mode "t" or ARGV[6]; kept for the resend window, see fragments/requests.lua)
 -- KEYS[6] (optional) waiters zset (request id, or owner without one -> wait deadline in ms)
 -- ARGV[1] owner   ARGV[2] ttl ms   ARGV[3] lock name   ARGV[4] holder metadata (JSON)
 -- ARGV[5] mode: "t" (a mutex whose owner is a token unique to this acquire call), "m" (a
@@ -20,6 +21,7 @@
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
 -- include: waiters
+-- include: requests
 local ttl = tonumber(ARGV[2])
 local wait = string.sub(ARGV[5], 2)
 local rid = ARGV[6] or ''
@@ -33,12 +35,12 @@ local function index(name, ms)
   return now
 end
 
-local function remember(fence)
+-- A request is recorded with the counter now: a first grant's own fence, and for a re-entry
+-- at least the hold's fence (lock_release's take-back tells a request applied to this hold by
+-- a score >= its fence).
+local function applied(counter, now)
   if rid ~= '' and KEYS[5] then
-    redis.call('ZADD', KEYS[5], fence, rid)
-    if redis.call('ZCARD', KEYS[5]) > 1100 then
-      redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1025)
-    end
+    remember(KEYS[5], rid, counter, now)
   end
 end
 
@@ -68,8 +70,8 @@ if holder then
     redis.call('PEXPIRE', KEYS[1], ttl)
     left = ttl
   end
-  index(ARGV[3], left)
-  remember(hold[2])
+  local now = index(ARGV[3], left)
+  applied(redis.call('GET', KEYS[2]) or hold[2], now)
   return {1, tonumber(hold[2]), n}
 end
 local request = rid ~= '' and rid or (kind == 't' and ARGV[1]) or nil
@@ -87,7 +89,7 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 local now = index(ARGV[3], ttl)
-remember(fence)
+applied(fence, now)
 if fence % 16 == 0 then
   -- Every 16th grant of the bucket drops up to 64 names released or expired unreleased.
   local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 64)

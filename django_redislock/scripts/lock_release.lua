@@ -1,7 +1,8 @@
 -- Release one hold of a mutex or reentrant lock, if (owner, fence) still holds it; or take
 -- back an acquire whose outcome its caller does not know (ARGV[6]).
--- KEYS[1] lock hash   KEYS[2] wake-up signal list   KEYS[3] request memory zset (id -> fence)
--- KEYS[4] index expiry zset   KEYS[5] bucket fence counter (read only when taking back)
+-- KEYS[1] lock hash   KEYS[2] wake-up signal list   KEYS[3] request memory zset (id -> the
+-- fence counter when recorded; kept for the resend window, see fragments/requests.lua)
+-- KEYS[4] index expiry zset   KEYS[5] bucket fence counter (read only)
 -- ARGV[1] owner   ARGV[2] fence ("*": whichever hold this owner has, for a release from
 --         another process that knows only the explicit owner)   ARGV[3] lock name
 -- ARGV[4] signal lifetime ms   ARGV[5] release id: "" for a mutex hold (its fence tells its
@@ -13,20 +14,26 @@
 --         hold, one waiter was woken);
 --         {2, 0}: this release was already done (a resent release: a no-op success);
 --         {0, 0}: not held by (owner, fence): it expired, was force-released or never was
+-- include: requests
 local rid = ARGV[5] ~= '' and ARGV[5] or ARGV[2]
 if ARGV[5] ~= '' and redis.call('ZSCORE', KEYS[3], rid) then
   return {2, 0}  -- done already; the owner may hold the lock again since, which must stay
 end
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f', 'n', 'w')
 local fence = hold[2]
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local counter = redis.call('GET', KEYS[5]) or 0
 local undo = ARGV[6] or ''
 if undo ~= '' then
   local applied = hold[1] == ARGV[1]
   if applied and undo ~= ARGV[1] then
-    applied = redis.call('ZSCORE', KEYS[3], undo) == fence
+    -- applied to this hold: recorded since its grant, so with a score of at least its fence
+    local seen = redis.call('ZSCORE', KEYS[3], undo)
+    applied = seen ~= false and tonumber(seen) >= tonumber(fence)
   end
   if not applied then
-    redis.call('ZADD', KEYS[3], redis.call('GET', KEYS[5]) or 0, undo)
+    remember(KEYS[3], undo, counter, now)
     return {0, 0}
   end
 end
@@ -34,15 +41,12 @@ if hold[1] == ARGV[1] and (ARGV[2] == '*' or fence == ARGV[2]) then
   if hold[3] ~= '1' then
     local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
     if n > 0 then
-      redis.call('ZADD', KEYS[3], fence, rid)
+      remember(KEYS[3], rid, counter, now)
       return {1, n, tonumber(fence)}
     end
   end
   redis.call('DEL', KEYS[1])
-  redis.call('ZADD', KEYS[3], fence, rid)
-  if tonumber(fence) % 64 == 0 then
-    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1025)
-  end
+  remember(KEYS[3], rid, counter, now)
   -- Expiry 0 hides the name from listings and counts at once; the name stays in the index
   -- (one call less here, and none at the next grant of the same name) until it is pruned.
   redis.call('ZADD', KEYS[4], 0, ARGV[3])

@@ -7,7 +7,8 @@
 -- KEYS[1] writer hash (o=owner, f=fence)   KEYS[2] readers zset (member -> deadline ms)
 -- KEYS[3] waiting writer's intent   KEYS[4] reader wake-up signal   KEYS[5] bucket fence counter
 -- KEYS[6] index names   KEYS[7] index expiry   KEYS[8] latest reader's metadata hash
--- KEYS[9] request memory zset (request id -> fence)
+-- KEYS[9] request memory zset (request id -> fence; kept for the resend window, see
+--         fragments/requests.lua)
 -- KEYS[10] (optional) waiters zset shared with the mutex and the writers of the name (owner
 --          -> wait deadline in ms): a refused try records its owner there until
 --          min(ARGV[6], the blocker's remaining ms + 1 s) from now (a retry renews it), a
@@ -18,6 +19,7 @@
 -- returns {1, fence, readers} when granted;
 --         {0, wait_ms} when a writer holds it or a writer waits (writer preference)
 -- include: waiters
+-- include: requests
 local seen = redis.call('ZSCORE', KEYS[9], ARGV[1])
 if seen then
   if redis.call('ZSCORE', KEYS[2], ARGV[1] .. '@' .. seen) then
@@ -42,10 +44,7 @@ if KEYS[10] then redis.call('ZREM', KEYS[10], ARGV[1]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local fence = redis.call('INCR', KEYS[5])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1] .. '@' .. fence)
-redis.call('ZADD', KEYS[9], fence, ARGV[1])
-if redis.call('ZCARD', KEYS[9]) > 1100 then
-  redis.call('ZREMRANGEBYRANK', KEYS[9], 0, -1025)
-end
+remember(KEYS[9], ARGV[1], fence, now)
 local last = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
 redis.call('PEXPIRE', KEYS[2], last - now)
 redis.call('HSET', KEYS[8], 'm', ARGV[4], 'f', fence)

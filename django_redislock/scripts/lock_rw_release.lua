@@ -1,7 +1,9 @@
 -- Release a read or write hold of a read-write lock, if (owner, fence) still holds it; or take
 -- back an acquire whose outcome its caller does not know (ARGV[6]).
 -- KEYS[1] writer hash   KEYS[2] readers zset   KEYS[3] reader signal   KEYS[4] writer signal
--- KEYS[5] request memory zset (released fences; request id -> fence)   KEYS[6] index expiry
+-- KEYS[5] request memory zset (released fences, request ids -> the highest fence counter
+--         recorded so far; kept for the resend window, see fragments/requests.lua)
+-- KEYS[6] index expiry
 -- KEYS[7] latest reader's metadata hash
 -- ARGV[1] "r" or "w"   ARGV[2] owner: the writer's owner, or a read hold's member
 --         "<owner>@<fence>" (so a read release is fence-checked by the member itself)
@@ -11,12 +13,20 @@
 --         granted; if not, the owner is remembered so that the acquire, arriving late, grants
 --         nothing
 -- returns {1, readers_left} released; {2, 0} already released (retry no-op); {0, 0} not held
+-- include: requests
 local function signal(key)
   redis.call('LPUSH', key, 1)
   redis.call('LTRIM', key, 0, 0)
   redis.call('PEXPIRE', key, ARGV[5])
 end
 local owner, fence = ARGV[2], ARGV[3]
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- No fence counter here: a record is scored with the highest score so far, which never goes
+-- down either (fragments/requests.lua needs that).
+local function top()
+  return redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2] or 0
+end
 if ARGV[6] == '1' then
   local seen
   if ARGV[1] == 'w' then
@@ -27,8 +37,7 @@ if ARGV[6] == '1' then
     if seen then owner = owner .. '@' .. seen end
   end
   if not seen then
-    local top = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2] or 0
-    redis.call('ZADD', KEYS[5], top, ARGV[2])
+    remember(KEYS[5], ARGV[2], top(), now)
     return {0, 0}
   end
   fence = seen
@@ -50,12 +59,7 @@ if not released then
   end
   return {0, 0}
 end
-redis.call('ZADD', KEYS[5], fence, fence)
-if tonumber(fence) % 64 == 0 then
-  redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1025)
-end
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+remember(KEYS[5], fence, math.max(tonumber(top()), tonumber(fence)), now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local readers = redis.call('ZCARD', KEYS[2])
 if readers == 0 and redis.call('EXISTS', KEYS[1]) == 0 then

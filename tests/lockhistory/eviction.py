@@ -49,6 +49,7 @@ def probe(directory: Path, policy: str) -> Counter[str]:
                 break
         if held and not any(raw.exists(key) for key in held):
             found[f"eviction ({policy}): held lock evicted"] += 1
+        found += refused(server.url, policy)
         with contextlib.suppress(redis.RedisError):
             if second.acquire(blocking=False):
                 found[f"eviction ({policy}): second holder granted while the first holds"] += 1
@@ -58,6 +59,25 @@ def probe(directory: Path, policy: str) -> Counter[str]:
     finally:
         server.stop()
     return found
+
+
+def refused(url: str, policy: str) -> Counter[str]:
+    """Whether ``check --deploy`` refuses this server for a lock alias (redislock.E013)."""
+    from django.test import override_settings
+
+    from django_redislock.checks import check_eviction
+    from django_redislock.handlers import locks
+
+    aliases = {"default": {"LOCATION": url, "OPTIONS": {"EVICTION_CHECK": True}}}
+    with override_settings(REDISLOCK_LOCKS=aliases):
+        locks.reset()
+        try:
+            ids = {message.id for message in check_eviction()}
+        finally:
+            locks.reset()
+    if "redislock.E013" in ids:
+        return Counter({f"eviction ({policy}): refused by check --deploy (redislock.E013)": 1})
+    return Counter({f"eviction ({policy}): NOT refused by the system check": 1})
 
 
 def probe_all(directory: Path) -> Counter[str]:

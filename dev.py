@@ -6,6 +6,8 @@
     python3 dev.py test --under-load
                             the whole pytest run with two CPU-bound processes beside it
     python3 dev.py bench    run the benchmarks side by side with the peer libraries
+    python3 dev.py soak locks --minutes N [--kind single|cluster|redlock|all] [--seed S]
+                            the lock history check under faults, for longer than the suite
 
 Each command creates (or reuses) a virtual environment in ``.venv`` (``REDISLOCK_VENV``
 names another) and installs what it needs there: the project with its user extras and the
@@ -205,7 +207,31 @@ def bench() -> None:
     run(BIN / "python", "-m", "bench.plot")  # refresh the docs' plots and tables
 
 
-COMMANDS = {"test": test, "demo": demo, "bench": bench}
+def soak() -> None:
+    """``soak locks``: tests/lockhistory's check under faults for ``--minutes``, split by kind.
+
+    Prints the checker's table per kind (operations, holds, fenced writes, faults by type,
+    violations by type) and exits non-zero when any violation was found.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="dev.py soak", description=soak.__doc__)
+    parser.add_argument("what", choices=["locks"])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--kind", default="all", choices=["single", "cluster", "redlock", "all"])
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=4)
+    options = parser.parse_args(sys.argv[2:])
+    ensure_venv(TEST_EXTRAS, ("test",))
+    kinds = 3 if options.kind == "all" else 1
+    seconds = max(10.0, options.minutes * 60 / kinds)
+    args = ["--kind", options.kind, "--seconds", f"{seconds:g}", "--workers", str(options.workers)]
+    if options.seed is not None:
+        args += ["--seed", str(options.seed)]
+    run(BIN / "python", "-m", "tests.lockhistory.run", *args)
+
+
+COMMANDS = {"test": test, "demo": demo, "bench": bench, "soak": soak}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

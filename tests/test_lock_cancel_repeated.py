@@ -201,3 +201,38 @@ def test_cancelled_again_during_the_take_back_leaves_no_hold(
     problems, cut = asyncio.run(sweep())
     assert not problems, f"{len(problems)} of {cut} cancelled calls left a hold: {problems[:5]}"
     assert cut >= MIN_CUT, f"only {cut} of {len(PATTERNS)} calls were cut: {completed}"
+
+
+@pytest.mark.parametrize("kind", ["mutex", "write"])
+def test_a_loop_that_ends_right_after_a_double_cancel_still_takes_back(
+    request: pytest.FixtureRequest, slow_proxies: list[SlowReplies], kind: str
+) -> None:
+    """``asyncio.run`` returns right after the call was cancelled twice: closing the loop
+    cancels the clean-up still running in the background, which still takes back."""
+    target: RedisTarget = request.getfixturevalue("single_target")
+    server: RedisProcess = request.getfixturevalue("redis_server")
+    slow_proxies.append(SlowReplies(server.port, delay=0.005))
+    backend = RedisLockBackend("twice", {"LOCATION": slow_proxies[0].url})
+    cut = 0
+    left: list[str] = []
+    for first in range(6):
+        case = Case(target, backend, kind)
+
+        async def run(case: Case, first: int) -> bool:
+            started = asyncio.Event()
+            task = asyncio.ensure_future(case.call(started))
+            await started.wait()
+            await _cancel(task, "steps", first, 1)
+            await asyncio.wait([task], timeout=10)
+            return task.cancelled()  # the loop closes now, cancelling what still runs
+
+        if not asyncio.run(run(case, first)):
+            continue
+        cut += 1
+        deadline = time.monotonic() + SETTLE
+        while case.held() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if case.held():
+            left.append(f"{kind} after {first} steps: {case.describe()}")
+    assert not left, left
+    assert cut >= 1

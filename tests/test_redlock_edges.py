@@ -17,7 +17,6 @@ import pytest
 
 from django_redislock import signals
 from django_redislock.exceptions import ConnectionFailed, LockLost
-from django_redislock.locking.keys import lock_key
 from django_redislock.scripts import source
 
 from .faults import contains
@@ -50,7 +49,7 @@ def test_lost_fence_write_replies_raise_connection_failed_and_leave_nothing(
         else:
             asyncio.run(lock.acquire_async(blocking=False))
     assert all(fault.fired.is_set() for fault in faults), "a master got no fence write"
-    key = lock_key(backend, name, "l")
+    key = lock._key
     assert [raw.exists(key) for raw in proxied_redlock.raw_clients()] == [0, 0, 0]
     proxied_redlock.clear()
     other = backend.lock(name, ttl=10)

@@ -37,6 +37,10 @@ NoScriptError = redis.exceptions.NoScriptError
 ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.RedisCluster)
 
 
+#: Loads tried after ``NOSCRIPT`` before the error is raised (each ``NOSCRIPT`` ran nothing).
+RELOADS = 3
+
+
 class Script:
     """A Lua script of this app (``scripts/<name>.lua``): its source, its SHA1, its calls."""
 
@@ -68,10 +72,22 @@ class Script:
         client.script_load(self.script)
 
     def reloaded(self, client: Client, keys: Sequence[Key], args: Sequence[Arg]) -> Reply:
-        """After ``NOSCRIPT`` (nothing ran): load the script, then send the call again."""
-        self.load(client)
+        """After ``NOSCRIPT`` (nothing ran): load the script, then send the call again.
+
+        The server can forget the script again between the load and the call (a
+        ``SCRIPT FLUSH``, a restart, on a cluster a load that reached other nodes than
+        the call): that ``NOSCRIPT`` ran nothing either, so up to :data:`RELOADS` loads
+        are tried before it is raised.
+        """
         sender: Any = client  # RedisCluster.execute_command is untyped
-        return sender.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        for attempt in range(RELOADS):
+            self.load(client)
+            try:
+                return sender.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                if attempt == RELOADS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def run_async(
         self, client: AsyncClient, keys: Sequence[Key] = (), args: Sequence[Arg] = ()
@@ -85,8 +101,15 @@ class Script:
         try:
             return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
+            pass
+        for attempt in range(RELOADS):  # as in reloaded(): the server may forget it again
             await client.script_load(self.script)
-            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            try:
+                return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                if attempt == RELOADS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def prepare(
         self, client: Client, keys: Sequence[Key], direct: bool = True, extra_keys: int = 0

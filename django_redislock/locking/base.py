@@ -15,6 +15,7 @@ when the holder's TTL does. Every block also stays below ``SOCKET_TIMEOUT``.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +38,8 @@ SIGNAL_MS = 1000
 WAIT_RECORD_CAP = 3600.0
 #: Fraction of ``SOCKET_TIMEOUT`` one blocking read may use.
 BLOCK_FRACTION = 0.8
+#: First pause (seconds) before a waiter whose wait failed checks that Redis answers again.
+WAIT_FAILED_PAUSE = 0.05
 
 
 class BaseLock(LockCalls):
@@ -184,7 +187,10 @@ class BaseLock(LockCalls):
                 if blocking:
                     self._stop_waiting(owner)
                 return False
-            self._woken = wait_for_signal(self.backend, self._signal_key, seconds)
+            try:
+                self._woken = wait_for_signal(self.backend, self._signal_key, seconds)
+            except ConnectionFailed as exc:
+                self._wait_failed(deadline, exc)
             waited = True
 
     async def acquire_async(
@@ -217,10 +223,48 @@ class BaseLock(LockCalls):
                 return False
             try:
                 self._woken = await wait_for_signal_async(self.backend, self._signal_key, seconds)
+            except ConnectionFailed as exc:
+                await self._wait_failed_async(deadline, exc)
             except BaseException:  # a cancellation while waiting: withdraw what the wait left
                 await self._stop_waiting_async(owner)
                 raise
             waited = True
+
+    def _wait_failed(self, deadline: float, exc: ConnectionFailed) -> None:
+        """A wait for a wake-up ended by a connection error (a cut connection, a restart).
+
+        The wait changed nothing, so the loop goes on (docs/calls.md): once Redis answers
+        a read of the signal key again (tried at once, then after pauses doubling from
+        ``WAIT_FAILED_PAUSE`` up to 1 s), the next attempt is sent. ``exc`` is raised if
+        Redis does not answer before the caller's deadline.
+        """
+        pause = WAIT_FAILED_PAUSE
+        while True:
+            try:
+                with self.backend.errors():
+                    self.backend.client.exists(self._signal_key)
+                return
+            except ConnectionFailed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise exc from None
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
+
+    async def _wait_failed_async(self, deadline: float, exc: ConnectionFailed) -> None:
+        """The asyncio twin of :meth:`_wait_failed`."""
+        pause = WAIT_FAILED_PAUSE
+        while True:
+            try:
+                with self.backend.errors():
+                    await self.backend.async_client().exists(self._signal_key)
+                return
+            except ConnectionFailed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise exc from None
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
 
     def release(self) -> None:
         """Release one hold; raise :class:`LockLost` if it had already ended.

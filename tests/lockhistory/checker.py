@@ -1,0 +1,368 @@
+"""Verify a lock history: exclusion, fences, fenced writes, leftovers, the row values.
+
+Pure Python on the records the workers and the coordinator wrote (one JSON object a line).
+All times are ``time.monotonic()`` seconds, which on Linux is one system-wide clock, so the
+records of every process on the machine compare directly.
+
+Records the checker reads (other records are counted and otherwise ignored):
+
+* ``{"ev": "op", "what": ..., "type": "invoke"|"ok"|"fail"|"unknown"}``: one operation's
+  steps, for the table;
+* ``{"ev": "hold", ...}``: one hold as its holder saw it (see :class:`Hold`);
+* ``{"ev": "write", ...}``: one fenced write to the name's database row (see :class:`Write`);
+* ``{"ev": "fault", "type": ...}``: a fault the coordinator applied;
+* ``{"ev": "final", "rows": {name: value}, "leftover": [...]}``: the database rows, and the
+  lock keys still present one longest TTL (plus a margin) after every worker exited.
+
+**What a holder may believe.** A hold is believed from the moment its acquire returned
+(``ok``) until the first of: its release was sent, it was told of a loss (``lost_at``: the
+``lock_lost`` signal, or ``LockLost`` from ``ensure_held``/``extend``), and ``until``, the
+latest deadline the holder has evidence for. The worker computes ``until`` the way the
+library does: for a single server or a cluster, the send time of the last call that set the
+TTL (the acquire, a successful ``extend``, a successful watchdog renewal) plus that TTL,
+minus :data:`MARGIN` (Redis keeps TTLs in whole milliseconds); for Redlock, the validity the
+lock computed itself (``ttl - elapsed - drift``). A process stopped past its TTL therefore
+believes nothing past ``until``: what it does after it resumes is the case fencing covers,
+not a double grant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Seconds taken off every believed deadline: Redis stores a TTL in whole milliseconds and
+#: checks expiry against its own reading of the clock.
+MARGIN = 0.005
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One hold as its holder saw it.
+
+    ``identity`` is who holds it for the purpose of exclusion: an explicit ``owner=`` label
+    (two holds of one owner are one holder: a reentrant count) or the grant's own id (a
+    re-entry and a downgrade share the grant of the hold they continue). ``mode`` is ``"x"``
+    (mutex, reentrant, write) or ``"r"`` (read). ``fresh`` says the fence was issued for this
+    hold's own acquire (not a re-entry or a downgrade), which the fence order is checked on.
+    """
+
+    worker: str
+    op: str
+    name: str
+    mode: str
+    identity: str
+    fence: int
+    invoke: float
+    ok: float
+    until: float
+    released: float | None = None
+    lost_at: float | None = None
+    fresh: bool = True
+    kind: str = "mutex"
+
+    @property
+    def end(self) -> float:
+        """The end of what the holder could believe."""
+        ends = [self.until - MARGIN]
+        ends += [t for t in (self.released, self.lost_at) if t is not None]
+        return min(ends)
+
+    @classmethod
+    def of(cls, rec: dict[str, Any]) -> Hold:
+        return cls(
+            worker=str(rec["worker"]),
+            op=str(rec["op"]),
+            name=rec["name"],
+            mode=rec.get("mode", "x"),
+            identity=str(rec.get("identity") or rec["op"]),
+            fence=int(rec["fence"]),
+            invoke=float(rec["invoke"]),
+            ok=float(rec["ok"]),
+            until=float(rec["until"]),
+            released=rec.get("released"),
+            lost_at=rec.get("lost_at"),
+            fresh=bool(rec.get("fresh", True)),
+            kind=rec.get("kind", "mutex"),
+        )
+
+
+@dataclass(frozen=True)
+class Write:
+    """One fenced write ``UPDATE ... SET value = <read + 1>, fence = f WHERE fence < f``."""
+
+    worker: str
+    name: str
+    fence: int
+    invoke: float
+    done: float
+    accepted: bool
+
+    @classmethod
+    def of(cls, rec: dict[str, Any]) -> Write:
+        return cls(
+            str(rec["worker"]),
+            rec["name"],
+            int(rec["fence"]),
+            float(rec["invoke"]),
+            float(rec["done"]),
+            bool(rec["accepted"]),
+        )
+
+
+@dataclass
+class Violation:
+    type: str
+    name: str
+    detail: str
+    records: list[Any] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.type} on {self.name!r}: {self.detail}"
+
+
+@dataclass
+class Report:
+    """What the checker found, and the counts of the table."""
+
+    violations: list[Violation] = field(default_factory=list)
+    ops: Counter[str] = field(default_factory=Counter)
+    holds: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    writes: Counter[str] = field(default_factory=Counter)
+    expected: Counter[str] = field(default_factory=Counter)
+    orphans: Counter[str] = field(default_factory=Counter)
+    seed: int | None = None
+
+    @property
+    def by_type(self) -> Counter[str]:
+        return Counter(v.type for v in self.violations)
+
+    def table(self) -> str:
+        """The table ``dev.py soak`` prints."""
+        lines: list[str] = [] if self.seed is None else [f"seed: {self.seed}"]
+
+        def section(title: str, counts: Counter[str]) -> None:
+            lines.append(f"{title}: {sum(counts.values())}")
+            for key, value in sorted(counts.items()):
+                lines.append(f"  {key:<40} {value:>8}")
+
+        section("operations", self.ops)
+        section("holds", self.holds)
+        section("fenced writes", self.writes)
+        section("faults applied", self.faults)
+        section("violations", self.by_type)
+        if self.expected:
+            section("expected without the system check (not a pass)", self.expected)
+        section("grants seen for 0.25 s or more that no holder had (end by TTL)", self.orphans)
+        for violation in self.violations[:20]:
+            lines.append(f"  ! {violation}")
+        return "\n".join(lines)
+
+
+def read_history(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every record of the history files; a torn last line (a killed process) is skipped."""
+    records: list[dict[str, Any]] = []
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def _overlaps(holds: list[Hold]) -> list[Violation]:
+    found: list[Violation] = []
+    by_name: dict[str, list[Hold]] = defaultdict(list)
+    for hold in holds:
+        if hold.end > hold.ok:
+            by_name[hold.name].append(hold)
+    for name, items in by_name.items():
+        items.sort(key=lambda h: h.ok)
+        for i, a in enumerate(items):
+            for b in items[i + 1 :]:
+                if b.ok >= a.end:
+                    break  # sorted by start: no later hold starts before a ends
+                if a.identity == b.identity or (a.mode == "r" and b.mode == "r"):
+                    continue
+                if b.ok < a.end and a.ok < b.end:
+                    both = min(a.end, b.end) - b.ok
+                    found.append(
+                        Violation(
+                            "overlap",
+                            name,
+                            f"{a.kind} fence {a.fence} ({a.worker}) and {b.kind} fence {b.fence} "
+                            f"({b.worker}) both believed held for {both * 1000:.1f} ms",
+                            [a, b],
+                        )
+                    )
+    return found
+
+
+def _fences(holds: list[Hold]) -> list[Violation]:
+    """A grant that completed before another was sent has the smaller fence; no fence twice."""
+    found: list[Violation] = []
+    by_name: dict[str, list[Hold]] = defaultdict(list)
+    for hold in holds:
+        by_name[hold.name].append(hold)
+    for name, items in by_name.items():
+        owners: dict[int, str] = {}
+        for hold in items:
+            if not hold.fresh:
+                continue
+            other = owners.setdefault(hold.fence, hold.identity)
+            if other != hold.identity:
+                found.append(
+                    Violation("fence reused", name, f"fence {hold.fence} granted twice", [hold])
+                )
+        done = sorted(items, key=lambda h: h.ok)
+        sent = sorted((h for h in items if h.fresh), key=lambda h: h.invoke)
+        # the largest fence among holds whose acquire returned before each fresh send
+        best: Hold | None = None
+        j = 0
+        for b in sent:
+            while j < len(done) and done[j].ok < b.invoke:
+                if best is None or done[j].fence > best.fence:
+                    best = done[j]
+                j += 1
+            if best is not None and best.identity != b.identity and best.fence >= b.fence:
+                found.append(
+                    Violation(
+                        "fence went back",
+                        name,
+                        f"fence {b.fence} ({b.worker}) sent after fence {best.fence} "
+                        f"({best.worker}) was granted",
+                        [best, b],
+                    )
+                )
+    return found
+
+
+def _writes(writes: list[Write], rows: dict[str, int] | None) -> list[Violation]:
+    found: list[Violation] = []
+    by_name: dict[str, list[Write]] = defaultdict(list)
+    for write in writes:
+        by_name[write.name].append(write)
+    for name, items in by_name.items():
+        accepted = sorted((w for w in items if w.accepted), key=lambda w: w.done)
+        best: Write | None = None
+        j = 0
+        for w in sorted(items, key=lambda w: w.invoke):
+            while j < len(accepted) and accepted[j].done < w.invoke:
+                if best is None or accepted[j].fence > best.fence:
+                    best = accepted[j]
+                j += 1
+            if w.accepted and best is not None and best.fence >= w.fence:
+                found.append(
+                    Violation(
+                        "stale fenced write accepted",
+                        name,
+                        f"fence {w.fence} ({w.worker}) written after fence {best.fence}",
+                        [best, w],
+                    )
+                )
+    for name, value in (rows or {}).items():
+        count = sum(1 for w in by_name.get(name, []) if w.accepted)
+        if int(value) != count:
+            found.append(
+                Violation(
+                    "row value mismatch",
+                    name,
+                    f"the row holds {value} but {count} fenced writes were accepted "
+                    "(an update was lost: two writers read the same value)",
+                )
+            )
+    return found
+
+
+def _leftovers(final: dict[str, Any] | None) -> list[Violation]:
+    return [
+        Violation("hold outlived its TTL", item.get("name", "?"), json.dumps(item), [item])
+        for item in (final or {}).get("leftover", [])
+    ]
+
+
+#: Seconds after an orphan grant was first seen in which the outcome of the call that made
+#: it arrives (its resends and take-back included), and before it (clock granularity).
+ORPHAN_WINDOW = (1.0, 6.0)
+#: A grant seen for less than this is one being taken back (e.g. Redlock's background
+#: clean-up after a cancellation), not one left behind.
+ORPHAN_MIN_SPAN = 0.25
+
+
+def _orphans(
+    grants: list[dict[str, Any]], holds: list[Hold], ends: list[dict[str, Any]]
+) -> Counter[str]:
+    """Grants seen in Redis for a while that no worker reported holding, by a likely cause.
+
+    Documented: an acquire whose outcome stayed unknown (Redis unreachable) may leave its
+    grant until its TTL. A cancelled acquire leaves nothing unless its take-back could not
+    reach Redis either (under these faults it sometimes cannot), so these are counted, not
+    judged.
+    """
+    held = {(h.name, h.fence) for h in holds}
+    seen: dict[tuple[str, int], list[float]] = {}
+    for grant in grants:
+        key = (grant["name"], int(grant["fence"]))
+        if key not in held:
+            seen.setdefault(key, []).append(float(grant["t"]))
+    found: Counter[str] = Counter()
+    for (name, _), times in seen.items():
+        if max(times) - min(times) < ORPHAN_MIN_SPAN:
+            continue
+        t = min(times)
+        before, after = ORPHAN_WINDOW
+        near = [e for e in ends if e.get("name") == name and t - before <= e["t"] <= t + after]
+        if any(e["type"] == "unknown" for e in near):
+            found["after an acquire with an unknown outcome"] += 1
+        elif any(e.get("error") == "cancelled" for e in near):
+            found["after a cancelled acquire"] += 1
+        else:
+            found["other (e.g. a resent acquire whose first grant expired meanwhile)"] += 1
+    return found
+
+
+def check(records: Iterable[dict[str, Any]]) -> Report:
+    """Check a whole history; the report's ``violations`` is empty when it passes."""
+    report = Report()
+    holds: list[Hold] = []
+    writes: list[Write] = []
+    final: dict[str, Any] | None = None
+    grants: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # op -> the name its acquire was for
+    ends: list[dict[str, Any]] = []  # acquire outcomes, with the name
+    for rec in records:
+        ev = rec.get("ev")
+        if ev == "op":
+            report.ops[f"{rec['what']} {rec['type']}"] += 1
+            if "name" in rec:
+                names[rec["op"]] = rec["name"]
+            elif rec["type"] != "invoke" and rec.get("op") in names and "acquire" in rec["what"]:
+                ends.append({**rec, "name": names[rec["op"]]})
+        elif ev == "grant":
+            grants.append(rec)
+        elif ev == "hold":
+            hold = Hold.of(rec)
+            holds.append(hold)
+            report.holds[hold.kind] += 1
+        elif ev == "write":
+            write = Write.of(rec)
+            writes.append(write)
+            report.writes["accepted" if write.accepted else "refused"] += 1
+        elif ev == "fault":
+            report.faults[rec["type"]] += 1
+        elif ev == "expected":
+            report.expected[rec["type"]] += int(rec.get("count", 1))
+        elif ev == "final":
+            final = rec
+    report.violations += _overlaps(holds)
+    report.violations += _fences(holds)
+    report.violations += _writes(writes, final.get("rows") if final else None)
+    report.violations += _leftovers(final)
+    report.orphans = _orphans(grants, holds, ends)
+    return report

@@ -1,0 +1,36 @@
+"""The lock history check under faults (issue 23), a short run per kind.
+
+Four worker processes run seeded random lock operations (mutex, reentrant with inner
+levels, read-write with downgrades, ``owner=`` reuse, asyncio acquires cancelled once or
+again and again, watchdog on and off, short TTLs) through fault proxies while the test
+applies faults (lost replies, resends, lost requests, stalls past the timeout, cuts,
+``SIGSTOP`` past the TTL, ``SCRIPT FLUSH``, ``CLIENT PAUSE``, restarts with AOF); every hold
+makes a fenced write to one database row per name. :mod:`tests.lockhistory.checker` then
+verifies the whole history. ``python3 dev.py soak locks --minutes N`` runs it longer.
+
+The assertions are counts (operations, holds, faults, violations), never durations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .lockhistory.run import run
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+SECONDS = 20
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster", "redlock"])
+def test_lock_history_under_faults_has_no_violation(kind: str, tmp_path: Path) -> None:
+    report, where = run(kind, SECONDS, directory=tmp_path / "history", eviction=kind == "single")
+    print(report.table())
+    assert not report.violations, f"history in {where}:\n{report.table()}"
+    assert sum(report.holds.values()) >= 20, report.table()
+    assert sum(report.writes.values()) >= 10, report.table()
+    assert sum(report.faults.values()) >= 10, report.table()
+    assert len(report.faults) >= 5, report.table()  # several kinds of fault, not one
+    assert not [f for f in report.faults if f.startswith("worker")], report.table()

@@ -1,0 +1,163 @@
+"""The history checker (tests/lockhistory/checker.py) on hand-made histories.
+
+Each violation it exists for must be reported, and the legitimate interleavings that look
+close to one (readers together, a re-entry, a downgrade, a holder told of its loss, a holder
+stopped past its TTL, a stale write that was refused) must not be.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .lockhistory.checker import MARGIN, check
+
+
+def hold(op: str, ok: float, end: float, fence: int, **kw: Any) -> dict[str, Any]:
+    """A hold believed from ``ok`` to ``end`` (released then, deadline well after)."""
+    rec = {"ev": "hold", "worker": kw.pop("worker", op), "op": op, "name": "n", "mode": "x"}
+    rec.update(fence=fence, invoke=ok - 0.001, ok=ok, until=ok + 10, released=end)
+    rec.update(kw)
+    return rec
+
+
+def write(fence: int, invoke: float, done: float, accepted: bool) -> dict[str, Any]:
+    return {"ev": "write", "worker": "w", "name": "n", "fence": fence, "invoke": invoke} | {
+        "done": done,
+        "accepted": accepted,
+    }
+
+
+def types(records: list[dict[str, Any]]) -> list[str]:
+    return sorted(v.type for v in check(records).violations)
+
+
+def test_a_clean_history_passes() -> None:
+    records = [
+        hold("a", 1.0, 2.0, 1),
+        hold("b", 2.0, 3.0, 2),
+        write(1, 1.1, 1.2, True),
+        write(2, 2.1, 2.2, True),
+        {"ev": "final", "rows": {"n": 2}, "leftover": []},
+    ]
+    assert types(records) == []
+
+
+def test_an_overlap_is_found() -> None:
+    assert types([hold("a", 1.0, 2.0, 1), hold("b", 1.5, 3.0, 2)]) == ["overlap"]
+
+
+def test_a_writer_overlapping_a_reader_is_found_but_readers_share() -> None:
+    readers = [hold("a", 1.0, 2.0, 1, mode="r"), hold("b", 1.5, 3.0, 2, mode="r")]
+    assert types(readers) == []
+    assert types([*readers, hold("c", 2.5, 2.6, 3)]) == ["overlap"]
+
+
+def test_one_identity_overlapping_itself_is_a_reentry_not_an_overlap() -> None:
+    outer = hold("a", 1.0, 3.0, 1, identity="owner-x")
+    inner = hold("b", 1.5, 2.0, 1, identity="owner-x", fresh=False)
+    assert types([outer, inner]) == []
+
+
+def test_a_hold_is_believed_only_until_its_deadline_or_its_loss() -> None:
+    # b starts after a's deadline (a was stopped past its TTL and released late)
+    a = hold("a", 1.0, 5.0, 1, until=2.0)
+    assert types([a, hold("b", 2.0, 3.0, 2)]) == []
+    # the deadline margin is small: a start 2 margins before the deadline is an overlap
+    assert types([a, hold("b", 2.0 - 2 * MARGIN, 3.0, 2)]) == ["overlap"]
+    # told of the loss (lock_lost) before b started
+    told = hold("a", 1.0, 5.0, 1, lost_at=1.9)
+    assert types([told, hold("b", 2.0, 3.0, 2)]) == []
+
+
+def test_a_hold_told_of_its_loss_only_at_release_still_overlaps() -> None:
+    late = hold("a", 1.0, 5.0, 1, lost_at=5.0)
+    assert types([late, hold("b", 2.0, 3.0, 2)]) == ["overlap"]
+
+
+def test_a_fence_going_back_is_found() -> None:
+    assert types([hold("a", 1.0, 2.0, 5), hold("b", 2.5, 3.0, 4)]) == ["fence went back"]
+    assert types([hold("a", 1.0, 2.0, 5), hold("b", 2.5, 3.0, 5)]) == [
+        "fence reused",
+        "fence went back",
+    ]
+
+
+def test_a_downgrade_keeps_its_writers_fence() -> None:
+    writer = hold("a", 1.0, 1.5, 5, identity="g1")
+    reader = hold("b", 1.5, 2.0, 5, identity="g1", mode="r", fresh=False, invoke=1.49)
+    later = hold("c", 2.5, 3.0, 6)
+    assert types([writer, reader, later]) == []
+
+
+def test_concurrent_acquires_may_get_fences_in_any_order() -> None:
+    # b was sent before a's acquire returned: no order between their fences
+    a = hold("a", 1.0, 1.2, 5)
+    b = hold("b", 1.3, 1.5, 4, invoke=0.9)
+    assert types([a, b]) == []
+
+
+def test_a_stale_fenced_write_accepted_is_found() -> None:
+    records = [write(2, 1.0, 1.1, True), write(1, 1.2, 1.3, True)]
+    assert types(records) == ["stale fenced write accepted"]
+    refused = [write(2, 1.0, 1.1, True), write(1, 1.2, 1.3, False)]
+    assert types(refused) == []
+
+
+def test_a_stale_write_before_the_newer_fence_was_recorded_is_allowed() -> None:
+    # documented: the resource refuses a stale fence only once it has seen a newer one
+    records = [write(2, 1.0, 1.5, True), write(1, 1.1, 1.2, True)]
+    assert types(records) == []
+
+
+def test_a_row_value_mismatch_is_found() -> None:
+    records = [write(1, 1.0, 1.1, True), write(2, 1.2, 1.3, True)]
+    assert types([*records, {"ev": "final", "rows": {"n": 1}}]) == ["row value mismatch"]
+    assert types([*records, {"ev": "final", "rows": {"n": 2}}]) == []
+
+
+def test_a_hold_outliving_its_ttl_is_found() -> None:
+    final = {"ev": "final", "rows": {}, "leftover": [{"name": "n", "key": "l:n", "pttl": -1}]}
+    assert types([final]) == ["hold outlived its TTL"]
+
+
+def test_the_table_counts_operations_faults_and_expected_categories() -> None:
+    records: list[dict[str, Any]] = [
+        {"ev": "op", "what": "acquire", "type": "invoke"},
+        {"ev": "op", "what": "acquire", "type": "ok"},
+        {"ev": "fault", "type": "drop_reply"},
+        {"ev": "expected", "type": "eviction: second holder", "count": 2},
+        hold("a", 1.0, 2.0, 1),
+        hold("b", 1.5, 3.0, 2),
+    ]
+    report = check(records)
+    assert report.ops == {"acquire invoke": 1, "acquire ok": 1}
+    assert report.faults == {"drop_reply": 1}
+    table = report.table()
+    assert "overlap" in table and "expected without the system check" in table
+    assert "eviction: second holder" in table
+
+
+def test_grants_no_holder_had_are_counted_by_what_may_explain_them() -> None:
+    records: list[dict[str, Any]] = [
+        hold("a", 1.0, 2.0, 1),
+        {"ev": "grant", "name": "n", "fence": 1, "t": 1.5},  # a's: explained
+        {"ev": "op", "op": "b", "what": "acquire_async", "type": "invoke", "name": "n"},
+        {"ev": "op", "op": "b", "what": "acquire_async", "type": "fail", "error": "cancelled"}
+        | {"t": 2.5},
+        {"ev": "grant", "name": "n", "fence": 2, "t": 2.4},
+        {"ev": "grant", "name": "n", "fence": 2, "t": 2.7},  # the same grant, seen again
+        {"ev": "op", "op": "c", "what": "acquire", "type": "invoke", "name": "n"},
+        {"ev": "op", "op": "c", "what": "acquire", "type": "unknown", "t": 9.0},
+        {"ev": "grant", "name": "n", "fence": 3, "t": 8.5},
+        {"ev": "grant", "name": "n", "fence": 3, "t": 9.0},
+        {"ev": "grant", "name": "n", "fence": 4, "t": 20.0},
+        {"ev": "grant", "name": "n", "fence": 4, "t": 20.3},
+        {"ev": "grant", "name": "n", "fence": 5, "t": 30.0},  # seen once: being taken back
+    ]
+    report = check(records)
+    assert report.orphans == {
+        "after a cancelled acquire": 1,
+        "after an acquire with an unknown outcome": 1,
+        "other (e.g. a resent acquire whose first grant expired meanwhile)": 1,
+    }
+    assert report.violations == []

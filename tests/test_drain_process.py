@@ -42,13 +42,11 @@ def test_sigterm_finishes_the_task_and_gives_the_rest_back(real: RedisTarget) ->
     try:
         wait_for(started("t0"), 30, "the first task to start")
         worker.send_signal(signal.SIGTERM)
-        stopped_at = time.monotonic()
         code, out, err = finish(worker)
     finally:
         worker.kill()
     assert code == 0, err
-    # the rest of t0 (< 0.5 s) and the exit; running the 9 others would take 4.5 s more
-    assert time.monotonic() - stopped_at < 2.5
+    # the rest of t0 and the exit, none of the 9 others (counts, not a duration)
     assert [r.split(":")[0:2] for r in tasks.runs()] == [["start", "t0"], ["end", "t0"]]
     assert "processed 1, failed 0, retried 0, dead 0, released 9" in out
     q = slow_queue()
@@ -68,8 +66,9 @@ def test_sigterm_while_idle_exits_at_once(real: RedisTarget) -> None:
     finally:
         worker.kill()
     assert code == 0, err
-    # at once, not at the end of the idle BLPOP (4.5 s: SOCKET_TIMEOUT 5 s minus 0.5)
-    assert time.monotonic() - stopped_at < 2.5
+    # at once, not at the end of the idle BLPOP (4.5 s: SOCKET_TIMEOUT 5 s minus 0.5); the
+    # bound leaves a loaded machine time to end the process (2.5 s failed at load 20)
+    assert time.monotonic() - stopped_at < 4.0
     assert "processed 0" in out
 
 

@@ -80,12 +80,12 @@ def test_sigterm_finishes_running_tasks_and_gives_the_rest_back(
     try:
         wait_for(lambda: len(stamps("start")) >= 4, 30, "four tasks to start")
         worker.send_signal(signal.SIGTERM)
-        stopped_at = time.monotonic()
         code, out, err = finish(worker, timeout=30)
     finally:
         worker.kill()
     assert code == 0, err
-    assert time.monotonic() - stopped_at < 3.5  # the running ones (< 1 s), not 16 more
+    # the running ones finished, no other started, the rest went back at once (the lease
+    # is 60 s): counts and states, not a duration, which a loaded machine stretches
     started = tags("start")
     assert len(started) == 4 and tags("end") == started
     assert "processed 4, failed 0" in out, out
@@ -141,10 +141,10 @@ def test_a_solo_run_that_cannot_be_ended_gives_its_batch_back_and_exits(
     for i in range(3):
         tasks.wait_io.enqueue(args=[f"w{i}", 0], id=f"w{i}")
     worker = spawn(real, "pool", "--batch", "10", "--lease", "30")
-    started = time.monotonic()
     code, out, err = finish(worker, timeout=30)
     assert code == 70, out + err  # EXIT_HUNG, at 1 s + 2 s of grace, not the task's 15 s
-    assert time.monotonic() - started < 12
+    # the task never reached its end (15 s in): the worker gave up on it and exited first
+    assert tags("start") == ["stuck"] and tags("end") == [], tasks.runs()
     assert "outlived" not in out and "still running" in err
     q = pool_queue()
     assert sorted((t.id, t.attempts) for t in q.top(10)) == [("w0", 0), ("w1", 0), ("w2", 0)]
@@ -164,13 +164,11 @@ def test_a_second_sigterm_stops_a_thread_pool_at_once(real: RedisTarget) -> None
         time.sleep(0.3)
         assert worker.poll() is None  # the first signal waits for the running tasks
         worker.send_signal(signal.SIGTERM)
-        stopped_at = time.monotonic()
         code, _, err = finish(worker, timeout=15)
     finally:
         worker.kill()
     assert code == 1 and "stopped at once by a second SIGTERM" in err, err
-    assert time.monotonic() - stopped_at < 5  # not the tasks' 20 s
-    assert tags("end") == []
+    assert tags("end") == []  # at once: no task reached its end, 20 s in
     assert pool_queue().stats()["in_flight"] == 4  # their claims come back after the lease
 
 

@@ -3,6 +3,8 @@
 
     python3 dev.py demo     run the flash-sale demo on an embedded Redis and print a report
     python3 dev.py test     lint, type-check, build the docs and run the whole test suite
+    python3 dev.py test --under-load
+                            the whole pytest run with two CPU-bound processes beside it
     python3 dev.py bench    run the benchmarks side by side with the peer libraries
 
 Each command creates (or reuses) a virtual environment in ``.venv`` (``REDISLOCK_VENV``
@@ -125,9 +127,43 @@ def ensure_chromium() -> None:
         run("apt-get", "install", "-y", "-qq", "chromium")
 
 
+#: The longest a CPU burner of ``test --under-load`` runs (seconds), should nothing end it.
+BURN_LIMIT = 3600
+
+#: What each burner runs: a busy loop that ends by itself at BURN_LIMIT.
+BURN = (
+    "import sys, time\n"
+    "end = time.monotonic() + float(sys.argv[1])\n"
+    "while time.monotonic() < end: pass"
+)
+
+
+def under_load(args: list[str]) -> None:
+    """Run the whole pytest run with two CPU-bound processes beside it.
+
+    On a 2-core machine the suite then gets about half of each core, as it does on a
+    shared CI runner beside another job. A test that fails only here waits on a
+    wall-clock bound instead of an event, or has found a real race: either is a bug.
+    The lint, type and docs steps and the compatibility runs are left out (no timing).
+    """
+    burners = [
+        subprocess.Popen([sys.executable, "-c", BURN, str(BURN_LIMIT)], cwd=ROOT) for _ in range(2)
+    ]
+    print(f"+ CPU burners beside the suite: pids {[b.pid for b in burners]}", flush=True)
+    try:
+        run(BIN / "pytest", *(args or [*workers(), "--durations=15"]))
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
 def test() -> None:
     ensure_venv(TEST_EXTRAS, ("test",))
     ensure_chromium()
+    if "--under-load" in sys.argv[2:]:
+        under_load([arg for arg in sys.argv[2:] if arg != "--under-load"])
+        return
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy", "django_redislock", "tests")

@@ -100,8 +100,11 @@ def test_a_rate_limit_holds_across_two_worker_processes(
         time.sleep(10)
         done = len(tasks.runs()) - start_count
         elapsed = time.monotonic() - started
-        # within 10 % of the rate, never over it (give or take the run in flight at each end)
-        assert 0.9 * rate * elapsed <= done <= 1.1 * rate * elapsed, (done, elapsed)
+        # never over the rate (give or take the run in flight at each end); and not far
+        # under it: on a loaded machine the two workers get too little CPU to keep up with
+        # it (how close they come is the rate-limit benchmark's figure, not this test's),
+        # but a limiter that lost its permits would run at a fraction of the rate
+        assert 0.5 * rate * elapsed <= done <= 1.1 * rate * elapsed, (done, elapsed)
         stats = q.stats()
         assert stats["dead"] == 0 and stats["ready"] + stats["delayed"] + stats["in_flight"] > 0
         runs = tasks.runs()  # read once: the workers keep running while the test reads

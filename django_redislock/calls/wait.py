@@ -12,7 +12,10 @@ Why the deadline is the client's: ``BLPOP`` wakes as soon as a push arrives, but
 Redis checks blocked clients' own timeouts only on its clock tick (every 100 ms
 at the default ``hz 10``), which would end a wait up to 100 ms late. So the
 ``BLPOP`` goes out with a server timeout :data:`SERVER_SLACK` longer than the
-wait, and the reply is awaited for exactly ``seconds``. If nothing came, the
+wait, and the reply is awaited until the caller's deadline: ``seconds`` from the
+call, so the time a first call spends getting its connection ready (a Cluster
+client loading its slot map, a new connection's handshake) is part of the wait,
+not added to it. If nothing came, the
 connection (still blocked on the server) is closed instead of going back to its
 pool, so no later command ever reads that ``BLPOP``'s late reply. That costs a
 reconnect, but only on the path where nothing was pushed in time.
@@ -44,6 +47,7 @@ fakeredis) get a plain ``client.blpop``: their connections are not redis-py's.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,6 +78,16 @@ def _command(keys: Sequence[str], seconds: float, keep: bool) -> tuple[str, ...]
 
 #: The shortest wait sent (seconds): a wait for nothing still sends one ``BLPOP``.
 MIN_WAIT = 0.001
+
+
+def _left(deadline: float) -> float:
+    """What is left of the caller's wait once its connection is ready (at least MIN_WAIT).
+
+    The deadline is taken when the caller calls, so what a first call spends getting
+    ready (a Cluster client loading its slot map, a new connection's handshake) comes
+    out of the wait, not on top of it.
+    """
+    return max(deadline - time.monotonic(), MIN_WAIT)
 
 
 def _check(node: Node, client: Any, keys: Sequence[str], keep: bool) -> None:
@@ -109,6 +123,7 @@ def wait_on(
     errors are raised as the node maps them (``ConnectionFailed``); see the
     module's docstring for what each outcome leaves behind.
     """
+    deadline = time.monotonic() + seconds
     client = node.client
     _check(node, client, keys, keep)
     seconds = max(seconds, MIN_WAIT)
@@ -123,6 +138,7 @@ def wait_on(
             pool = client.connection_pool
         conn = pool.get_connection()
         try:
+            seconds = _left(deadline)
             conn.send_command(*_command(keys, seconds, keep))
             if not conn.can_read(timeout=seconds):
                 conn.disconnect()  # still blocked on the server: never reused
@@ -155,6 +171,7 @@ async def wait_on_async(
     the cancellation goes on (the close itself does not wait), so it never goes
     back to the pool with a ``BLPOP`` in flight.
     """
+    deadline = time.monotonic() + seconds
     client = node.async_client()
     _check(node, client, keys, keep)
     seconds = max(seconds, MIN_WAIT)
@@ -168,21 +185,31 @@ async def wait_on_async(
                 raise redis.exceptions.SlotNotCoveredError(f"no node serves {keys[0]!r}")
             conn = owner.acquire_connection()
             try:
-                return await _wait(conn, keys, seconds, keep)
+                return await _wait(conn, keys, deadline, keep)
             finally:
-                owner.release(conn)
+                _give_back(owner, conn)
         async_pool: Any = client.connection_pool
         conn = await async_pool.get_connection()
         try:
-            return await _wait(conn, keys, seconds, keep)
+            return await _wait(conn, keys, deadline, keep)
         finally:
             await async_pool.release(conn)
 
 
-async def _wait(conn: Any, keys: Sequence[str], seconds: float, keep: bool) -> Popped | None:
+def _give_back(owner: Any, conn: Any) -> None:
+    """Return ``conn`` to its Cluster node's free list (redis-py 5 has no ``release``)."""
+    release = getattr(owner, "release", None)
+    if release is not None:
+        release(conn)
+    else:
+        owner._free.append(conn)
+
+
+async def _wait(conn: Any, keys: Sequence[str], deadline: float, keep: bool) -> Popped | None:
     try:
         if not getattr(conn, "is_connected", True):
             await conn.connect()
+        seconds = _left(deadline)
         await conn.send_command(*_command(keys, seconds, keep))
         reply = await asyncio.wait_for(conn.read_response(), timeout=seconds)
         return _popped(reply, keys, keep)

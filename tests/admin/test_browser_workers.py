@@ -54,7 +54,10 @@ def test_workers_page_follows_the_workers(
     from playwright.sync_api import expect, sync_playwright
 
     django_user_model.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
-    tasks.slow.enqueue(args=["report-2026-11", 12.0], id="report-2026-11")
+    # running until the test ends: a loaded machine may take longer than any fixed
+    # duration to get the page to show it
+    tasks.RELEASE.clear()
+    tasks.held.enqueue(args=["report-2026-11"], id="report-2026-11")
     busy = Worker([queues["default"].queue("slow")], timeout=60)
     idle = Worker([queues["default"].queue("orders"), queues["default"].queue("emails")])
     threads = [start(busy), start(idle)]
@@ -84,8 +87,9 @@ def test_workers_page_follows_the_workers(
             expect(page.locator("#live-status")).to_contain_text("updated")
             browser.close()
     finally:
+        tasks.RELEASE.set()
         busy.stop()
         idle.stop()
-        for thread in threads:  # the slow task ends within its 12 s; nothing outlives the test
+        for thread in threads:  # the held task ends at the release; nothing outlives the test
             thread.join(20)
     assert not any(thread.is_alive() for thread in threads)

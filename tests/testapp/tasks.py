@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from typing import Any
 
@@ -55,6 +56,18 @@ def unique_job(a: int, b: int = 0) -> int:
 def slow(tag: str, seconds: float) -> None:
     record(f"start:{tag}:{os.getpid()}")
     time.sleep(seconds)
+    record(f"end:{tag}")
+
+
+#: What ends a run of ``held`` (in-process workers only): set by the test when it is done.
+RELEASE = threading.Event()
+
+
+@task(queue="slow")
+def held(tag: str) -> None:
+    """Runs until the test sets RELEASE (at most 120 s): busy for as long as a test looks."""
+    record(f"start:{tag}:{os.getpid()}")
+    RELEASE.wait(120)
     record(f"end:{tag}")
 
 

@@ -57,11 +57,20 @@ class AsyncPool(ThreadPool):
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker)
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the runs on the loop (the loop keeps only weak references to its tasks)
+        self._runs: set[asyncio.Task[None]] = set()
 
     def submit(self, queue: Queue, task: Task, lease: float) -> None:
         with self._slots:
             self.running += 1
-        asyncio.run_coroutine_threadsafe(self._serve_one(queue, task, lease), self._ensure_loop())
+        # a plain callback that creates the run's task on the loop: no concurrent Future
+        # chained to it (run_coroutine_threadsafe), nothing for the claim loop to wait on
+        self._ensure_loop().call_soon_threadsafe(self._start, queue, task, lease)
+
+    def _start(self, queue: Queue, task: Task, lease: float) -> None:
+        run = asyncio.ensure_future(self._serve_one(queue, task, lease))
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
 
     def close(self) -> None:
         loop, self._loop = self._loop, None
@@ -105,8 +114,11 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         hopeless: Exception = exc
         await in_thread(lambda: worker._bury(queue, task, hopeless))
         return
-    if not await in_thread(lambda: admit(queue, task, fn)):  # given back by its rate limit
-        return
+    # a rate limit costs a call (in a thread: admit blocks); a task without one starts no thread
+    if getattr(fn, "rate_limit", None) is not None and not await in_thread(
+        lambda: admit(queue, task, fn)
+    ):
+        return  # given back by its rate limit
     if not await begin_async(worker, queue, task, fn, lease):
         return
     signals.task_started.send(sender=Queue, queue=queue, task=task)

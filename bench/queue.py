@@ -279,8 +279,14 @@ def measure(client: redis.Redis, n_one: int, n_batch: int, n_drain: int) -> list
     return rows
 
 
+#: RQ drains this share of the tasks (its worker runs about 300 tasks/s on a quiet machine and
+#: 40 on a loaded one: 20,000 of them would take the whole run); its rate is per task all the same
+RQ_SHARE = 10
+
+
 def measure_drain(name: str, client: redis.Redis, n: int, row: dict[str, Any]) -> None:
     """Fill the queue, then drain it with one worker in a forked child."""
+    n = n // RQ_SHARE if name == "RQ" else n
     client.flushall()
     suite = SUITES[name](client, n)
     (suite.batch or suite.one)()
@@ -349,7 +355,8 @@ def notes(rows: list[dict[str, Any]], n_one: int, n_batch: int, n_drain: int) ->
         "of the per-round ratios. A round: "
         f"{n_one} one-call enqueues per library, the libraries taking turns call by call; "
         f"one pass of {n_batch} batch enqueues (batches of {BATCH}); "
-        f"{n_drain} no-op tasks drained by one worker process (forked). Load average at the "
+        f"{n_drain} no-op tasks drained by one worker process (forked; RQ "
+        f"{n_drain // RQ_SHARE}). Load average at the "
         f"end of each round: {', '.join(f'{load:.1f}' for load in LOADS)} on "
         f"{os.cpu_count()} CPUs. Reproduce: python3 dev.py bench queue.",
         "django-redislock enqueues through @task.delay() (JSON envelope, dedup script); its "

@@ -83,7 +83,8 @@ def dramatiq_actor(url: str) -> Any:
 
     broker = RedisBroker(url=url)
     dramatiq.set_broker(broker)
-    return dramatiq.actor(sleep_sync, actor_name="bench_io_sleep", queue_name="io", max_retries=0)
+    declare = dramatiq.actor(actor_name="bench_io_sleep", queue_name="io", max_retries=0)
+    return declare(sleep_sync)
 
 
 def huey_app(url: str) -> Any:

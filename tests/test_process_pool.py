@@ -124,23 +124,23 @@ def test_a_mixed_workload_runs_to_completion(pool: Pool) -> None:
 
 
 def test_each_child_claims_its_share_of_the_batch(pool: Pool) -> None:
-    # --batch 2 over 2 children: one claim each, so both gated tasks run at once; a child
-    # claiming the whole --batch would hold the second task while its first one waits
+    # without --batch, 2 children claim 50 each: both run a gated task at once; a child
+    # claiming the default 100 would hold all 60 while its first one waits
     q = pool_queue()
-    for i in range(2):
+    for i in range(60):
         pool_tasks.gate.enqueue(args=[f"g{i}"], id=f"g{i}")
-    process = pool.spawn("--batch", "2")
+    process = pool.spawn()
     client = queues["default"].client  # type: ignore[attr-defined]
     try:
-        wait_for(lambda: len(pool_tasks.pids("run")) == 2, 30, "both gated tasks to start")
-        client.rpush(pool_tasks.GATE_KEY, 1, 1)
+        wait_for(lambda: len(set(pool_tasks.pids("run"))) == 2, 30, "both children to start")
+        client.rpush(pool_tasks.GATE_KEY, *([1] * 60))
         wait_for(lambda: empty(q), 60, "the queue to drain")
         code, _, err = stop(process)
     finally:
-        client.rpush(pool_tasks.GATE_KEY, 1, 1)
+        client.rpush(pool_tasks.GATE_KEY, *([1] * 60))
         process.kill()
     assert code == 0, err
-    assert len(set(pool_tasks.pids("run"))) == 2
+    assert len(set(pool_tasks.pids("done"))) == 2
 
 
 def test_sigkill_of_a_child_mid_task_retries_only_that_task(pool: Pool) -> None:

@@ -73,9 +73,9 @@ def run_pool(command: Any, names: list[str], options: dict[str, Any]) -> Summary
     child = {name: options.get(name) or backend.options[key] for name, key in CHILD_OPTIONS.items()}
     deadline = None if options["timeout"] is None else time.monotonic() + options["timeout"]
     concurrency = options.get("concurrency") or os.cpu_count() or 1
-    # --batch is what the pool holds at once, shared by its children: each child runs one task
-    # at a time, so a child claiming the whole --batch would leave the others idle on a short
-    # queue of slow tasks (I/O-bound 2,000 x 10 ms at 32 children: 29-45 % of ideal)
+    # without --batch the pool's default batch is shared by its children: each child runs one
+    # task at a time, so a child claiming 100 would leave the others idle on a short queue of
+    # slow tasks (I/O-bound 2,000 x 10 ms at 32 children: 29-45 % of ideal)
     batch = child_batch(options["batch"], concurrency)
 
     def make_worker(progress: Any) -> Worker:
@@ -108,9 +108,15 @@ def run_pool(command: Any, names: list[str], options: dict[str, Any]) -> Summary
     return outcome.summary
 
 
-def child_batch(batch: int, concurrency: int) -> int:
-    """Tasks one child claims per round trip: its share of ``--batch`` (at least 1)."""
-    return max(1, -(-batch // concurrency))
+#: Tasks a worker claims per round trip without ``--batch`` (the process pool: all children).
+DEFAULT_BATCH = 100
+
+
+def child_batch(batch: int | None, concurrency: int) -> int:
+    """Tasks one child claims per round trip: ``--batch``, else its share of the default."""
+    if batch is not None:
+        return batch
+    return max(1, -(-DEFAULT_BATCH // concurrency))
 
 
 def child_log(command: BaseCommand, slot: int, every: int) -> Any:

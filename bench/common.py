@@ -30,6 +30,9 @@ PACKAGES = (
     "pottery",
     "rq",
     "huey",
+    "dramatiq",
+    "arq",
+    "celery",
     "hiredis",
 )
 

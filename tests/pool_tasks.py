@@ -67,6 +67,21 @@ def hang(tag: str) -> None:
     time.sleep(120)
 
 
+#: The list a ``gate`` run waits on: a test pushes one token per run it lets finish.
+GATE_KEY = "test:{pool}:gate"
+
+
+@task(queue="pool")
+def gate(tag: str) -> None:
+    """Records its start, then waits (60 s at most) until the test opens the gate."""
+    record(f"run:{tag}:{os.getpid()}")
+    client = queues["default"].client  # type: ignore[attr-defined]
+    for _ in range(60):  # short waits: the client's socket timeout is shorter than 60 s
+        if client.blpop([GATE_KEY], timeout=1):
+            break
+    record(f"done:{tag}:{os.getpid()}")
+
+
 @task(queue="pool")
 def stubborn(tag: str, seconds: float) -> None:
     """Ignores stop signals while it runs (a task stuck in C code)."""

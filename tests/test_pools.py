@@ -114,6 +114,25 @@ def test_io_bound_tasks_overlap(alias: RedisTarget, pool: str) -> None:
     assert pool_queue().stats()["in_flight"] == 0
 
 
+def test_the_async_pool_runs_an_async_task_without_a_thread_of_its_own(
+    alias: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a thread per run (the rate-limit check of a task that has no limit) halved the pool's rate
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def recording(self: threading.Thread) -> None:
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", recording)
+    for i in range(8):
+        tasks.wait_io_async.enqueue(args=[f"a{i}", 0.01], id=f"a{i}")
+    summary = Worker([pool_queue()], pool="async", concurrency=4, burst=True, timeout=30).run()
+    assert summary.succeeded == 8
+    assert "redislock-sync" not in started, started
+
+
 def test_claims_never_exceed_the_free_slots(alias: RedisTarget) -> None:
     for i in range(12):
         tasks.wait_io.enqueue(args=[f"t{i}", 0.3], id=f"t{i}")

@@ -123,6 +123,26 @@ def test_a_mixed_workload_runs_to_completion(pool: Pool) -> None:
     assert "processed 66, failed 6, retried 3, dead 3" in out
 
 
+def test_each_child_claims_its_share_of_the_batch(pool: Pool) -> None:
+    # without --batch, 2 children claim 50 each: both run a gated task at once; a child
+    # claiming the default 100 would hold all 60 while its first one waits
+    q = pool_queue()
+    for i in range(60):
+        pool_tasks.gate.enqueue(args=[f"g{i}"], id=f"g{i}")
+    process = pool.spawn()
+    client = queues["default"].client  # type: ignore[attr-defined]
+    try:
+        wait_for(lambda: len(set(pool_tasks.pids("run"))) == 2, 30, "both children to start")
+        client.rpush(pool_tasks.GATE_KEY, *([1] * 60))
+        wait_for(lambda: empty(q), 60, "the queue to drain")
+        code, _, err = stop(process)
+    finally:
+        client.rpush(pool_tasks.GATE_KEY, *([1] * 60))
+        process.kill()
+    assert code == 0, err
+    assert len(set(pool_tasks.pids("done"))) == 2
+
+
 def test_sigkill_of_a_child_mid_task_retries_only_that_task(pool: Pool) -> None:
     q = pool_queue()
     pool_tasks.step.enqueue(args=["long", 1.5], id="long")

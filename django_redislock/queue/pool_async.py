@@ -87,11 +87,20 @@ class AsyncPool(ThreadPool):
         #: a loop that ran no probe for this long is wedged: two heartbeats, at least 1 s
         beat = float(worker.backend.options.get("WORKER_HEARTBEAT", 5.0))
         self._stall = max(STALL_BEATS * beat, 1.0)
+        #: the runs on the loop (the loop keeps only weak references to its tasks)
+        self._runs: set[asyncio.Task[None]] = set()
 
     def submit(self, queue: Queue, task: Task, lease: float) -> None:
         with self._slots:
             self.running += 1
-        asyncio.run_coroutine_threadsafe(self._serve_one(queue, task, lease), self._ensure_loop())
+        # a plain callback that creates the run's task on the loop: no concurrent Future
+        # chained to it (run_coroutine_threadsafe), nothing for the claim loop to wait on
+        self._ensure_loop().call_soon_threadsafe(self._start, queue, task, lease)
+
+    def _start(self, queue: Queue, task: Task, lease: float) -> None:
+        run = asyncio.ensure_future(self._serve_one(queue, task, lease))
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
 
     def close(self) -> None:
         loop, self._loop = self._loop, None

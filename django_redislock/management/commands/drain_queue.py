@@ -14,7 +14,7 @@ from ...queue.stops import ForcedStop
 from ...queue.worker import Summary, Worker, logger
 from ._flow_common import known_queues
 from ._logging import LoggedCommand, log_to_stderr
-from ._pool import add_pool_arguments, check_pool_options, run_pool
+from ._pool import DEFAULT_BATCH, add_pool_arguments, check_pool_options, run_pool
 from ._queue_common import add_using, backend_of, queue_of
 from .run_scheduler import scheduler_thread
 
@@ -41,8 +41,9 @@ class Command(LoggedCommand):
         parser.add_argument(
             "--batch",
             type=int,
-            default=100,
-            help="Tasks claimed per round trip (default: %(default)s).",
+            default=None,
+            help="Tasks claimed per round trip (default: 100; with --pool process, "
+            "100 / --concurrency per child).",
         )
         parser.add_argument("--timeout", type=float, default=None, help="Stop after S seconds.")
         parser.add_argument(
@@ -126,7 +127,7 @@ class Command(LoggedCommand):
             ) from exc
         return Worker(
             queues,
-            batch=options["batch"],
+            batch=options["batch"] or DEFAULT_BATCH,
             burst=options["burst"],
             max_tasks=options["max_tasks"],
             timeout=options["timeout"],

@@ -201,8 +201,15 @@ def demo() -> None:
     run(BIN / "python", ROOT / "example_project" / "demo.py", *sys.argv[2:])
 
 
+#: arq, a peer of the worker benchmark. Installed without its dependencies: it pins
+#: ``redis<6`` and runs on the redis-py this project is tested with (its ``click`` is in
+#: the bench group).
+ARQ = "arq>=0.25"
+
+
 def bench() -> None:
     ensure_venv(TEST_EXTRAS, ("test", "bench"))
+    run(BIN / "python", "-m", "pip", "install", "--quiet", "--no-deps", ARQ)
     run(BIN / "python", "-m", "bench", *sys.argv[2:])
     run(BIN / "python", "-m", "bench.plot")  # refresh the docs' plots and tables
 

@@ -61,17 +61,22 @@ def check_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return messages
 
 
-@register("redislock")
-def check_resend_window(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E012: a lock alias whose client may resend a request after the memory forgot it."""
+def _each_lock_alias(check: Callable[[str, str], list[CheckMessage]]) -> list[CheckMessage]:
+    """Run ``check(where, alias)`` on every lock alias of valid settings (each one guarded)."""
     value = getattr(settings, locks.settings_name, None)
     if value is None or settings_errors(value, locks.settings_name):
         return []
     messages: list[CheckMessage] = []
     for alias in value:
         where = f"{locks.settings_name}[{alias!r}]"
-        messages.extend(_guarded(where, _check_resend_window, where, alias))
+        messages.extend(_guarded(where, check, where, alias))
     return messages
+
+
+@register("redislock")
+def check_resend_window(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E012: a lock alias whose client may resend a request after the memory forgot it."""
+    return _each_lock_alias(_check_resend_window)
 
 
 def _check_resend_window(where: str, alias: str) -> list[CheckMessage]:
@@ -101,14 +106,7 @@ def _check_resend_window(where: str, alias: str) -> list[CheckMessage]:
 def check_eviction(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E013/W005 at ``check --deploy``: a lock server that may evict keys (the one check
     that talks to Redis, hence deploy-only; see backends/eviction.py)."""
-    value = getattr(settings, locks.settings_name, None)
-    if value is None or settings_errors(value, locks.settings_name):
-        return []
-    messages: list[CheckMessage] = []
-    for alias in value:
-        where = f"{locks.settings_name}[{alias!r}]"
-        messages.extend(_guarded(where, _check_eviction, where, alias))
-    return messages
+    return _each_lock_alias(_check_eviction)
 
 
 def _check_eviction(where: str, alias: str) -> list[CheckMessage]:

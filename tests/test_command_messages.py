@@ -108,7 +108,7 @@ def test_help_shows_defaults_and_repeatable_options() -> None:
     def flat(name: str) -> str:
         return " ".join(help_of(name).split())
 
-    assert "Tasks claimed per round trip (default: 100)." in flat("drain_queue")
+    assert "Tasks claimed per round trip (default: 100;" in flat("drain_queue")
     assert "Most locks to list (default: 100)." in flat("list_locks")
     assert "The REDISLOCK_QUEUES alias (default: default)." in flat("purge_queue")
     assert "repeat --id for several" in flat("requeue_dead")

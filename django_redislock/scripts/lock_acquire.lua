@@ -47,8 +47,20 @@ end
 local kind = string.sub(ARGV[5], 1, 1)
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f', 'n')
 local holder = hold[1]
-if holder == ARGV[1] and (kind == 't' or (rid ~= '' and redis.call('ZSCORE', KEYS[5], rid))) then
-  return {1, tonumber(hold[2]), tonumber(hold[3])}  -- this request's grant: a resend
+if holder == ARGV[1] then
+  if kind == 't' then
+    return {1, tonumber(hold[2]), tonumber(hold[3])}  -- this call's own token: a resend
+  end
+  local seen = rid ~= '' and redis.call('ZSCORE', KEYS[5], rid)
+  if seen then
+    -- Applied before: to this hold if recorded since its grant (a score of at least its
+    -- fence), a resend answered as the first time; else to an older hold of this owner,
+    -- ended since, and the new hold never counted it: grant nothing.
+    if tonumber(seen) >= tonumber(hold[2]) then
+      return {1, tonumber(hold[2]), tonumber(hold[3])}
+    end
+    return {0, 0}
+  end
 end
 if holder then
   if holder ~= ARGV[1] or kind ~= 'r' then

@@ -208,9 +208,7 @@ def test_a_second_sigterm_gives_a_solo_batch_back_at_once(real: RedisTarget) -> 
 
 
 @pytest.mark.parametrize("pool", ["solo", "process"])
-def test_a_task_that_kills_its_process_is_charged_once(
-    real: RedisTarget, pool: str
-) -> None:
+def test_a_task_that_kills_its_process_is_charged_once(real: RedisTarget, pool: str) -> None:
     # os._exit and a segfault end the process (solo, thread and async alike: one process).
     # The killed run is charged when its lease is found expired ("lease expired during
     # attempt 1"): with max_attempts=1 it is dead, one run, one attempt (with more attempts it

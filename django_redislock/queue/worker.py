@@ -51,9 +51,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from ..calls.wait import wait_on
 from .database import close_old_connections, note_open_connections
 from .heartbeat import register
+from .idle import IdleWait
 from .keeper import LeaseKeeper
 from .limits import LimitWatch, Run
 from .outages import Outage
@@ -61,7 +61,7 @@ from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary
 from .pools import POOLS, check_pool, claim_lease, default_concurrency
 from .queue import Queue
 from .records import Call, Claim, Task
-from .runs import EXIT_HUNG, Runs
+from .runs import EXIT_HUNG
 from .stats import counters_key
 from .stops import OUTAGES, ForcedStop, Interrupted, WorkerGaveUp
 
@@ -80,16 +80,8 @@ __all__ = [
 
 logger = logging.getLogger("django_redislock.worker")
 
-#: Longest idle BLPOP; the socket timeout (OPTIONS['SOCKET_TIMEOUT']) must stay above it.
-MAX_IDLE_WAIT = 5.0
-#: How late Redis may end a BLPOP's timeout: it checks them on its clock tick (1/hz, 0.1 s
-#: at the default hz 10). A wait for the moment a task comes due (or a rate limit admits
-#: one) blocks until this long before it, then sleeps the rest here, so that moment is not
-#: missed by up to a tick; other waits (the idle cap) block to their end.
-BLOCK_SLACK = 0.1
 
-
-class Worker(Runs):
+class Worker(IdleWait):
     """Drains one or more queues of one alias in this process.
 
     ``batch`` tasks are claimed per round trip (``solo``; the pools claim at most
@@ -222,9 +214,6 @@ class Worker(Runs):
             return True
         return self.timeout is not None and self._elapsed() >= self.timeout
 
-    def _elapsed(self) -> float:
-        return time.monotonic() - self.summary.started
-
     def _busy(self) -> bool:
         return self._executor is not None and self._executor.running > 0
 
@@ -274,17 +263,6 @@ class Worker(Runs):
             self._flush_counters(force=True)
         except OUTAGES as exc:
             logger.warning("could not send the last acks: Redis is unreachable (%s)", exc)
-
-    def _sleep(self, seconds: float) -> None:
-        """Sleep, cut short by a stop signal."""
-        self._waiting = True
-        try:
-            if not self._stopping and seconds > 0:
-                time.sleep(seconds)
-        except Interrupted:
-            pass
-        finally:
-            self._waiting = False
 
     def _round(self) -> bool:
         """Claim and run (solo) or start (pools) tasks; False when no queue had work."""
@@ -379,46 +357,3 @@ class Worker(Runs):
             )
             return True
         return False
-
-    # -- idle waiting ------------------------------------------------------------------------
-
-    def _wait(self) -> None:
-        """Block until a task is enqueued or something becomes due (never busy-polls)."""
-        if self._executor is not None:
-            self._executor.wait()
-            return
-        self._idle(self._wait_seconds())
-
-    def _idle(self, seconds: float) -> None:
-        """BLPOP on the queues' signal lists for up to ``seconds`` (a stop signal cuts it)."""
-        self._flush_acks(force=True)
-        keys = [queue.signal_key for queue in self.queues]
-        if self.backend.is_cluster and len(keys) > 1:
-            # a BLPOP on a Cluster takes keys of one slot; wait on the queues in turn
-            keys = [keys[int(time.monotonic()) % len(keys)]]
-            seconds = min(seconds, 1.0)
-        slack = BLOCK_SLACK if self._timed_wait else 0.0  # see BLOCK_SLACK
-        end = time.monotonic() + seconds
-        self._waiting = True
-        try:
-            waiting = not self._stopping and seconds > slack
-            if waiting and wait_on(self.backend, keys, seconds - slack) is not None:
-                return
-        except Interrupted:
-            return
-        finally:
-            self._waiting = False
-        if slack:
-            self._sleep(end - time.monotonic())
-
-    def _wait_seconds(self) -> float:
-        cap = min(MAX_IDLE_WAIT, float(self.backend.options["SOCKET_TIMEOUT"]) - 0.5)
-        if self.timeout is not None:
-            cap = min(cap, self.timeout - self._elapsed())
-        self._timed_wait = False  # True: the wait ends when a task or the rate limit is due
-        for claim in self._hints.values():
-            for moment in (claim.next_work, claim.next_lease_deadline):
-                if moment is not None and (moment - claim.now) / 1e6 < cap:
-                    cap = (moment - claim.now) / 1e6
-                    self._timed_wait = moment == claim.next_work
-        return max(cap, 0.01)

@@ -209,7 +209,9 @@ def test_no_lock_lost_for_released_holds(redis_target: RedisTarget) -> None:
     assert len(released) + len(really_lost) == cycles
     spurious = released & set(fences)
     assert not spurious, f"{len(spurious)} released holds were reported lost"
-    assert len(released) > cycles * 3 // 4  # the machine was not too loaded to test this
+    # Enough released holds to have raced their renewals: a sample size, not a share (45 ms
+    # holds really end on a loaded machine, and that is not what this test is about).
+    assert len(released) >= cycles // 5, f"only {len(released)} holds were released"
 
 
 # -- the fence after a loss ------------------------------------------------------------------

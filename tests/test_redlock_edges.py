@@ -97,4 +97,7 @@ def test_no_lock_lost_for_released_redlock_holds(redlock_servers: list[RedisProc
     assert len(released) + len(really_lost) == cycles
     spurious = released & set(fences)
     assert not spurious, f"{len(spurious)} released holds were reported lost"
-    assert len(released) > cycles // 2  # the machine was not too loaded to test this
+    # Enough released holds to have raced their renewals. Holds of a 90 ms ttl really end
+    # on a loaded machine (CI recorded 729 of 1,500 released at load ~15), so the floor is
+    # a sample size, not a share.
+    assert len(released) >= cycles // 5, f"only {len(released)} holds were released"

@@ -297,7 +297,9 @@ class BaseLock(LockCalls):
         """Renew the hold for ``ttl`` (default: the lock's ttl); it never shortens the hold.
 
         A reentrant hold is shared by its levels: an inner level's shorter ttl must not end
-        the outer level's hold early, so the deadline only moves later.
+        the outer level's hold early, so the deadline only moves later. Each level also has
+        its own deadline, and this moves only this object's levels: once they are released,
+        the hold's TTL goes back to what the levels left asked for (docs/locks.md).
         """
         ttl_ms = self._ttl_ms(ttl)
         hold = self._require_hold("extend")

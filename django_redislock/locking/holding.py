@@ -66,6 +66,18 @@ class HoldKeeping:
     def _reentrant_object(self) -> bool:
         return False
 
+    def _level_id(self) -> str:
+        """The id of the level the acquire in progress entered ("" when levels are not kept).
+
+        A reentrant hold's levels each have their own deadline in Redis (see
+        ``lock_acquire.lua``), named by the request id of the acquire that entered them.
+        """
+        return ""
+
+    def _levels_done(self, hold: Hold) -> None:
+        """The latest level ended (or was given up): forget its id."""
+        del hold.levels[max(hold.count, 0) :]
+
     def _granted(self, owner: str, user: str, result: Any) -> bool:
         if int(result[0]) != 1:
             return False
@@ -75,12 +87,17 @@ class HoldKeeping:
             hold = self._hold
             if hold is not None and hold.fence == fence and not hold.lost:
                 hold.count += 1  # a re-entry continues this hold (same grant, same fence)
+                if hold.levels:
+                    hold.levels.append(self._level_id())
             else:
                 # A first grant, or a re-entry that found its old hold gone and got a new
                 # grant: the old hold was lost (and is reported below); the new one starts
                 # its own count and fence.
                 stale = hold
                 self._hold = Hold(owner, fence, user)
+                level = self._level_id()
+                if level:
+                    self._hold.levels.append(level)
                 self._lost_hold = None
                 if self.watchdog:
                     _watchdog.register(self)
@@ -146,6 +163,7 @@ class HoldKeeping:
         while Redis might have released (the opposite error only keeps the lock a TTL).
         """
         hold.count -= 1
+        self._levels_done(hold)
         if hold.count <= 0:
             hold.releasing = True
             self._forget(hold)
@@ -153,6 +171,7 @@ class HoldKeeping:
     def _released(self, hold: Hold, result: Any) -> None:
         code = int(result[0])
         hold.count -= 1
+        self._levels_done(hold)
         if code == 0:
             self._forget(hold)
             self._report_lost(hold)

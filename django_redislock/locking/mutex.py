@@ -85,6 +85,9 @@ class Lock(BaseLock):
     def _reentrant_object(self) -> bool:
         return self.reentrant
 
+    def _level_id(self) -> str:
+        return self._rid if self.reentrant else ""
+
     def _owner_for_attempt(self, user: str) -> str:
         if self.owner:
             return self.owner
@@ -113,7 +116,10 @@ class Lock(BaseLock):
         return script, keys, [*args, self._rid or owner]
 
     def _release_call(self, hold: Hold) -> tuple[str, list[str], list[Any]]:
-        return self._release_args(hold.owner, hold.fence)
+        script, keys, args = self._release_args(hold.owner, hold.fence)
+        if hold.levels:  # the latest level of this object ends (lock_release.lua ARGV[7])
+            return script, keys, [*args, "", hold.levels[-1]]
+        return script, keys, args
 
     def _release_args(self, owner: str, fence: int | str) -> tuple[str, list[str], list[Any]]:
         # A mutex hold is released once, so its fence names the release; a reentrant hold
@@ -125,6 +131,8 @@ class Lock(BaseLock):
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
         keys = [self._key, self._index.expiry]
+        if ttl_ms and hold.levels:  # this object's levels get the new deadline, no other
+            return "lock_extend", keys, [hold.owner, hold.fence, ttl_ms, self.name, *hold.levels]
         return "lock_extend", keys, [hold.owner, hold.fence, ttl_ms, self.name]
 
     def _foreign_release(self) -> tuple[str, list[str], list[Any]] | None:

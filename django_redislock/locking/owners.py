@@ -116,15 +116,31 @@ def holder_meta(kind: str, thread: str, task: str | None, ttl: float) -> str:
 
 
 class Hold:
-    """The state of one hold on the client side: who, which fence, how many times."""
+    """The state of one hold on the client side: who, which fence, how many times.
 
-    __slots__ = ("count", "fence", "lost", "owner", "releasing", "renew_at", "told", "user")
+    ``levels`` are the request ids of a reentrant object's acquires in this hold, oldest
+    first (one per count): each names a level whose own deadline Redis records, so a
+    release ends the latest one and an ``extend`` moves only this object's.
+    """
+
+    __slots__ = (
+        "count",
+        "fence",
+        "levels",
+        "lost",
+        "owner",
+        "releasing",
+        "renew_at",
+        "told",
+        "user",
+    )
 
     def __init__(self, owner: str, fence: int, user: str) -> None:
         self.owner = owner
         self.fence = fence
         self.user = user
         self.count = 1
+        self.levels: list[str] = []
         self.lost = False
         self.releasing = False  # its last release is on its way: the watchdog leaves it
         self.told = False  # its loss was raised by a release already

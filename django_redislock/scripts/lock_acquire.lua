@@ -18,6 +18,9 @@
 -- ARGV[7] (with KEYS[6]) ms the caller will still wait; a refused waiting try records the
 --         caller in the waiters zset until min(that, the holder's PTTL + 1 s) from now (a
 --         retry renews it), a grant removes it, and entries past their deadline are pruned
+-- Levels: a reentrant ("r") acquire with a request id records its own deadline as the hash field
+--   "@<request id>" = now + ttl (ms, server clock): lock_release sets the hold's expiry back to
+--   the latest deadline of the levels left, lock_extend moves only the levels it names.
 -- returns {1, fence, count} when granted (count > 1: a reentrant re-entry, same fence);
 --         {0, wait_ms} when another owner holds it (wait_ms: the holder's remaining PTTL)
 -- include: waiters
@@ -83,6 +86,9 @@ if holder then
     left = ttl
   end
   local now = index(ARGV[3], left)
+  if rid ~= '' then
+    redis.call('HSET', KEYS[1], '@' .. rid, now + ttl)  -- this level's own deadline
+  end
   applied(redis.call('GET', KEYS[2]) or hold[2], now)
   return {1, tonumber(hold[2]), n}
 end
@@ -101,6 +107,9 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 local now = index(ARGV[3], ttl)
+if kind == 'r' and rid ~= '' then
+  redis.call('HSET', KEYS[1], '@' .. rid, now + ttl)  -- the outermost level's own deadline
+end
 applied(fence, now)
 if fence % 16 == 0 then
   -- Every 16th grant of the bucket drops up to 64 names released or expired unreleased.

@@ -10,11 +10,43 @@
 -- ARGV[6] (optional) an acquire to take back: its request id, or its owner when the owner is
 --         unique to that call. The hold is released only if that acquire was applied; if it
 --         was not, the id is remembered so that the acquire, arriving late, grants nothing.
+-- ARGV[7] (optional) the level this release ends: the request id of the acquire that entered
+--         it (a take-back ends the level of its ARGV[6]); its "@<id>" deadline is dropped, and
+--         a partial release sets the hold's expiry to the latest deadline of the levels left
+--         (see levels_left below), or ends the hold when those have all passed
 -- returns {1, remaining_count, fence}: released (0: the lock is free; if a waiter had marked the
 --         hold, one waiter was woken);
 --         {2, 0}: this release was already done (a resent release: a no-op success);
 --         {0, 0}: not held by (owner, fence): it expired, was force-released or never was
 -- include: requests
+-- levels_left(level, n, now): after a partial release, drops the "@<level>" deadline and sets
+-- the hold's expiry to the latest deadline of the levels left. Only when at least n of them
+-- have one (a level entered without a request id, or by an older script, has none: the expiry
+-- then stays as it is, never shorter than such a level may need; a release by owner alone
+-- names no level and leaves one deadline too many, never one too few). Returns false when
+-- every deadline left has passed: the hold ends now.
+local function levels_left(level, n, now)
+  if level ~= '' then
+    redis.call('HDEL', KEYS[1], '@' .. level)
+  end
+  local fields = redis.call('HGETALL', KEYS[1])
+  local count, latest = 0, 0
+  for i = 1, #fields, 2 do
+    if string.byte(fields[i], 1) == 64 then  -- "@": a level's deadline
+      count = count + 1
+      latest = math.max(latest, tonumber(fields[i + 1]))
+    end
+  end
+  if count < n then
+    return true
+  end
+  if latest <= now then
+    return false
+  end
+  redis.call('PEXPIRE', KEYS[1], latest - now)
+  redis.call('ZADD', KEYS[4], latest, ARGV[3])
+  return true
+end
 local rid = ARGV[5] ~= '' and ARGV[5] or ARGV[2]
 if ARGV[5] ~= '' and redis.call('ZSCORE', KEYS[3], rid) then
   return {2, 0}  -- done already; the owner may hold the lock again since, which must stay
@@ -25,6 +57,8 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local counter = redis.call('GET', KEYS[5]) or 0
 local undo = ARGV[6] or ''
+local level = ARGV[7] or ''
+if level == '' then level = undo end
 if undo ~= '' then
   local applied = hold[1] == ARGV[1]
   if applied and undo ~= ARGV[1] then
@@ -42,7 +76,9 @@ if hold[1] == ARGV[1] and (ARGV[2] == '*' or fence == ARGV[2]) then
     local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
     if n > 0 then
       remember(KEYS[3], rid, counter, now)
-      return {1, n, tonumber(fence)}
+      if levels_left(level, n, now) then
+        return {1, n, tonumber(fence)}
+      end
     end
   end
   redis.call('DEL', KEYS[1])

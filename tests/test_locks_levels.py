@@ -149,3 +149,21 @@ def test_a_taken_back_reentry_drops_its_level(redis_target: RedisTarget) -> None
     assert int(redis_target.raw.hget(outer._key, "n")) == 1
     outer.release()
     assert not redis_target.raw.exists(outer._key)
+
+
+def test_a_renewal_that_arrives_after_its_levels_release_moves_nothing(
+    redis_target: RedisTarget,
+) -> None:
+    """The watchdog's renewal and the release race; a late renewal must not bring the level back."""
+    backend = redis_target.lock_backend()
+    outer = backend.lock("lv-late", ttl=2, reentrant=True)
+    inner = backend.lock("lv-late", ttl=20, reentrant=True, watchdog=True)
+    outer.acquire()
+    inner.acquire()
+    hold = inner._hold
+    assert hold is not None
+    late = inner.renew_call(hold)  # on its way while the release overtakes it
+    inner.release()
+    assert 0 < int(_run(backend, late)) <= 2_000  # still held (by the outer level), not lengthened
+    assert 0 < _pttl(redis_target, outer) <= 2_000
+    outer.release()

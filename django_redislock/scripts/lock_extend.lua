@@ -6,9 +6,11 @@
 -- left still need (see lock_acquire.lua, lock_release.lua).
 -- KEYS[1] lock hash   KEYS[2] index expiry zset
 -- ARGV[1] owner   ARGV[2] fence   ARGV[3] new ttl ms (0: check only)   ARGV[4] lock name
--- ARGV[5..] (optional) the request ids of the renewing object's levels
--- returns the hold's remaining PTTL in ms (> 0, at least ttl) when (owner, fence) holds it;
---         -2 when it does not
+-- ARGV[5..] (optional) the request ids of the renewing object's levels; when none of them is
+--          held any more (a watchdog renewal that arrives after its object's last release of
+--          an inner level), nothing moves: the levels left keep the deadline they asked for
+-- returns the hold's remaining PTTL in ms (> 0; at least ttl unless the named levels are all
+--         gone) when (owner, fence) holds it; -2 when it does not
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f')
 if hold[1] ~= ARGV[1] or hold[2] ~= ARGV[2] then
   return -2
@@ -19,13 +21,20 @@ if ttl > 0 then
   if #ARGV > 4 then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
+    local live = 0
     for i = 5, #ARGV do
       local field = '@' .. ARGV[i]
       local deadline = redis.call('HGET', KEYS[1], field)
       -- a level released meanwhile (a renewal racing its release) is not recorded again
-      if deadline and tonumber(deadline) < now + ttl then
-        redis.call('HSET', KEYS[1], field, now + ttl)
+      if deadline then
+        live = live + 1
+        if tonumber(deadline) < now + ttl then
+          redis.call('HSET', KEYS[1], field, now + ttl)
+        end
       end
+    end
+    if live == 0 then
+      return redis.call('PTTL', KEYS[1])
     end
   end
   local left = redis.call('PTTL', KEYS[1])

@@ -11,6 +11,7 @@ with the levels' ttls in each state, never with elapsed time.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -167,3 +168,19 @@ def test_a_renewal_that_arrives_after_its_levels_release_moves_nothing(
     assert 0 < int(_run(backend, late)) <= 2_000  # still held (by the outer level), not lengthened
     assert 0 < _pttl(redis_target, outer) <= 2_000
     outer.release()
+
+
+def test_async_levels_keep_their_own_deadlines(redis_target: RedisTarget) -> None:
+    backend = redis_target.lock_backend()
+
+    async def main() -> None:
+        outer = backend.lock("lv-a", ttl=2, reentrant=True)
+        inner = backend.lock("lv-a", ttl=2, reentrant=True)
+        async with outer:
+            async with inner:
+                await inner.extend_async(20)
+                assert _pttl(redis_target, outer) > 2_000
+            assert 0 < _pttl(redis_target, outer) <= 2_000
+        assert not redis_target.raw.exists(outer._key)
+
+    asyncio.run(main())

@@ -340,6 +340,19 @@ SERVER_CASES = (
 )
 
 
+def server_stock(case: str, backend: Any) -> Stock:
+    """The stock a case takes from: the same object builds the requests and sets the units.
+
+    A take without an order task has no queue, so its keys carry the stock's own hash
+    tag (an earlier version set one stock and sent its takes to another: every "take"
+    was answered "no such stock").
+    """
+    if case == "take, no order task":
+        return Stock("bench-False", queue=None, using=backend)
+    item = "bench-sold-out" if case.startswith("sold-out") else "bench-True"
+    return Stock(item, order_task=create_order, queue="bench-orders", using=backend)
+
+
 def server_requests(case: str, backend: Any, count: int, start: int) -> list[bytes]:
     """``count`` requests of ``case`` as the app's client packs them (new buyers from ``start``).
 
@@ -349,22 +362,44 @@ def server_requests(case: str, backend: Any, count: int, start: int) -> list[byt
     if case.startswith("floor"):
         sha = backend.client.script_load(FLOOR)
         return [serverload.pack("EVALSHA", sha, 1, "floor:stock")] * count
-    order_task = create_order if case != "take, no order task" else None
-    sold_out = case.startswith("sold-out")
-    item = "bench-sold-out" if sold_out else f"bench-{order_task is not None}"
-    stock = Stock(item, order_task=order_task, queue="bench-orders", using=backend)
+    stock = server_stock(case, backend)
     sha = sha_of("stock_take")
     memo = (id(backend), stock.keys()[0])
     if case.endswith("a probe)"):
         stock_module._sold_out[memo] = True  # what one sold-out answer leaves in a process
     else:
         stock_module._sold_out.pop(memo, None)
+    if stock._probing():  # the probe: one GET of the units, the same for every buyer
+        return [serverload.pack("GET", stock.keys()[0])] * count
     out = []
     for i in range(start, start + count):
-        call: Any = stock._probe(1, f"s{i}") or stock._take_call(1, f"s{i}", None)
+        call = stock._take_call(1, f"s{i}", None)
         keys = stock._script_keys(call)
         out.append(serverload.pack("EVALSHA", sha, len(keys), *keys, *call.args))
     return out
+
+
+def server_usec(client: Any, request: bytes) -> float:
+    """The server's µs per call of the command ``request`` sends (``INFO commandstats``).
+
+    An ``EVALSHA``'s time includes the commands its script runs; a probe is a plain
+    ``GET`` (no script runs then, so every ``GET`` counted is a probe).
+    """
+    name = request.split(b"\r\n")[2].decode().lower()
+    stats = client.info("commandstats")[f"cmdstat_{name}"]
+    return float(stats["usec"]) / int(stats["calls"])
+
+
+def takes_left(case: str, backend: Any) -> int:
+    """The units left of the stock ``case`` takes from."""
+    return server_stock(case, backend).remaining()
+
+
+def check_taken(case: str, before: int, after: int, sent: int) -> None:
+    """Every take of a take case took one unit; a sold-out case took none."""
+    want = 0 if case.startswith(("floor", "sold-out")) else sent
+    if before - after != want:
+        raise RuntimeError(f"{case}: {before - after} units taken by {sent} requests, not {want}")
 
 
 def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str, Any]], list[str]]:
@@ -378,9 +413,9 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
     client.flushall()
     client.set("floor:stock", UNITS)
     script("stock_take").load(backend.client)
-    Stock("bench-False", queue=None, using=backend).set(UNITS)
-    Stock("bench-True", order_task=create_order, queue="bench-orders", using=backend).set(UNITS)
-    sold = Stock("bench-sold-out", order_task=create_order, queue="bench-orders", using=backend)
+    server_stock("take, no order task", backend).set(UNITS)
+    server_stock("take + order enqueue", backend).set(UNITS)
+    sold = server_stock(SERVER_CASES[3], backend)
     sold.set(0)
     # sizes from a short probe, so that each case runs about `seconds`
     sizes = {}
@@ -402,10 +437,11 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
             served += sizes[case]
         found, spent = {}, {}
         for case in order:
+            before = takes_left(case, backend)
             client.config_resetstat()
             found[case], _ = serverload.run(server.url, batches[case])
-            evalsha = client.info("commandstats")["cmdstat_evalsha"]
-            spent[case] = float(evalsha["usec"]) / int(evalsha["calls"])
+            check_taken(case, before, takes_left(case, backend), len(batches[case]))
+            spent[case] = server_usec(client, batches[case][0])
         for case in SERVER_CASES:
             rates[case].append(found[case])
             ratios[case].append(found[case] / found[SERVER_CASES[0]])
@@ -448,7 +484,8 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
         f"At the server: {rounds} interleaved rounds (case order rotated each round), "
         f"{serverload.CLIENTS} connections with {serverload.PIPELINE} requests in flight each, "
         f"distinct buyers and request ids; ratios within a round. Server time per call: "
-        f"INFO commandstats of EVALSHA (the script with the commands it runs), reset per case. "
+        f"INFO commandstats of the request's command (EVALSHA: the script with the commands "
+        f"it runs; GET: a probe), reset per case. "
         f"1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f}. Reproduce: python3 dev.py bench seckill."
     )

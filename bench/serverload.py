@@ -44,7 +44,8 @@ def _reader() -> Any:
 
 
 class _PythonReader:
-    """Counts replies without hiredis: integers, simple strings, errors and flat arrays."""
+    """Counts replies without hiredis: integers, simple and bulk strings without a line break
+    in them, errors and flat arrays of integers."""
 
     def __init__(self) -> None:
         self.buffer = b""
@@ -64,6 +65,14 @@ class _PythonReader:
             items = [self._scalar(line) for line in lines[1 : count + 1]]
             self.buffer = b"\r\n".join(lines[count + 1 :])
             return items
+        if head[:1] == b"$":  # a bulk string (a probe's GET): its data is the next line
+            if head == b"$-1":
+                self.buffer = b"\r\n".join(lines[1:])
+                return None
+            if len(lines) < 3:
+                return False
+            self.buffer = b"\r\n".join(lines[2:])
+            return lines[1]
         self.buffer = b"\r\n".join(lines[1:])
         return self._scalar(head)
 

@@ -121,3 +121,71 @@ def test_sold_out_is_answered_before_the_buyer_and_window_checks(
     assert (again.result, again.remaining) == (TakeResult.SOLD_OUT, 0)
     stock.set(3)
     assert stock.take(buyer="a").result is TakeResult.ALREADY_BOUGHT
+
+
+def test_a_client_that_saw_sold_out_asks_with_one_get_and_no_script(
+    redis_target: RedisTarget,
+) -> None:
+    if redis_target.kind == "fakeredis":
+        pytest.skip("fakeredis keeps no command statistics")
+    stock = make_stock(redis_target, "sold-out-probe")
+    stock.set(1)
+    assert stock.take(buyer="first").ok
+    assert stock.take(buyer="second").result is TakeResult.SOLD_OUT  # now remembered
+    node = node_of(redis_target, stock.keys()[0])
+    node.config_resetstat()
+    for buyer in ("third", "fourth"):
+        refused = stock.take(buyer=buyer)
+        assert (refused.result, refused.remaining) == (TakeResult.SOLD_OUT, 0)
+    refused = asyncio.run(stock.take_async(buyer="fifth"))
+    assert (refused.result, refused.remaining) == (TakeResult.SOLD_OUT, 0)
+    # the asyncio client's new connection says HELLO and PING first
+    setup = ("cmdstat_info", "cmdstat_config|resetstat", "cmdstat_hello", "cmdstat_ping")
+    ran = {name: calls for name, calls in server_commands(node).items() if name not in setup}
+    assert {name for name in ran if name.startswith("cmdstat_client")} <= {
+        "cmdstat_client|setinfo",
+        "cmdstat_client|setname",
+    }
+    ran = {name: calls for name, calls in ran.items() if not name.startswith("cmdstat_client")}
+    assert ran == {"cmdstat_get": 3}
+    # a probe that finds no stock answers as a take would
+    stock.clear()
+    assert stock.take(buyer="sixth").result is TakeResult.UNKNOWN
+
+
+def test_a_take_runs_only_the_commands_its_answer_and_its_order_need(
+    redis_target: RedisTarget,
+) -> None:
+    if redis_target.kind == "fakeredis":
+        pytest.skip("fakeredis keeps no command statistics")
+    stock = make_stock(redis_target, "take-commands")
+    stock.set(5)
+    assert stock.take(buyer="first").ok  # the signal list, rate buckets and script exist
+    node = node_of(redis_target, stock.keys()[0])
+    node.config_resetstat()
+    assert stock.take(buyer="second").ok
+    ran = {
+        name: calls
+        for name, calls in server_commands(node).items()
+        if name not in ("cmdstat_info", "cmdstat_config|resetstat", "cmdstat_config")
+    }
+    # units and resend record, TIME, the window, the buyer (SADD is its own check), the
+    # units, the reservation, taken, the resend record; the order: pending, payload, its
+    # enqueue time, the signal, the rate buckets (HMGET and two HINCRBY)
+    assert ran == {
+        "cmdstat_evalsha": 1,
+        "cmdstat_mget": 1,
+        "cmdstat_time": 1,
+        "cmdstat_hmget": 2,
+        "cmdstat_sadd": 1,
+        "cmdstat_decrby": 1,
+        "cmdstat_hset": 3,
+        "cmdstat_hincrby": 3,
+        "cmdstat_set": 1,
+        "cmdstat_zadd": 1,
+        "cmdstat_llen": 1,
+    }
+    again = stock.take(buyer="second")
+    assert (again.result, again.remaining) == (TakeResult.ALREADY_BOUGHT, 3)
+    stats = stock.stats()
+    assert (stats.remaining, stats.taken, stats.buyers, stats.reservations) == (3, 2, 2, 2)

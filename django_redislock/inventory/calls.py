@@ -22,6 +22,8 @@ from typing import Any, Generic, TypeVar
 
 from ..calls.requests import request_id
 from ..exceptions import InvalidArgument
+from ..queue.calls import KEY_PARTS as QUEUE_KEY_PARTS
+from ..queue.calls import QueueCalls
 from ..queue.records import from_micros
 from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
 
@@ -29,6 +31,8 @@ R = TypeVar("R")
 
 #: A stock's own keys, in the order of every stock script's KEYS.
 KEY_PARTS = ("units", "meta", "buyers", "reservations")
+#: The take script, the one stock script that gets only part of the order queue's keys.
+TAKE_SCRIPT = "stock_take"
 #: How long a request's answer is kept for a resend (ms): far longer than any client retries
 #: one call (its socket timeouts and backoff), short enough that the records stay few.
 REQUEST_TTL_MS = 60_000
@@ -55,6 +59,18 @@ def hash_tag(key: str) -> str:
     return key[start : key.index("}", start)]
 
 
+def take_queue_keys(queue: QueueCalls) -> list[str]:
+    """The order queue's keys a take writes, in the take script's KEYS[6..10] order.
+
+    An enqueue of one fresh id with no delay at level 0 writes the pending zset, the
+    payload and enqueue-time hashes, the signal list and the rates; the queue's other
+    keys (in flight, dead letters, attempts, errors, claims, priorities) only matter
+    for an id that was queued before, so the take does not send them.
+    """
+    pending, payload = (queue.keys[QUEUE_KEY_PARTS.index(part)] for part in ("pending", "payload"))
+    return [pending, payload, queue.signal_key, queue.enqueued_key, queue.rates_key]
+
+
 def take_call(reservation: Reservation, payload: bytes | None) -> StockCall[Take]:
     """The take script for ``reservation``; ``payload`` is the serialized order task or None."""
 
@@ -67,26 +83,22 @@ def take_call(reservation: Reservation, payload: bytes | None) -> StockCall[Take
 
     args = [reservation.qty, reservation.buyer, reservation.id, payload or b"", REQUEST_TTL_MS]
     # the reservation id is fresh per take: it names the request too
-    return StockCall("stock_take", args, parse, payload is not None, reservation.id)
+    return StockCall(TAKE_SCRIPT, args, parse, payload is not None, reservation.id)
 
 
-#: The take script's answer to a probe that found enough units (not a :class:`TakeResult`).
-PROBE_GO = 6
+def probed(units: Any, qty: int) -> Take | None:
+    """What a probe read (the units key, one ``GET``): a take's refusal, or None (take it).
 
-
-def probe_call(qty: int, buyer: str) -> StockCall[Take | None]:
-    """A take that only looks: the answer to a take if it is a refusal, or None (take it).
-
-    A client that saw a stock sold out sends this instead of a take: no reservation id,
-    no order payload (a sold-out crowd costs the client no uuid and no JSON), and the
-    script answers from one read. It changes nothing, so its resend is harmless.
+    A client that saw a stock sold out reads its units before it builds a take: no
+    reservation id, no order payload (a sold-out crowd costs the client no uuid and no
+    JSON) and no script at the server, one ``GET``. The take script answers the same
+    refusals first, from the same value (no stock; fewer units than asked for), so a
+    probe answers what a take would. A read changes nothing: its resend is harmless.
     """
-
-    def parse(reply: list[Any]) -> Take | None:
-        code, left = int(reply[0]), int(reply[1])
-        return None if code == PROBE_GO else Take(TAKE_CODES[code], left)
-
-    return StockCall("stock_take", [qty, buyer, "", b"", REQUEST_TTL_MS], parse)
+    if units is None:
+        return Take(TakeResult.UNKNOWN, 0)
+    left = int(units)
+    return Take(TakeResult.SOLD_OUT, left) if left < qty else None
 
 
 def restore_call(reservation_id: str, rebuy: bool, with_queue: bool) -> StockCall[bool]:

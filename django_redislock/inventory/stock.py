@@ -27,14 +27,16 @@ from ..queue.serializers import JSONSerializer
 from ..validation import check_buyer, check_item, check_name, check_units, window_micros
 from .calls import (
     KEY_PARTS,
+    TAKE_SCRIPT,
     StockCall,
     clear_call,
     hash_tag,
-    probe_call,
+    probed,
     restore_call,
     set_call,
     stats_call,
     take_call,
+    take_queue_keys,
 )
 from .records import Reservation, StockStats, Take, TakeResult
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from ..queue.queue import Queue
 
 R = TypeVar("R")
+T = TypeVar("T", bound="Take | None")
 
 
 #: Largest ``data`` of one take, as JSON (it travels in the order task's payload).
@@ -71,7 +74,7 @@ def check_data(data: Any) -> dict[str, Any]:
 
 
 #: The stocks this process saw sold out, by (backend, units key): their next take is a probe
-#: (see :func:`~.calls.probe_call`). Only a hint: the probe asks the server, and a stock
+#: (see :func:`~.calls.probed`). Only a hint: the probe asks the server, and a stock
 #: that is back on sale (restored, restocked) is taken at once and forgotten here.
 _sold_out: dict[tuple[int, str], bool] = {}
 #: Most stocks remembered as sold out (then the memory starts over).
@@ -87,6 +90,8 @@ class StockKeys(NamedTuple):
     queue: list[str]
     #: the keys the queue's own scripts get (``Queue.script_keys``: also its claims hash)
     queue_scripts: list[str]
+    #: the order queue's keys the take script writes (:func:`~.calls.take_queue_keys`)
+    queue_take: list[str]
     #: the prefix of this stock's request keys (``...:req:``)
     request: str
 
@@ -160,12 +165,14 @@ class Stock:
                 parts: tuple[str, ...] = (f"stock:{self.item}",)
                 public: list[str] = []
                 scripts: list[str] = []
+                take: list[str] = []
             else:
                 parts = (hash_tag(queue.keys[0]), "stock", self.item)
                 public, scripts = list(queue.keys), [*queue.script_keys, queue.rates_key]
+                take = take_queue_keys(queue)
             own = [backend.key(*parts, part) for part in KEY_PARTS]
             request = backend.key(*parts, "req", "")
-            self._keys = StockKeys(backend, own, public, scripts, request)
+            self._keys = StockKeys(backend, own, public, scripts, take, request)
         return self._keys
 
     def keys(self, with_queue: bool = False) -> list[str]:
@@ -180,7 +187,7 @@ class Stock:
         if call.request:
             out.append(keys.request + call.request)
         if call.with_queue:
-            out += keys.queue_scripts
+            out += keys.queue_take if call.script == TAKE_SCRIPT else keys.queue_scripts
         return out
 
     def _run(self, call: StockCall[R]) -> R:
@@ -196,13 +203,11 @@ class Stock:
         """The checked arguments of a take (bad input raises before Redis is touched)."""
         return check_units(qty, "qty", allow_zero=False), check_buyer(buyer), check_data(data)
 
-    def _probe(self, qty: int, buyer: str) -> StockCall[Take | None] | None:
-        """The probe to send first, when this process saw the stock sold out; else None."""
-        if (id(self.backend), self._built_keys().own[0]) in _sold_out:
-            return probe_call(qty, buyer)
-        return None
+    def _probing(self) -> bool:
+        """True when this process saw the stock sold out: a take reads the units first."""
+        return (id(self.backend), self._built_keys().own[0]) in _sold_out
 
-    def _took(self, take: Take | None) -> Take | None:
+    def _took(self, take: T) -> T:
         """Remember a sold-out answer (the next take probes first); forget any other."""
         memo = (id(self.backend), self._built_keys().own[0])
         if take is not None and take.result is TakeResult.SOLD_OUT:
@@ -211,11 +216,6 @@ class Stock:
             _sold_out[memo] = True
         else:
             _sold_out.pop(memo, None)
-        return take
-
-    def _checked_take(self, take: Take) -> Take:
-        """A take's answer, remembered when it is sold out (see :meth:`_took`)."""
-        self._took(take)
         return take
 
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
@@ -260,29 +260,27 @@ class Stock:
         and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
         qty, buyer, checked = self._take_args(qty, buyer, data)
-        probe = self._probe(qty, buyer)
-        if probe is not None:
-            refused = self._took(self._run(probe))
+        if self._probing():
+            refused = self._took(probed(self._read_units(), qty))
             if refused is not None:
                 return refused
         call = self._full_take_call(qty, buyer, checked)
         self._register_queue()
-        return self._after_take(self._checked_take(self._run(call)))
+        return self._after_take(self._took(self._run(call)))
 
     async def take_async(
         self, qty: int = 1, *, buyer: str | int, data: dict[str, Any] | None = None
     ) -> Take:
         """The asyncio twin of :meth:`take` (an eager order task runs in the event loop)."""
         qty, buyer, checked = self._take_args(qty, buyer, data)
-        probe = self._probe(qty, buyer)
-        if probe is not None:
-            refused = self._took(await self._arun(probe))
+        if self._probing():
+            refused = self._took(probed(await self._read_units_async(), qty))
             if refused is not None:
                 return refused
         call = self._full_take_call(qty, buyer, checked)
         if self.queue_name is not None:
             await self.backend.register_queue_async(self.queue_name)
-        return self._after_take(self._checked_take(await self._arun(call)))
+        return self._after_take(self._took(await self._arun(call)))
 
     def _register_queue(self) -> None:
         """List the order queue for ``drain_queue`` and the admin (once per process)."""
@@ -362,15 +360,20 @@ class Stock:
 
     def remaining(self) -> int:
         """Units left; raises StockNotFound if the stock was never set."""
-        with self.backend.errors():
-            value = self.backend.client.get(self.keys()[0])
-        return self._units(value)
+        return self._units(self._read_units())
 
     async def remaining_async(self) -> int:
         """The asyncio twin of :meth:`remaining`."""
+        return self._units(await self._read_units_async())
+
+    def _read_units(self) -> Any:
+        """The units key's value (None: no such stock), one ``GET``."""
         with self.backend.errors():
-            value = await self.backend.async_client().get(self.keys()[0])
-        return self._units(value)
+            return self.backend.client.get(self._built_keys().own[0])
+
+    async def _read_units_async(self) -> Any:
+        with self.backend.errors():
+            return await self.backend.async_client().get(self._built_keys().own[0])
 
     def _units(self, value: Any) -> int:
         if value is None:

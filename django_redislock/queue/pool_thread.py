@@ -117,8 +117,8 @@ class ThreadPool:
         """Hand a claimed task to a free thread."""
         with self._slots:
             self.running += 1
-        self._ensure_threads()
         self._inbox.put((queue, task, lease))
+        self._ensure_threads()
 
     def wait(self) -> None:
         """Nothing was claimed: wait for a free slot, or for work while some slots are free."""
@@ -194,7 +194,14 @@ class ThreadPool:
     # -- the worker threads ----------------------------------------------------------------
 
     def _ensure_threads(self) -> None:
-        while len(self._threads) < self.concurrency:
+        """One thread per task handed over and not finished, up to ``concurrency``.
+
+        Started as tasks come rather than all with the first one: starting 32 threads
+        before the first run cost a fresh worker 45 ms (median, a loaded 2-CPU machine)
+        between its first claim and its first run. Threads are never fewer than the
+        tasks handed over, so every task in the inbox has a thread to take it.
+        """
+        while len(self._threads) < min(self.concurrency, self.running):
             number = len(self._threads) + 1
             thread = threading.Thread(
                 target=self._serve, name=f"redislock-worker-{number}", daemon=True

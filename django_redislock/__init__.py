@@ -7,7 +7,9 @@ Public entry points::
 They are imported on first use (PEP 562 ``__getattr__``), not with the package: Django
 imports every installed app's package in ``django.setup()``, and a worker process
 (``drain_queue``) needs the queue's modules only, not the lock decorators, the periodic
-scheduler or the seckill stock. See docs/workers.md, "Start-up".
+scheduler or the seckill stock. See docs/workers.md, "Start-up". Only the queue package is
+imported with this one: it registers the queue class that the backends build (a worker
+needs it first, and any process that builds a queue needs it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import queue as _queue  # noqa: F401  (registers the queue class with the backends)
 from ._moved import alias_module
 
 if TYPE_CHECKING:  # what the names are, for the type checker; imported on first use

@@ -105,13 +105,17 @@ class ThreadPool:
             if count <= 0 or worker._done():
                 break
             claim = worker._claim(queue, count)
-            lease = claim_lease(claim)
-            for task in claim.tasks:
-                self.submit(queue, task, lease)
+            if claim.tasks:
+                self.submit_all(queue, claim.tasks, claim_lease(claim))
             free -= len(claim.tasks)
             claimed = claimed or bool(claim.tasks)
         worker._flush_acks()
         return claimed
+
+    def submit_all(self, queue: Queue, tasks: list[Task], lease: float) -> None:
+        """Hand a claim's tasks to the pool, in their order."""
+        for task in tasks:
+            self.submit(queue, task, lease)
 
     def submit(self, queue: Queue, task: Task, lease: float) -> None:
         """Hand a claimed task to a free thread."""

@@ -38,22 +38,17 @@ def wait_done(n: int) -> float:
 
 
 def redislock(url: str, n: int, pool: str) -> float:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    os.environ["BENCH_QUEUE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.drain_settings"  # not the parent's
     import django
 
     django.setup()
-    from django.test import override_settings
-
     from django_redislock import queues
     from django_redislock.queue.worker import Worker
 
     io_tasks.redislock_tasks()
-    alias = {"bench": {"LOCATION": url, "KEY_PREFIX": "bench"}}
-    with override_settings(REDISLOCK_QUEUES=alias):
-        worker = Worker(
-            [queues["bench"].queue("io")], pool=pool, concurrency=CONCURRENCY, burst=True
-        )
-        summary = worker.run()
+    worker = Worker([queues["bench"].queue("io")], pool=pool, concurrency=CONCURRENCY, burst=True)
+    summary = worker.run()
     assert summary.succeeded == n, summary
     return time.perf_counter()
 

@@ -5,7 +5,8 @@ one private server in one run:
 
 * django-redislock: the pool's own supervisor and children
   (:class:`~django_redislock.queue.supervisor.Supervisor`, ``run_child``), each child
-  a burst ``Worker`` claiming 100 tasks per round trip;
+  a burst ``Worker`` claiming what ``drain_queue`` gives it without ``--batch``: its
+  share of the default batch, ceil(100 / concurrency) tasks per round trip;
 * Huey: its consumer with ``workers=2, worker_type="process"``.
 
 Both are timed the same way, by the benchmark process: from the moment the library's
@@ -18,9 +19,10 @@ children exit after their last acknowledgement); how long the pool took until it
 last child exited is reported beside it.
 
 Each library runs in a forked child of the benchmark process, so none shares a
-connection or a warm cache with another; the passes alternate and the best of
-:data:`ROUNDS` is kept (on a shared machine a single pass mostly measures the
-neighbours), with the median pass beside it.
+connection or a warm cache with another. The libraries take turns in each of
+:data:`ROUNDS` rounds (the order rotates); every figure is the median of the rounds with
+their range, the ratio is the median of the per-round ratios, and the load average is
+noted after every pass (the best pass is kept beside the median, for the older tables).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ from django.test import override_settings
 
 from bench.queue import fresh, redislock_noop
 from django_redislock import queues
+from django_redislock.management.commands._pool import child_batch
 from django_redislock.queue.pool_child import run_child
 from django_redislock.queue.supervisor import Supervisor
 from django_redislock.queue.worker import Worker
@@ -89,7 +93,12 @@ def drain_redislock() -> Drain:
     """Run the pool until its last child exited."""
 
     def make_worker(progress: Any) -> Worker:
-        return Worker([queues["bench"].queue("bench")], batch=100, burst=True, progress=progress)
+        return Worker(
+            [queues["bench"].queue("bench")],
+            batch=child_batch(None, CONCURRENCY),  # drain_queue's own, without --batch
+            burst=True,
+            progress=progress,
+        )
 
     def child_main(slot: int, pipes: tuple[int, int], close: list[int]) -> NoReturn:
         run_child(make_worker, pipes, close)
@@ -163,43 +172,56 @@ def parser() -> str:
     return "redis-py's own Python parser (hiredis is not installed)"
 
 
+def spread(values: list[float]) -> str:
+    """``min-max`` of ``values`` as whole numbers with thousands separators."""
+    return f"{min(values):,.0f}-{max(values):,.0f}"
+
+
 def run(server: Any, quick: bool) -> dict[str, Any]:
     n = 2000 if quick else TASKS
+    rounds = 1 if quick else ROUNDS
     client = server.client()
     alias = {"bench": {"LOCATION": server.url, "KEY_PREFIX": "bench"}}
     passes: dict[str, list[float]] = {"django-redislock": [], "Huey": []}
     returned: list[float] = []  # our pool: tasks/s until its last child exited
+    loads: list[float] = []
+    names = list(passes)
     with override_settings(REDISLOCK_QUEUES=alias):
-        for _ in range(ROUNDS):
-            for name, rates in passes.items():
+        for turn in range(rounds):
+            for name in names[turn % 2 :] + names[: turn % 2]:
                 drained, until_return = one_pass(name, client, n)
-                rates.append(drained)
+                passes[name].append(drained)
+                loads.append(os.getloadavg()[0])
                 if name == "django-redislock":
                     returned.append(until_return)
-    best = {name: max(rates) for name, rates in passes.items()}
-    middle = {name: sorted(rates)[len(rates) // 2] for name, rates in passes.items()}
+    ours, huey = passes["django-redislock"], passes["Huey"]
+    ratios = [ours[i] / huey[i] for i in range(rounds)]
     rows = [
         {
             "library": name,
             "pool": f"{CONCURRENCY} processes",
-            "drain/s": best[name],
-            "drain/s (median pass)": middle[name],
+            "drain/s": statistics.median(rates),
+            "range": spread(rates),
+            "best pass": max(rates),
         }
-        for name in passes
+        for name, rates in passes.items()
     ]
     return {
         "name": "pool",
-        "columns": ["library", "pool", "drain/s", "drain/s (median pass)"],
+        "columns": ["library", "pool", "drain/s", "range", "best pass"],
         "rows": rows,
         "notes": [
-            f"{n} no-op tasks drained by {CONCURRENCY} worker processes, {ROUNDS} alternating "
-            f"passes; drain/s is the best pass. Load average at the end: "
-            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine: other "
-            "jobs ran meanwhile, and the server shares the same CPUs).",
-            "django-redislock: drain_queue --pool process --concurrency 2 --burst (its "
-            "supervisor and children); Huey: workers=2, worker_type='process'. Both timed "
-            f"from their start (forks included) until the benchmark, polling every "
-            f"{POLL * 1000:g} ms, saw the queue drained; neither one's shutdown is timed.",
+            f"{n} no-op tasks drained by {CONCURRENCY} worker processes. Median of {rounds} "
+            "interleaved rounds (the order rotates each round), range beside it. Load average "
+            f"during the run: median {statistics.median(loads):.1f}, "
+            f"{min(loads):.1f}-{max(loads):.1f}, on {os.cpu_count()} CPUs (a shared machine: "
+            "the server shares the same CPUs).",
+            "Reproduce: python3 dev.py bench pool. django-redislock: drain_queue --pool process "
+            f"--concurrency {CONCURRENCY} --burst (its supervisor and children, each claiming "
+            f"{child_batch(None, CONCURRENCY)} tasks per round trip); Huey: workers=2, "
+            "worker_type='process'. Both timed from their start (forks included) until the "
+            f"benchmark, polling every {POLL * 1000:g} ms, saw the queue drained; neither one's "
+            "shutdown is timed.",
             "every pass (tasks/s): "
             + "; ".join(
                 f"{name}: {', '.join(f'{r:,.0f}' for r in rates)}" for name, rates in passes.items()
@@ -207,8 +229,8 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             "django-redislock until its last child exited (tasks/s): "
             + ", ".join(f"{r:,.0f}" for r in returned),
             f"reply parser (both libraries use redis-py {redis.__version__}): {parser()}",
-            f"process-pool drain vs Huey: {best['django-redislock'] / best['Huey']:.2f}x best, "
-            f"{middle['django-redislock'] / middle['Huey']:.2f}x median "
-            "(target >= 8x)",
+            "process-pool drain vs Huey (median of per-round ratios): "
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}); "
+            f"best pass vs best pass {max(ours) / max(huey):.2f}x (target >= 8x)",
         ],
     }

@@ -198,7 +198,8 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             f"{os.cpu_count()} CPUs (a shared machine).",
             "Reproduce: python3 dev.py bench workers. Each worker is a new process "
             "(python -m bench.drain): 'from spawn' includes the interpreter, the imports, "
-            "django.setup() (tests.settings) and the worker's start; 'from first task' starts "
+            "django.setup() (bench/drain_settings.py: the test suite's settings) and the worker's "
+            "start; 'from first task' starts "
             "at the first run. 'start-up s' is the difference.",
             "async pool vs thread pool (from first task, median of per-round ratios): "
             + async_ratio(first, rounds),

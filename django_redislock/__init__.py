@@ -3,15 +3,52 @@
 Public entry points::
 
     from django_redislock import locks, queues, task, periodic_task, distributed_lock
+
+They are imported on first use (PEP 562 ``__getattr__``), not with the package: Django
+imports every installed app's package in ``django.setup()``, and a worker process
+(``drain_queue``) needs the queue's modules only, not the lock decorators, the periodic
+scheduler or the seckill stock. See docs/workers.md, "Start-up". Only the queue package is
+imported with this one: it registers the queue class that the backends build (a worker
+needs it first, and any process that builds a queue needs it).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import queue as _queue  # noqa: F401  (registers the queue class with the backends)
 from ._moved import alias_module
-from .decorators import distributed_lock
-from .handlers import locks, queues
-from .periodic import periodic_task
-from .queue.registry import task
+
+if TYPE_CHECKING:  # what the names are, for the type checker; imported on first use
+    from .decorators import distributed_lock
+    from .handlers import locks, queues
+    from .periodic import periodic_task
+    from .queue.registry import task
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    "distributed_lock": ".decorators",
+    "locks": ".handlers",
+    "queues": ".handlers",
+    "periodic_task": ".periodic",
+    "task": ".queue.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module when the name is first asked for, then keep it here."""
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 # The lock classes live in ``locking``; ``django_redislock.locks`` is the handler, and
 # the old ``django_redislock.locks.<name>`` imports are forwarded with a warning for one release.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core import mail
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.module_loading import import_string
 
@@ -299,8 +299,13 @@ def _embedded_messages(where: str, location: Any) -> list[CheckMessage]:
 
 
 def _testing() -> bool:
-    """True under Django's test runner (or pytest-django): it installs ``mail.outbox``."""
-    return hasattr(mail, "outbox")
+    """True under Django's test runner (or pytest-django): it installs ``mail.outbox``.
+
+    Read from ``sys.modules``: the test runner has imported ``django.core.mail`` by then, and
+    importing it here would load the email package into every process that runs checks.
+    """
+    mail = sys.modules.get("django.core.mail")
+    return mail is not None and hasattr(mail, "outbox")
 
 
 def _is_temporary(path: str) -> bool:

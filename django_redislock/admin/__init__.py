@@ -30,8 +30,10 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import VIEW, Dashboard
-from . import actions, audit, flow, locks, overview, queue_actions, queues, sales, workers
-from .common import can, render
+
+# The pages' modules (and what they import: the lock, stock and metrics readers) load with the
+# first page asked for, not with the admin's autodiscovery in django.setup(): a worker process
+# (drain_queue) sets Django up with the admin installed but never serves a page.
 
 if TYPE_CHECKING:
     ModelAdminBase = admin.ModelAdmin[Dashboard]
@@ -44,6 +46,8 @@ class DashboardAdmin(ModelAdminBase):
     """Routes the dashboard pages; the pages themselves live in this package's modules."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        from .common import can
+
         return can(request, VIEW)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -59,9 +63,13 @@ class DashboardAdmin(ModelAdminBase):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         """The overview (the section's entry in the admin index links here)."""
+        from . import overview
+
         return overview.overview(self, request)
 
     def get_urls(self) -> list[URLPattern]:
+        from . import actions, audit, flow, locks, overview, queue_actions, queues, sales, workers
+
         def page(view: Callable[..., HttpResponse], name: str, route: str, **kw: Any) -> URLPattern:
             wrapped = self.admin_site.admin_view(partial(styled_403, view, self, **kw))
             return path(route, wrapped, name=f"django_redislock_dashboard_{name}")
@@ -102,6 +110,8 @@ def styled_403(
     view: Callable[..., HttpResponse], model_admin: DashboardAdmin, request: HttpRequest, **kw: Any
 ) -> HttpResponse:
     """``view``, with a missing permission answered by a 403 page in the admin's layout."""
+    from .common import can, render
+
     try:
         return view(model_admin, request, **kw)
     except PermissionDenied:

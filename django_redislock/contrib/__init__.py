@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..decorators import register_owner
+from ..decorators.names import register_owner
 from ..queue.records import Task
 from ..queue.runners import register_payload_runner
 

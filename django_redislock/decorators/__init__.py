@@ -54,9 +54,38 @@ can then release the hold from another process
 attempt of a task whose worker died.
 """
 
-from .lock import ON_LOCKED, ON_RELEASE_LOST, distributed_lock
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from .names import BadLockName, bound_arguments, check_template, register_owner
-from .responses import lock_pttl, lock_pttl_async, locked_response, lost_response
+
+if TYPE_CHECKING:  # imported on first use (see __getattr__)
+    from .lock import ON_LOCKED, ON_RELEASE_LOST, distributed_lock
+    from .responses import lock_pttl, lock_pttl_async, locked_response, lost_response
+
+#: exported name -> its submodule, imported on first use: the app registers lock owners
+#: (``register_owner``) at start-up, but the decorator and its HTTP responses (which import
+#: ``django.http``) are only needed by code that decorates something
+_EXPORTS = {
+    "ON_LOCKED": ".lock",
+    "ON_RELEASE_LOST": ".lock",
+    "distributed_lock": ".lock",
+    "lock_pttl": ".responses",
+    "lock_pttl_async": ".responses",
+    "locked_response": ".responses",
+    "lost_response": ".responses",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name's submodule when the name is first asked for."""
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ON_LOCKED",

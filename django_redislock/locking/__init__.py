@@ -15,12 +15,43 @@ Build them from a backend::
 
 from __future__ import annotations
 
-from .base import BaseLock
-from .fencing import fenced_update
-from .index import HeldLock, LockPage
-from .mutex import Lock
-from .readwrite import ReadLock, ReadWriteLock, WriteLock
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# ``watchdog`` is both a submodule and the function exported here: importing the submodule
+# (the mutex does) would set the package's attribute to the module, so it is bound now.
 from .watchdog import watchdog
+
+if TYPE_CHECKING:  # imported on first use (see __getattr__)
+    from .base import BaseLock
+    from .fencing import fenced_update
+    from .index import HeldLock, LockPage
+    from .mutex import Lock
+    from .readwrite import ReadLock, ReadWriteLock, WriteLock
+
+#: exported name -> its submodule, imported on first use: a worker process (which imports
+#: this package for ``locking.keys`` and ``locking.pipeline``) needs none of the lock classes
+_EXPORTS = {
+    "BaseLock": ".base",
+    "HeldLock": ".index",
+    "Lock": ".mutex",
+    "LockPage": ".index",
+    "ReadLock": ".readwrite",
+    "ReadWriteLock": ".readwrite",
+    "WriteLock": ".readwrite",
+    "fenced_update": ".fencing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name's submodule when the name is first asked for."""
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BaseLock",

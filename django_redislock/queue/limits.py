@@ -27,7 +27,6 @@ renewing that run's lease, so no other worker can run the task while it still ru
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import math
 import signal
@@ -140,8 +139,11 @@ def set_async_exc(thread: int, exc: BaseException | None) -> int:
     """Raise ``exc`` in ``thread`` when it next runs Python code (None clears a pending one).
 
     CPython takes a class there, not an instance: a subclass named like ``exc``'s
-    class is made whose instances carry ``exc``'s message.
+    class is made whose instances carry ``exc``'s message. ``ctypes`` is imported here, by
+    the first limit that fires, not with the worker (it is a few ms of every start-up).
     """
+    import ctypes
+
     value: Any = None
     if exc is not None:
         value = ctypes.py_object(carrying(type(exc), str(exc)))

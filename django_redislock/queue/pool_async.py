@@ -34,6 +34,7 @@ from django.db import connections
 from .. import signals
 from .limits import Run, limits_of
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
+from .pool_loop import new_loop
 from .pool_thread import ThreadPool, contained
 from .queue import Queue
 from .records import Task
@@ -90,17 +91,22 @@ class AsyncPool(ThreadPool):
         #: the runs on the loop (the loop keeps only weak references to its tasks)
         self._runs: set[asyncio.Task[None]] = set()
 
-    def submit(self, queue: Queue, task: Task, lease: float) -> None:
+    def submit_all(self, queue: Queue, tasks: list[Task], lease: float) -> None:
+        """Hand a claim's tasks to the loop in one wake-up (one callback for the claim)."""
         with self._slots:
-            self.running += 1
-        # a plain callback that creates the run's task on the loop: no concurrent Future
-        # chained to it (run_coroutine_threadsafe), nothing for the claim loop to wait on
-        self._ensure_loop().call_soon_threadsafe(self._start, queue, task, lease)
+            self.running += len(tasks)
+        # a plain callback that creates the runs' tasks on the loop: no concurrent Future
+        # chained to them (run_coroutine_threadsafe), nothing for the claim loop to wait on
+        self._ensure_loop().call_soon_threadsafe(self._start, queue, list(tasks), lease)
 
-    def _start(self, queue: Queue, task: Task, lease: float) -> None:
-        run = asyncio.ensure_future(self._serve_one(queue, task, lease))
-        self._runs.add(run)
-        run.add_done_callback(self._runs.discard)
+    def submit(self, queue: Queue, task: Task, lease: float) -> None:
+        self.submit_all(queue, [task], lease)
+
+    def _start(self, queue: Queue, tasks: list[Task], lease: float) -> None:
+        for task in tasks:
+            run = asyncio.ensure_future(self._serve_one(queue, task, lease))
+            self._runs.add(run)
+            run.add_done_callback(self._runs.discard)
 
     def close(self) -> None:
         loop, self._loop = self._loop, None
@@ -109,7 +115,7 @@ class AsyncPool(ThreadPool):
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            self._loop = asyncio.new_event_loop()
+            self._loop = new_loop()  # timers to the microsecond (see .pool_loop)
             self._thread = threading.Thread(
                 target=self._run_loop, args=(self._loop,), name="redislock-async", daemon=True
             )

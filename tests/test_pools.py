@@ -308,3 +308,27 @@ def test_a_forced_stop_a_task_raises_itself_is_that_tasks_failure(
     assert (summary.processed, summary.failed, summary.dead) == (2, 1, 1)
     [dead] = hell.tasks("dead")
     assert dead.id == "own" and "ForcedStop: a task's own" in (dead.last_error or "")
+
+
+@pytest.mark.parametrize("pool", ["thread", "async"])
+def test_a_failed_run_is_no_longer_live_when_its_retry_is_sent(
+    alias: RedisTarget, pool: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry due 10 ms later could be claimed by another slot of the same worker before the
+    failed run had left it: the claim took the new attempt for a lapsed lease of the run still
+    "going" and adopted it into that ending run, so the retry waited out its whole lease."""
+    seen: list[bool] = []
+    worker = Worker([pool_queue()], pool=pool, concurrency=4, burst=True, timeout=30)
+    for name in ("retry", "retry_async"):
+        original = getattr(Queue, name)
+
+        def recording(
+            self: Queue, task: Any, *args: Any, _original: Any = original, **kw: Any
+        ) -> Any:
+            seen.append((self.name, task.id) in worker._live)
+            return _original(self, task, *args, **kw)
+
+        monkeypatch.setattr(Queue, name, recording)
+    tasks.fails_once.enqueue(args=["flaky"], id="flaky")
+    worker.run()
+    assert seen and not any(seen), seen

@@ -220,6 +220,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         if isinstance(exc, Escaped):
             exc = exc.error
         runtime = time.monotonic() - began
+        worker._leaving(queue, task)
         args = worker._retry_args(queue, task, fn, exc, runtime)
         outcome = await queue.retry_async(task, **args)
         worker._log_failure(queue, task, outcome, exc)

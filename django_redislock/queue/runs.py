@@ -112,6 +112,7 @@ class Runs(Outcomes):
         except BaseException as exc:  # SystemExit, KeyboardInterrupt...: the task's failure
             if exc is self._stop_raised:
                 raise  # the worker's own second-signal stop (told apart by identity)
+            self._leaving(queue, task)
             self._failed(queue, task, fn, exc, time.monotonic() - began)
         else:
             store_success(queue, task, result)  # store_result tasks only: before the ack
@@ -153,6 +154,12 @@ class Runs(Outcomes):
                     queue.name,
                 )
         claim.tasks[:] = kept  # a frozen Claim; its list is this worker's own
+
+    def _leaving(self, queue: Queue, task: Task) -> None:
+        """The run's code has ended: a claim that hands the task back now (its retry, due
+        in a few ms) brings a new attempt to start, not a lapsed lease to adopt."""
+        with self._lock:
+            self._live.pop((queue.name, task.id), None)
 
     def _ended(self, queue: Queue, task: Task, watch: Watch | None) -> None:
         with self._lock:

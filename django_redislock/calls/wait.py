@@ -130,12 +130,7 @@ def wait_on(
     with node.errors():
         if node.options["CLIENT_CLASS"] is not None:
             return _popped(_plain_wait(client, keys, seconds, keep), keys, keep)
-        pool: Any  # redis-py's connection API is untyped
-        if isinstance(client, redis.RedisCluster):
-            cluster: Any = client
-            pool = cluster.get_redis_connection(cluster.get_node_from_key(keys[0])).connection_pool
-        else:
-            pool = client.connection_pool
+        pool = _pool_of(client, keys)
         conn = pool.get_connection()
         try:
             seconds = _left(deadline)
@@ -148,6 +143,66 @@ def wait_on(
             if _redirected(exc):
                 return None
             raise
+        except BaseException:
+            conn.disconnect()  # an interruption or a broken socket: a reply may still be due
+            raise
+        finally:
+            pool.release(conn)
+
+
+def _pool_of(client: Any, keys: Sequence[str]) -> Any:
+    """The connection pool of the node that serves ``keys`` (redis-py's API is untyped)."""
+    if isinstance(client, redis.RedisCluster):
+        cluster: Any = client
+        return cluster.get_redis_connection(cluster.get_node_from_key(keys[0])).connection_pool
+    return client.connection_pool
+
+
+def wait_then(
+    node: Node, keys: Sequence[str], seconds: float, then: Sequence[Any]
+) -> tuple[Popped | None, Any] | None:
+    """:func:`wait_on` with the command ``then`` sent behind the ``BLPOP``: one round trip.
+
+    Both go out in one write on one connection (``then``'s keys must share the wait's
+    Cluster slot). Redis reads a blocked client's next command only once its ``BLPOP``
+    has returned, so ``then`` runs right after the wake-up (or the server's own timeout),
+    and its reply follows the ``BLPOP``'s: an idle worker's claim rides on its wait.
+
+    Returns ``(popped or None, then's reply)`` when both replies came (an error reply of
+    ``then`` as the ``ResponseError`` redis-py makes of it, not raised: ``NOSCRIPT`` says
+    it did not run), or None when the caller's deadline passed first (or a Cluster
+    redirected the wait). Whenever the replies were not both read (None, an interruption,
+    a connection error) the connection is closed, and whether ``then`` ran is unknown:
+    almost never after a deadline (the ``BLPOP`` was still blocked, and the server drops
+    it with the client), but a push that raced the end of the wait may have run it. Only
+    a call that is safe to resend (a request key) belongs in ``then``. Clients that are
+    not redis-py's own (``OPTIONS['CLIENT_CLASS']``) cannot be used.
+    """
+    deadline = time.monotonic() + seconds
+    client = node.client
+    _check(node, client, keys, False)
+    if node.options["CLIENT_CLASS"] is not None:
+        raise InvalidArgument("wait_then needs redis-py's own client, not OPTIONS['CLIENT_CLASS']")
+    with node.errors():
+        pool = _pool_of(client, keys)
+        conn = pool.get_connection()
+        try:
+            seconds = _left(deadline)
+            conn.send_packed_command(conn.pack_commands([_command(keys, seconds, False), then]))
+            if not conn.can_read(timeout=seconds):
+                conn.disconnect()  # still blocked on the server: never reused
+                return None
+            try:
+                popped = _popped(conn.read_response(), keys, False)
+            except redis.ResponseError as exc:
+                conn.disconnect()  # then's reply is still due
+                if _redirected(exc):
+                    return None
+                raise
+            try:
+                return popped, conn.read_response()
+            except redis.ResponseError as exc:
+                return popped, exc  # both replies read: the connection goes back as it is
         except BaseException:
             conn.disconnect()  # an interruption or a broken socket: a reply may still be due
             raise

@@ -1,21 +1,35 @@
-"""How a worker waits when no queue has work: a blocking wait on the queues' signal lists.
+"""How a worker waits when no queue has work: a blocking wait that carries its next claim.
 
 The idle half of :class:`~django_redislock.queue.worker.Worker`: it blocks (never
 busy-polls) until a task is enqueued, the next delayed task or lease deadline comes due,
 or a stop signal cuts the wait short. See docs/calls.md ("Blocking waits") for the wait
 itself and its deadline.
+
+Pickup in one round trip: the wait's ``BLPOP`` and the claim of a queue go out together
+(:func:`~django_redislock.calls.wait.wait_then`); Redis runs the claim as soon as the
+``BLPOP`` returns, and its reply carries the claimed tasks, which the next round takes
+(``_ready``) instead of claiming again. The claim has a request key, so not knowing
+whether it ran (its reply lost, the deadline passed, a stop signal) is settled the usual
+way: the call is kept as unanswered and the next claim of that queue is that same call
+again, which answers what it took. A worker that stops with such a call, or with a
+taken claim it did not start, gives those tasks back at once (:meth:`_give_back_pickups`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from typing import Any
 
-from ..calls.wait import wait_on
+from ..calls.script import script
+from ..calls.wait import wait_on, wait_then
 from .queue import Queue
-from .records import Claim
+from .records import Call, Claim, Task
 from .runs import Runs
-from .stops import Interrupted
+from .stops import OUTAGES, Interrupted
+
+logger = logging.getLogger("django_redislock.worker")
 
 #: Longest idle BLPOP; the socket timeout (OPTIONS['SOCKET_TIMEOUT']) must stay above it.
 MAX_IDLE_WAIT = 5.0
@@ -31,11 +45,26 @@ class IdleWait(Runs):
 
     queues: list[Queue]
     backend: Any
+    batch: int
+    max_tasks: int | None
+    lease: float | None
     timeout: float | None
     _hints: dict[str, Claim]
     _stopping: bool
     _waiting: bool
     _timed_wait: bool
+    _unanswered: dict[str, Call[Claim]]
+    #: per queue, the claim an idle wait brought back: the next claim of the queue is this
+    _ready: dict[str, Claim]
+    #: per queue, the idle wait's claim kept unanswered (given back if the worker stops)
+    _picked: dict[str, Call[Claim]]
+
+    def _next_claim(self, queue: Queue, count: int, acks: list[Task] | None = None) -> Call[Claim]:
+        """A new claim of ``queue`` (not charging attempts) that frees the previous claim's
+        request key."""
+        previous = self._hints.get(queue.name)
+        done = previous.request if previous is not None and previous.request else None
+        return queue._claim_call(count, self.lease, acks or [], False, done)
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.summary.started
@@ -59,19 +88,28 @@ class IdleWait(Runs):
         self._idle(self._wait_seconds())
 
     def _idle(self, seconds: float) -> None:
-        """BLPOP on the queues' signal lists for up to ``seconds`` (a stop signal cuts it)."""
+        """BLPOP on the queues' signal lists for up to ``seconds`` (a stop signal cuts it),
+        with the claim of the first queue waited on sent behind it (see :meth:`_pickup`)."""
         self._flush_acks(force=True)
-        keys = [queue.signal_key for queue in self.queues]
-        if self.backend.is_cluster and len(keys) > 1:
+        queues = self.queues
+        if self.backend.is_cluster and len(queues) > 1:
             # a BLPOP on a Cluster takes keys of one slot; wait on the queues in turn
-            keys = [keys[int(time.monotonic()) % len(keys)]]
+            queues = [queues[int(time.monotonic()) % len(queues)]]
             seconds = min(seconds, 1.0)
+        keys = [queue.signal_key for queue in queues]
         slack = BLOCK_SLACK if self._timed_wait else 0.0  # see BLOCK_SLACK
         end = time.monotonic() + seconds
+        count = self._pickup_count()
+        # the wait that ends the run (timeout=) carries no claim: nothing would run its tasks
+        last = self.timeout is not None and end >= self.summary.started + self.timeout
+        pickup = count > 0 and not last and self.backend.options["CLIENT_CLASS"] is None
         self._waiting = True
         try:
             waiting = not self._stopping and seconds > slack
-            if waiting and wait_on(self.backend, keys, seconds - slack) is not None:
+            if waiting and pickup:
+                if self._pickup(queues[0], keys, seconds - slack, count):
+                    return
+            elif waiting and wait_on(self.backend, keys, seconds - slack) is not None:
                 return
         except Interrupted:
             return
@@ -79,6 +117,73 @@ class IdleWait(Runs):
             self._waiting = False
         if slack:
             self._sleep(end - time.monotonic())
+
+    def _pickup_count(self) -> int:
+        """How many tasks the next round would claim (the solo batch, or the free slots)."""
+        count, running = self.batch, 0
+        if self._executor is not None:
+            running = self._executor.running
+            count = min(count, self._executor.free())
+        if self.max_tasks is not None:
+            count = min(count, self.max_tasks - self.summary.processed - running)
+        return count
+
+    def _pickup(self, queue: Queue, keys: list[str], seconds: float, count: int) -> bool:
+        """Wait on ``keys`` with ``queue``'s claim behind the BLPOP; True if the wait was woken.
+
+        A claim that came back is kept in ``_ready`` (with or without tasks: it is fresh).
+        One whose reply was not read (the deadline passed, a stop signal, a lost reply) or
+        that answered an error (``NOSCRIPT``: it did not run) is kept unanswered, so the next
+        claim of the queue resends it with its request key (through the usual path, which
+        reloads a script and sorts errors).
+        """
+        call = self._unanswered.pop(queue.name, None) or self._next_claim(queue, count)
+        command = script(call.script).args([*queue.script_keys, *call.extra_keys], call.args)
+        try:
+            answer = wait_then(self.backend, keys, seconds, command)
+        except BaseException:
+            self._keep_unanswered(queue, call)
+            raise
+        if answer is None or isinstance(answer[1], Exception):
+            self._keep_unanswered(queue, call)
+            return answer is not None
+        claim = call.parse(answer[1])
+        self._hints[queue.name] = claim
+        if self._live and claim.tasks:
+            self._adopt(queue, claim)  # a lapsed lease of a run still going here (rare)
+        self._ready[queue.name] = claim
+        return True
+
+    def _keep_unanswered(self, queue: Queue, call: Call[Claim]) -> None:
+        self._unanswered[queue.name] = self._picked[queue.name] = call
+
+    def _give_back_pickups(self) -> None:
+        """Give back what idle waits claimed and no run started: the worker is stopping.
+
+        A claim taken (``_ready``) is released; one whose reply was not read is sent once
+        more with its request key but a count of 0, which answers what it took (if it
+        ran) and claims nothing, and that is released. Best effort: Redis away, those
+        tasks come back after their lease, no attempt charged.
+        """
+        for queue in self.queues:
+            ready = self._ready.pop(queue.name, None)
+            call = self._unanswered.get(queue.name)
+            try:
+                if call is not None and self._picked.get(queue.name) is call:
+                    del self._unanswered[queue.name]
+                    ready = queue._run(dataclasses.replace(call, args=[0, *call.args[1:]]))
+                if ready is not None and ready.tasks:
+                    self.summary.released += queue.release(ready.tasks)
+            except OUTAGES as exc:
+                logger.warning(
+                    "could not give back what the idle wait may have claimed of %r: Redis is "
+                    "unreachable (%s); those tasks come back after their lease",
+                    queue.name,
+                    exc,
+                )
+            except Exception as exc:  # run()'s finally: never hide what ended the run
+                logger.error("could not give back the idle wait's claim: %s", exc, exc_info=exc)
+        self._picked.clear()
 
     def _wait_seconds(self) -> float:
         cap = min(MAX_IDLE_WAIT, float(self.backend.options["SOCKET_TIMEOUT"]) - 0.5)

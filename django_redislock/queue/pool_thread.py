@@ -97,6 +97,7 @@ class ThreadPool:
             return True
         claimed = False
         names = worker.queues[self._turn :] + worker.queues[: self._turn]
+        names.sort(key=lambda queue: queue.name not in worker._ready)  # its claim is made
         self._turn = (self._turn + 1) % len(worker.queues)
         for queue in names:
             count = min(free, worker.batch)

@@ -150,6 +150,8 @@ class Worker(IdleWait):
         self._live: dict[tuple[str, str], Task] = {}
         #: per queue, a claim whose answer was lost: resent before any other claim of it
         self._unanswered: dict[str, Call[Claim]] = {}
+        self._ready: dict[str, Claim] = {}  # see .idle: the claims idle waits brought back
+        self._picked: dict[str, Call[Claim]] = {}
         self._executor: Any = None if self.pool == "solo" else self._make_pool()
 
     def _make_pool(self) -> Any:
@@ -251,6 +253,7 @@ class Worker(IdleWait):
                 self._executor.close()
             self._keeper.stop()
             self._limits.stop()
+            self._give_back_pickups()
             self._last_words()
             self.summary.elapsed = self._elapsed()
         self._raise_if_stopped_by_a_run()
@@ -290,13 +293,14 @@ class Worker(IdleWait):
         claims still current) and claims nothing new. Its tasks are run now, not left
         to their lease (and a ``--burst`` worker does not end without them).
         """
+        ready = self._ready.pop(queue.name, None)
+        if ready is not None:
+            return ready  # the idle wait's claim came back with its wake-up (see .idle)
         call = self._unanswered.pop(queue.name, None)
         acks: list[Task] = []
         if call is None:
             acks = self._take_acks(queue)
-            previous = self._hints.get(queue.name)
-            done = previous.request if previous is not None and previous.request else None
-            call = queue._claim_call(count, self.lease, acks, False, done)
+            call = self._next_claim(queue, count, acks)
         try:
             claim = queue._run(call)
         except OUTAGES:

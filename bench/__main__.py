@@ -15,7 +15,7 @@ from bench.common import save, table
 from tests.servers import RedisProcess
 
 #: Benchmark modules in the order they run; each has ``run(server, quick) -> dict``.
-SUITES: list[str] = ["queue", "locks", "seckill", "periodic", "workers", "pool"]
+SUITES: list[str] = ["queue", "memory", "locks", "seckill", "periodic", "workers", "pool"]
 
 
 def main() -> int:

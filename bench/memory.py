@@ -72,7 +72,9 @@ def fill_rq(port: int, n: int) -> None:
 
     queue = rq.Queue("bench", connection=redis.Redis(port=port))
     for start in range(0, n, CHUNK):
-        data = [rq.Queue.prepare_data(noop, (argument(i),)) for i in range(start, min(start + CHUNK, n))]
+        data = [
+            rq.Queue.prepare_data(noop, (argument(i),)) for i in range(start, min(start + CHUNK, n))
+        ]
         queue.enqueue_many(data)
 
 

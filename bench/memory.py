@@ -50,7 +50,9 @@ def argument(i: int) -> str:
 
 def fill_redislock(port: int, n: int) -> None:
     for start in range(0, n, CHUNK):
-        calls = [((argument(i),), {}) for i in range(start, min(start + CHUNK, n))]
+        calls: list[tuple[tuple[str], dict[str, Any]]] = [
+            ((argument(i),), {}) for i in range(start, min(start + CHUNK, n))
+        ]
         redislock_noop.enqueue_many(calls, batch_size=CHUNK)
 
 
@@ -99,7 +101,7 @@ def fill_dramatiq(port: int, n: int) -> None:
 
     broker = RedisBroker(host="127.0.0.1", port=port)
     dramatiq.set_broker(broker)
-    actor = dramatiq.actor(noop, actor_name="noop", queue_name="bench")
+    actor = dramatiq.actor(actor_name="noop", queue_name="bench")(noop)
     for i in range(n):
         actor.send(argument(i))
 

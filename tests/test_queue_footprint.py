@@ -1,6 +1,6 @@
 """What one queued task costs the server: the structures it occupies and the commands it runs.
 
-docs/scale.md ("Memory per queued task") accounts for the bytes of a waiting task by
+docs/queue.md ("Memory per queued task") accounts for the bytes of a waiting task by
 structure, and bench/memory.py measures them; these tests pin the layout that account
 rests on (a change to it must update both) and the command count of a one-call enqueue
 (bench/queue.py's hot path), so a script that grows is seen here before it is in a benchmark.

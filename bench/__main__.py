@@ -15,7 +15,16 @@ from bench.common import save, table
 from tests.servers import RedisProcess
 
 #: Benchmark modules in the order they run; each has ``run(server, quick) -> dict``.
-SUITES: list[str] = ["queue", "locks", "seckill", "periodic", "workers", "pool", "pickup"]
+SUITES: list[str] = [
+    "queue",
+    "memory",
+    "locks",
+    "seckill",
+    "periodic",
+    "workers",
+    "pool",
+    "pickup",
+]
 
 
 def main() -> int:

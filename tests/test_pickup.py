@@ -94,14 +94,14 @@ def test_an_idle_workers_pickup_is_one_round_trip(target: RedisTarget, pool: str
     extra: dict[str, Any] = {} if pool == "solo" else {"concurrency": 2}
     worker = Worker([q], pool=pool, max_tasks=1, timeout=30, **extra)
     if worker._executor is not None:  # a pool's main thread hands the task over, then goes on
-        submit = worker._executor.submit
+        submit_all = worker._executor.submit_all  # every pool's hand-over of a claim
 
-        def handed_over(queue: Queue, claimed: Any, lease: float) -> None:
+        def handed_over(queue: Queue, claimed: list[Any], lease: float) -> None:
             with _LOCK:
-                EVENTS.append(("handed", claimed.id))
-            submit(queue, claimed, lease)
+                EVENTS.extend(("handed", task.id) for task in claimed)
+            submit_all(queue, claimed, lease)
 
-        worker._executor.submit = handed_over
+        worker._executor.submit_all = handed_over
     thread = threading.Thread(target=worker.run, name=WORKER_THREAD)
     with recorded_requests() as events:
         thread.start()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -194,15 +195,28 @@ def artifacts_dir() -> Path:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup``, the slow tests run one after another.
+    """Order the tests for pytest-xdist's ``--dist worksteal`` (see ``workers()`` in dev.py).
 
-    They start worker processes and measure rates and deadlines against the clock: two of
-    them at once on a 2-CPU machine would each take the other's CPU. The rest of the suite
-    runs beside them in the other test processes.
+    worksteal hands each test process an equal, contiguous share of this list, and a process
+    that runs out takes the second half of the longest remaining share. So each share starts
+    with its part of the slow tests (those marked ``slow``: worker processes, faults,
+    seconds each), dealt in turn, and ends with quick ones: what is taken at the end is
+    quick, and no process is left running one long test while the others wait. The order is
+    the same in every test process (xdist requires it); without xdist the slow tests go first.
     """
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker(pytest.mark.xdist_group("slow"))
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    quick = [item for item in items if item.get_closest_marker("slow") is None]
+    shares: list[list[pytest.Item]] = [slow[i::count] for i in range(count)]
+    left = len(items)
+    for i, share in enumerate(shares):  # the sizes worksteal's first split gives each process
+        size = left // (count - i)
+        left -= size
+        need = max(0, size - len(share))
+        share.extend(quick[:need])
+        del quick[:need]
+    shares[-1] += quick
+    items[:] = [item for share in shares for item in share]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -41,6 +41,11 @@ from .servers import RedisProcess
 #: Socket timeout of clients behind a proxy: short, so a silent fault costs little,
 #: but well above a loaded machine's normal reply time.
 PROXY_SOCKET_TIMEOUT = 0.5
+#: Socket timeout for tests whose faults all cut the connection (none leaves the client
+#: waiting on a silent one): no call of theirs should ever reach it, so it is the library's
+#: default. With 0.5 s, healthy replies through the proxy timed out on a loaded machine
+#: (load 20 on 2 cores) and these tests failed for a fault they never armed.
+CUT_SOCKET_TIMEOUT = 5.0
 PROXIED_KINDS = ("single", "cluster", "redlock")
 REDLOCK_MASTERS = 3
 
@@ -60,6 +65,15 @@ def resend_options(kind: str) -> dict[str, Any]:
     if kind in ("single", "redlock"):
         return {"CLIENT_KWARGS": {"retry": Retry(NoBackoff(), 1)}}
     return {}
+
+
+def cuts_only(kind: str) -> dict[str, Any]:
+    """OPTIONS for a test whose faults all cut the connection: the long socket timeout.
+
+    Not for Redlock: its ``MASTER_TIMEOUT`` must stay far below the TTL (a slow master
+    eats the grant's validity), so its cases keep :data:`PROXY_SOCKET_TIMEOUT`.
+    """
+    return {} if kind == "redlock" else {"SOCKET_TIMEOUT": CUT_SOCKET_TIMEOUT}
 
 
 def no_resend_options(kind: str) -> dict[str, Any]:

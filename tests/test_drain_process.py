@@ -18,6 +18,7 @@ from django_redislock.backends.redis import RedisQueueBackend
 from django_redislock.exceptions import UndecodablePayload
 from django_redislock.queue import DELAYED, IN_FLIGHT, Queue
 
+from . import long_idle
 from .conftest import RedisTarget
 from .processes import finish, spawn, wait_for
 from .testapp import tasks
@@ -54,21 +55,37 @@ def test_sigterm_finishes_the_task_and_gives_the_rest_back(real: RedisTarget) ->
     assert [(t.id, t.attempts) for t in q.top(10)] == [(f"t{i}", 0) for i in range(1, 10)]
 
 
+def blocked_in_blpop(target: RedisTarget) -> bool:
+    """Whether a client of ``target`` (any node of a cluster) is blocked in a BLPOP."""
+    if target.kind == "cluster":
+        nodes = [node.redis_connection for node in target.raw.get_nodes()]
+    else:
+        nodes = [target.raw]
+    return any(
+        client.get("cmd") == "blpop" and "b" in client.get("flags", "")
+        for node in nodes
+        for client in node.client_list()
+    )
+
+
 def test_sigterm_while_idle_exits_at_once(real: RedisTarget) -> None:
-    worker = spawn(real, "slow")
+    # the idle BLPOP lasts IDLE_WAIT (120 s): a worker that waited for its end instead of
+    # cutting it would not exit within finish()'s 30 s, however loaded the machine
+    worker = spawn(
+        real,
+        "slow",
+        task_modules=["tests.long_idle"],
+        options={"SOCKET_TIMEOUT": long_idle.IDLE_WAIT + 10},
+    )
     try:
         assert worker.stdout is not None
         assert worker.stdout.readline().startswith("Draining queue slow")
-        time.sleep(0.5)  # now idle in BLPOP
+        wait_for(lambda: blocked_in_blpop(real), 30, "the worker to block in its idle BLPOP")
         worker.send_signal(signal.SIGTERM)
-        stopped_at = time.monotonic()
-        code, out, err = finish(worker)
+        code, out, err = finish(worker, timeout=30)
     finally:
         worker.kill()
     assert code == 0, err
-    # at once, not at the end of the idle BLPOP (4.5 s: SOCKET_TIMEOUT 5 s minus 0.5); the
-    # bound leaves a loaded machine time to end the process (2.5 s failed at load 20)
-    assert time.monotonic() - stopped_at < 4.0
     assert "processed 0" in out
 
 

@@ -30,7 +30,7 @@ from django_redislock.inventory.calls import REQUEST_TTL_MS, clear_call
 from . import inventory_tasks
 from .conftest import RedisTarget
 from .faults import Args, Fault, Matcher, command_name
-from .proxied import ProxiedTarget, resend_options
+from .proxied import ProxiedTarget, cuts_only, resend_options
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,7 +61,7 @@ def proxied_stock(target: ProxiedTarget, asynchronous: bool = False) -> Stock:
     options = resend_options(target.kind)
     if asynchronous and target.kind == "single":
         options = {"CLIENT_KWARGS": {"retry": AsyncRetry(NoBackoff(), 1)}}
-    backend = target.queue_backend(**options)
+    backend = target.queue_backend(**options, **cuts_only(target.kind))  # the faults cut
     name = f"sale-{target.prefix}"
     return Stock(name, order_task=inventory_tasks.record_order, queue=name, using=backend)
 

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from .lockhistory.run import run
+from .lockhistory.run import fault_names, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-SECONDS = 20
+#: Long enough for every type of fault at least once (the faults come in rounds, each type
+#: once per round, one every 0.15-0.6 s); the soak (``dev.py soak locks``) runs for longer.
+SECONDS = 10
 
 
 @pytest.fixture
@@ -44,5 +46,5 @@ def test_lock_history_under_faults_has_no_violation(kind: str, short_dir: Path) 
     assert sum(report.holds.values()) >= 20, report.table()
     assert sum(report.writes.values()) >= 10, report.table()
     assert sum(report.faults.values()) >= 10, report.table()
-    assert len(report.faults) >= 5, report.table()  # several kinds of fault, not one
+    assert set(fault_names(kind)) <= set(report.faults), report.table()  # every type
     assert not [f for f in report.faults if f.startswith("worker")], report.table()

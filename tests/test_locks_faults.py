@@ -42,7 +42,13 @@ from django_redislock.exceptions import ConnectionFailed, LockLost
 from django_redislock.locking.keys import bucket_of, lock_key
 
 from .faults import Args, Fault, command_name
-from .proxied import PROXY_SOCKET_TIMEOUT, ProxiedTarget, no_resend_options, resend_options
+from .proxied import (
+    PROXY_SOCKET_TIMEOUT,
+    ProxiedTarget,
+    cuts_only,
+    no_resend_options,
+    resend_options,
+)
 
 #: TTL of the holds under test: long enough that nothing expires during a case on a loaded
 #: machine (a stalled call takes one socket timeout), short enough for the "within TTL" check.
@@ -432,6 +438,8 @@ def neighbour(backend: Any, name: str) -> str:
 def run_case(target: ProxiedTarget, op_name: str, fault: str) -> Case:
     op = OPS[op_name]
     options = resend_options(target.kind) if fault == "resend" else no_resend_options(target.kind)
+    if fault in ("cut", "resend"):  # the connection is reset: no call waits for a timeout
+        options.update(cuts_only(target.kind))
     backend = target.lock_backend(**options)
     name = f"flt-{op_name}-{uuid.uuid4().hex[:8]}"
     # The same operation on a name of the same bucket (so the same cluster slot), without a
@@ -476,9 +484,9 @@ def run_checks(target: ProxiedTarget, op_name: str, fault: str) -> None:
     op.exclusive(case)
     op.let_go(case)
     other = op.contender(case)
-    started = time.monotonic()
+    # the acquire's own deadline is the bound (no stopwatch around it: on a loaded machine
+    # the call returns a while after its grant)
     assert other.acquire(timeout=TTL + MARGIN), "another owner never got the lock"
-    assert time.monotonic() - started < TTL + MARGIN
     other.release()
 
 

@@ -29,7 +29,7 @@ from django_redislock.queue.records import DEAD, DELAYED, IN_FLIGHT, READY
 
 from . import inventory_tasks
 from .faults import Args, command_name
-from .proxied import ProxiedTarget, no_resend_options, resend_options
+from .proxied import ProxiedTarget, cuts_only, no_resend_options, resend_options
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -204,7 +204,7 @@ def test_queue_call_under_fault(
     target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
     op = OPS[op_name]
     options = resend_options(kind) if fault == "resend" else no_resend_options(kind)
-    backend = target.queue_backend(**options)
+    backend = target.queue_backend(**options, **cuts_only(kind))  # the faults cut, see there
     suffix = uuid.uuid4().hex[:8]
     control = op.make(backend, f"ctl{suffix}")
     faulted = op.make(backend, f"flt{suffix}")

@@ -67,6 +67,7 @@ class Run:
     db: dict[str, Any] = field(default_factory=dict)
     stopped: set[int] = field(default_factory=set)
     timers: list[threading.Timer] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # faults left in this round
 
     def fault(self, type: str, **rec: Any) -> None:
         self.log.write(json.dumps({"ev": "fault", "type": type, "t": time.monotonic(), **rec}))
@@ -237,13 +238,32 @@ FAULTS: dict[str, Callable[[Run, FaultProxy, RedisProcess, int], object]] = {
 }
 
 
+def fault_names(kind: str) -> list[str]:
+    """The faults a run of ``kind`` applies (a cluster is not restarted: its slots move)."""
+    return [name for name in FAULTS if kind != "cluster" or name != "restart (AOF)"]
+
+
 def apply_fault(run: Run) -> None:
-    """One fault, chosen at random among those this kind takes."""
+    """The next fault of this round; each round applies every fault once, in a random order.
+
+    Rounds rather than independent draws: a short run (the suite's) still applies every
+    type, which its test checks. A fault that could not be applied (no live worker to stop,
+    a server mid-restart) goes to the end of the round and is tried again.
+    """
+    if not run.pending:
+        run.pending = fault_names(run.kind)
+        run.rng.shuffle(run.pending)
+    fault = run.pending.pop()
     i = run.rng.randrange(len(run.proxies))
-    names = [name for name in FAULTS if run.kind != "cluster" or name != "restart (AOF)"]
-    fault = run.rng.choice(names)
-    if FAULTS[fault](run, run.proxies[i], run.servers[i], run.rng.randint(1, 3)):
+    try:
+        applied = FAULTS[fault](run, run.proxies[i], run.servers[i], run.rng.randint(1, 3))
+    except BaseException:
+        run.pending.insert(0, fault)
+        raise
+    if applied:
         run.fault(fault, proxy=i)
+    else:
+        run.pending.insert(0, fault)
 
 
 def clear_faults(run: Run) -> None:

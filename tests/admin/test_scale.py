@@ -143,6 +143,7 @@ def test_every_page_costs_at_most_four_round_trips(single: Dashboard, admin_clie
         assert admin_client.get(url).status_code == 200, url
     raw.config_resetstat()
     report = []
+    slow: dict[str, float] = {}
     for label, (url, budget) in pages.items():
         before = server_micros(raw)
         with counting() as sent:
@@ -152,8 +153,18 @@ def test_every_page_costs_at_most_four_round_trips(single: Dashboard, admin_clie
         report.append(f"{label}: {sent[0]} round trip(s), {server_ms:.1f} ms of server time")
         names = " ".join(sent.names)
         assert sent[0] <= budget, f"{report[-1]}: {names}"
-        assert server_ms < PAGE_SERVER_MS, report[-1]
+        if server_ms >= PAGE_SERVER_MS:
+            slow[label] = server_ms
     ran = commands(raw)
+    # A page that scans is slow every time; one preempted on a busy machine (CI recorded the
+    # locks page at 29.6 ms once) is not: the least of three loads is the page's cost.
+    for label, first_ms in slow.items():
+        costs = [first_ms]
+        for _ in range(2):
+            before = server_micros(raw)
+            assert admin_client.get(pages[label][0]).status_code == 200
+            costs.append((server_micros(raw) - before) / 1000)
+        assert min(costs) < PAGE_SERVER_MS, f"{label}: {costs} ms of server time"
     assert not {"keys", "scan", "hgetall", "hkeys", "hvals"} & set(ran), ran
     # a script per lock bucket on 5 pages; the rates script rides in the overview's and the
     # queue pages' pipelines

@@ -14,11 +14,11 @@ needs it first, and any process that builds a queue needs it).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import queue as _queue  # noqa: F401  (registers the queue class with the backends)
 from ._moved import alias_module
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for the type checker; imported on first use
     from .decorators import distributed_lock
@@ -36,14 +36,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module when the name is first asked for, then keep it here."""
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

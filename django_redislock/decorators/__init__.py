@@ -54,9 +54,9 @@ can then release the hold from another process
 attempt of a task whose worker died.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .names import BadLockName, bound_arguments, check_template, register_owner
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__)
@@ -77,14 +77,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name's submodule when the name is first asked for."""
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(where, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -15,8 +15,9 @@ Build them from a backend::
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
 
 # ``watchdog`` is both a submodule and the function exported here: importing the submodule
 # (the mutex does) would set the package's attribute to the module, so it is bound now.
@@ -43,14 +44,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name's submodule when the name is first asked for."""
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(where, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -199,6 +199,15 @@ def test_cancelled_again_during_the_take_back_leaves_no_hold(
 
     completed: list[Any] = []
     problems, cut = asyncio.run(sweep())
+    # A loaded machine answers before the loop's first steps more often (the reply is already
+    # in the socket when read), so fewer calls are cut: sweep again, at most twice, until
+    # enough were (CI's Python 3.12 run once cut 1 of 25 cluster downgrades).
+    for _ in range(2):
+        if cut >= MIN_CUT or problems:
+            break
+        completed.clear()
+        more, more_cut = asyncio.run(sweep())
+        problems, cut = problems + more, cut + more_cut
     assert not problems, f"{len(problems)} of {cut} cancelled calls left a hold: {problems[:5]}"
     assert cut >= MIN_CUT, f"only {cut} of {len(PATTERNS)} calls were cut: {completed}"
 

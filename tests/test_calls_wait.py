@@ -15,6 +15,7 @@ from django_redislock.exceptions import ConnectionFailed, InvalidArgument
 from django_redislock.queue.worker import Worker
 
 from .conftest import RedisTarget
+from .processes import wait_for
 from .proxied import ProxiedTarget
 
 #: The server-side slack of every wait in this module: a wait that only the server's own
@@ -188,13 +189,23 @@ def test_an_asyncio_wait_ends_at_its_deadline_or_on_a_push(target: RedisTarget) 
 
 
 def blpop_timeouts(proxied: ProxiedTarget) -> list[float]:
-    """The server timeout of every ``BLPOP`` that went through the proxies, in order sent."""
-    return [
-        float(args[-1])
-        for proxy in proxied.proxies
-        for args in list(proxy.requests)
-        if args and args[0].upper() == b"BLPOP"
-    ]
+    """The server timeout of every ``BLPOP`` that went through the proxies, in order sent.
+
+    Waits (10 s at most) for the first one: the proxy records a request on its own thread,
+    and a wait whose deadline had passed gives up after a few milliseconds, which on a
+    loaded machine can be before the proxy has read what it sent.
+    """
+
+    def sent() -> list[float]:
+        return [
+            float(args[-1])
+            for proxy in proxied.proxies
+            for args in list(proxy.requests)
+            if args and args[0].upper() == b"BLPOP"
+        ]
+
+    wait_for(lambda: sent(), 10.0, "a BLPOP through the proxy")
+    return sent()
 
 
 def test_a_first_asyncio_wait_on_a_cluster_spends_its_set_up_out_of_its_deadline(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -112,6 +113,30 @@ def test_readers_share_writers_exclude(redis_target: RedisTarget) -> None:
     assert rw.write().acquire(blocking=False) is False
     writer.release()
     assert rw.state() == {"writer": False, "readers": 0, "writer_waiting": False}
+
+
+def _left_ms(lock: Any) -> int:
+    """The hold's remaining time as the extend script's check-only call reads it."""
+    script, keys, args = lock._extend_call(lock._hold, 0)
+    return int(lock.backend.script(script)(keys=keys, args=args))
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_read_write_extend_never_shortens_the_hold(redis_target: RedisTarget, mode: str) -> None:
+    """``extend(short)`` keeps a longer deadline, as the mutex's does (issue 23, Build 2).
+
+    The reader's deadline and the writer's TTL used to be set to now + ttl outright, so an
+    extend (or a watchdog renewal) with a shorter ttl than the hold had ended it early.
+    """
+    backend = redis_target.lock_backend()
+    lock = getattr(backend.read_write_lock("doc-x", ttl=20), mode)()
+    lock.acquire()
+    lock.extend(1)
+    assert _left_ms(lock) > 10_000
+    lock.extend(30)
+    assert _left_ms(lock) > 20_000  # a longer ttl still moves it later
+    lock.release()
+    assert lock.parent.state() == {"writer": False, "readers": 0, "writer_waiting": False}
 
 
 def test_one_reader_cannot_release_another(redis_target: RedisTarget) -> None:

@@ -20,6 +20,7 @@ SUITES: list[str] = [
     "memory",
     "locks",
     "seckill",
+    "sold_out",
     "periodic",
     "workers",
     "pool",

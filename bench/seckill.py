@@ -32,8 +32,7 @@ from bench import serverload
 from bench.common import median, rate, save, table
 from django_redislock.backends.redis import RedisQueueBackend
 from django_redislock.calls.script import script, sha_of
-from django_redislock.inventory import Stock
-from django_redislock.inventory import stock as stock_module
+from django_redislock.inventory import Stock, sold_out
 from django_redislock.queue.registry import task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -364,11 +363,12 @@ def server_requests(case: str, backend: Any, count: int, start: int) -> list[byt
         return [serverload.pack("EVALSHA", sha, 1, "floor:stock")] * count
     stock = server_stock(case, backend)
     sha = sha_of("stock_take")
-    memo = (id(backend), stock.keys()[0])
+    key = stock.keys()[0]
     if case.endswith("a probe)"):
-        stock_module._sold_out[memo] = True  # what one sold-out answer leaves in a process
+        # what a sold-out answer leaves in a process once it is too old to refuse from memory
+        sold_out.memory.entries[(id(backend), key)] = sold_out.Entry(0, 0.0, None)
     else:
-        stock_module._sold_out.pop(memo, None)
+        sold_out.memory.forget(backend, key)
     if stock._probing():  # the probe: one GET of the units, the same for every buyer
         return [serverload.pack("GET", stock.keys()[0])] * count
     out = []

@@ -25,6 +25,7 @@ from ..exceptions import InvalidArgument
 from ..queue.calls import KEY_PARTS as QUEUE_KEY_PARTS
 from ..queue.calls import QueueCalls
 from ..queue.records import from_micros
+from ..queue.serializers import JSONSerializer
 from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
 
 R = TypeVar("R")
@@ -38,12 +39,39 @@ TAKE_SCRIPT = "stock_take"
 REQUEST_TTL_MS = 60_000
 
 
+#: Largest ``data`` of one take, as JSON (it travels in the order task's payload).
+MAX_DATA_BYTES = 64 * 1024
+#: The encoder that checks ``data`` (built once: it is shared by threads, like the queue's).
+JSON = JSONSerializer()
+
+
+def check_data(data: Any) -> dict[str, Any]:
+    """A take's ``data``: None or a dict that JSON can hold, at most ``MAX_DATA_BYTES`` encoded.
+
+    Checked the same way with or without an order task, so a take never
+    accepts ``data`` that an order task could not carry.
+    """
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"data must be a dict or None, got {type(data).__name__}")
+    try:
+        size = len(JSON.dumps(data))
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"data: {exc}") from None
+    if size > MAX_DATA_BYTES:
+        raise InvalidArgument(f"data is {size} bytes as JSON, over {MAX_DATA_BYTES}")
+    return dict(data)
+
+
 @dataclass(frozen=True)
 class StockCall(Generic[R]):
     """One script call: its name, ARGV, a parser, whether it needs the order queue's keys.
 
     ``request`` names the call's request key (the part after ``req:``) for the
-    scripts that change the stock; reads have none.
+    scripts that change the stock; reads have none. ``announces``: the script may bring
+    units back, and publishes the stock on the backend's stock-changes channel, given as
+    its last ARGV (:mod:`.sold_out`).
     """
 
     script: str
@@ -51,6 +79,7 @@ class StockCall(Generic[R]):
     parse: Callable[[Any], R]
     with_queue: bool = False
     request: str = ""
+    announces: bool = False
 
 
 def hash_tag(key: str) -> str:
@@ -104,7 +133,7 @@ def probed(units: Any, qty: int) -> Take | None:
 def restore_call(reservation_id: str, rebuy: bool, with_queue: bool) -> StockCall[bool]:
     """The restore script: True when the reservation was live and its units came back."""
     args = [reservation_id, "1" if rebuy else "0", REQUEST_TTL_MS]
-    return StockCall("stock_restore", args, restored, with_queue, request_id())
+    return StockCall("stock_restore", args, restored, with_queue, request_id(), True)
 
 
 def restored(reply: list[Any]) -> bool:
@@ -133,12 +162,12 @@ def set_call(mode: str, units: int, opens: str, closes: str) -> StockCall[int]:
         return int(reply)
 
     args = [mode, units, opens, closes, REQUEST_TTL_MS]
-    return StockCall("stock_set", args, parse, request=request_id())
+    return StockCall("stock_set", args, parse, request=request_id(), announces=True)
 
 
 def clear_call() -> StockCall[bool]:
     """The clear script: True if the stock existed."""
-    return StockCall("stock_clear", [REQUEST_TTL_MS], bool, request=request_id())
+    return StockCall("stock_clear", [REQUEST_TTL_MS], bool, request=request_id(), announces=True)
 
 
 def stats_call(item: str) -> StockCall[StockStats]:

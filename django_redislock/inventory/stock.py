@@ -23,12 +23,12 @@ from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
 from ..queue.registry import TaskFunction
 from ..queue.sending import run_call, run_call_async
-from ..queue.serializers import JSONSerializer
 from ..validation import check_buyer, check_item, check_name, check_units, window_micros
 from .calls import (
     KEY_PARTS,
     TAKE_SCRIPT,
     StockCall,
+    check_data,
     clear_call,
     hash_tag,
     probed,
@@ -39,6 +39,7 @@ from .calls import (
     take_queue_keys,
 )
 from .records import Reservation, StockStats, Take, TakeResult
+from .sold_out import Ticket, channel, memory
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -46,39 +47,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 T = TypeVar("T", bound="Take | None")
-
-
-#: Largest ``data`` of one take, as JSON (it travels in the order task's payload).
-MAX_DATA_BYTES = 64 * 1024
-#: The encoder that checks ``data`` (built once: it is shared by threads, like the queue's).
-JSON = JSONSerializer()
-
-
-def check_data(data: Any) -> dict[str, Any]:
-    """A take's ``data``: None or a dict that JSON can hold, at most ``MAX_DATA_BYTES`` encoded.
-
-    Checked the same way with or without an order task, so a take never
-    accepts ``data`` that an order task could not carry.
-    """
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InvalidArgument(f"data must be a dict or None, got {type(data).__name__}")
-    try:
-        size = len(JSON.dumps(data))
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"data: {exc}") from None
-    if size > MAX_DATA_BYTES:
-        raise InvalidArgument(f"data is {size} bytes as JSON, over {MAX_DATA_BYTES}")
-    return dict(data)
-
-
-#: The stocks this process saw sold out, by (backend, units key): their next take is a probe
-#: (see :func:`~.calls.probed`). Only a hint: the probe asks the server, and a stock
-#: that is back on sale (restored, restocked) is taken at once and forgotten here.
-_sold_out: dict[tuple[int, str], bool] = {}
-#: Most stocks remembered as sold out (then the memory starts over).
-MAX_SOLD_OUT = 10_000
 
 
 class StockKeys(NamedTuple):
@@ -190,12 +158,26 @@ class Stock:
             out += keys.queue_take if call.script == TAKE_SCRIPT else keys.queue_scripts
         return out
 
+    def _script_call(self, call: StockCall[Any]) -> tuple[str, list[str], list[Any]]:
+        args = [*call.args, channel(self.backend)] if call.announces else call.args
+        return call.script, self._script_keys(call), args
+
     def _run(self, call: StockCall[R]) -> R:
-        return call.parse(run_call(self.backend, (call.script, self._script_keys(call), call.args)))
+        try:
+            return call.parse(run_call(self.backend, self._script_call(call)))
+        finally:
+            self._changed(call)
 
     async def _arun(self, call: StockCall[R]) -> R:
-        script_call = (call.script, self._script_keys(call), call.args)
-        return call.parse(await run_call_async(self.backend, script_call))
+        try:
+            return call.parse(await run_call_async(self.backend, self._script_call(call)))
+        finally:
+            self._changed(call)
+
+    def _changed(self, call: StockCall[Any]) -> None:
+        """This process's own change is seen at once (others' arrive through the channel)."""
+        if call.announces:
+            memory.forget(self.backend, self._built_keys().own[0])
 
     # -- the hot path -----------------------------------------------------------------------
 
@@ -203,19 +185,22 @@ class Stock:
         """The checked arguments of a take (bad input raises before Redis is touched)."""
         return check_units(qty, "qty", allow_zero=False), check_buyer(buyer), check_data(data)
 
+    def _refused_here(self, qty: int) -> Take | None:
+        """A refusal this process knows without Redis (:mod:`.sold_out`), or None."""
+        units = memory.refuses(self.backend, self._built_keys().own[0], qty)
+        return None if units is None else Take(TakeResult.SOLD_OUT, units)
+
     def _probing(self) -> bool:
         """True when this process saw the stock sold out: a take reads the units first."""
-        return (id(self.backend), self._built_keys().own[0]) in _sold_out
+        return memory.known(self.backend, self._built_keys().own[0])
 
-    def _took(self, take: T) -> T:
-        """Remember a sold-out answer (the next take probes first); forget any other."""
-        memo = (id(self.backend), self._built_keys().own[0])
+    def _took(self, take: T, ticket: Ticket) -> T:
+        """Remember a sold-out answer (the next takes are refused here); forget any other."""
+        key = self._built_keys().own[0]
         if take is not None and take.result is TakeResult.SOLD_OUT:
-            if len(_sold_out) >= MAX_SOLD_OUT:
-                _sold_out.clear()
-            _sold_out[memo] = True
+            memory.remember(self.backend, key, take.remaining, ticket)
         else:
-            _sold_out.pop(memo, None)
+            memory.forget(self.backend, key)
         return take
 
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
@@ -260,27 +245,35 @@ class Stock:
         and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
         qty, buyer, checked = self._take_args(qty, buyer, data)
+        known = self._refused_here(qty)
+        if known is not None:
+            return known
+        ticket = memory.ticket(self.backend)
         if self._probing():
-            refused = self._took(probed(self._read_units(), qty))
+            refused = self._took(probed(self._read_units(), qty), ticket)
             if refused is not None:
                 return refused
         call = self._full_take_call(qty, buyer, checked)
         self._register_queue()
-        return self._after_take(self._took(self._run(call)))
+        return self._after_take(self._took(self._run(call), ticket))
 
     async def take_async(
         self, qty: int = 1, *, buyer: str | int, data: dict[str, Any] | None = None
     ) -> Take:
         """The asyncio twin of :meth:`take` (an eager order task runs in the event loop)."""
         qty, buyer, checked = self._take_args(qty, buyer, data)
+        known = self._refused_here(qty)
+        if known is not None:
+            return known
+        ticket = memory.ticket(self.backend)
         if self._probing():
-            refused = self._took(probed(await self._read_units_async(), qty))
+            refused = self._took(probed(await self._read_units_async(), qty), ticket)
             if refused is not None:
                 return refused
         call = self._full_take_call(qty, buyer, checked)
         if self.queue_name is not None:
             await self.backend.register_queue_async(self.queue_name)
-        return self._after_take(self._took(await self._arun(call)))
+        return self._after_take(self._took(await self._arun(call), ticket))
 
     def _register_queue(self) -> None:
         """List the order queue for ``drain_queue`` and the admin (once per process)."""

@@ -7,6 +7,8 @@
 -- ARGV[1] reservation id
 -- ARGV[2] "1": the buyer may buy again (leaves the buyers set); "0": the buyer stays marked
 -- ARGV[3] how long the request's record is kept, in milliseconds
+-- ARGV[4] optional: the stock-changes channel; a restore publishes the units key there (the
+--   processes that remember the stock sold out forget it: inventory/sold_out.py)
 -- returns {1 restored or 0 not a live reservation, units left, quantity restored,
 --          1 if the order task was dropped (waiting, in flight or dead-lettered)}
 local seen = redis.call('GET', KEYS[5])
@@ -40,4 +42,5 @@ if #KEYS >= 13 then
   end
 end
 redis.call('SET', KEYS[5], string.format('%d:%d:%d', left, qty, dropped), 'PX', ARGV[3])
+if ARGV[4] then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
 return {1, left, qty, dropped}

@@ -9,6 +9,8 @@
 -- ARGV[3] opens µs since the epoch ("" keeps the current value, "0" no start)
 -- ARGV[4] closes µs since the epoch ("" keeps the current value, "0" no end)
 -- ARGV[5] how long the request's record is kept, in milliseconds
+-- ARGV[6] optional: the stock-changes channel; a call that changed the stock publishes the
+--   units key there (inventory/sold_out.py)
 -- returns units left after the change, or -1 for "add" on a stock that was never set, or -2
 --   (nothing changed) when the window would close before it opens (a bound given here
 --   against the one kept)
@@ -31,4 +33,5 @@ end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'opens', ARGV[3]) end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'closes', ARGV[4]) end
 redis.call('SET', KEYS[5], string.format('%d', units), 'PX', ARGV[5])
+if ARGV[6] then redis.call('PUBLISH', ARGV[6], KEYS[1]) end
 return units

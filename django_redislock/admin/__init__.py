@@ -109,11 +109,12 @@ class DashboardAdmin(ModelAdminBase):
 def styled_403(
     view: Callable[..., HttpResponse], model_admin: DashboardAdmin, request: HttpRequest, **kw: Any
 ) -> HttpResponse:
-    """``view``, with a missing permission answered by a 403 page in the admin's layout."""
-    from .common import can, render
+    """``view`` within one Redis budget, a missing permission answered in the admin's layout."""
+    from .common import can, render, request_deadline
 
     try:
-        return view(model_admin, request, **kw)
+        with request_deadline():
+            return view(model_admin, request, **kw)
     except PermissionDenied:
         if not can(request, VIEW):
             raise  # not a dashboard user at all: the site's own 403

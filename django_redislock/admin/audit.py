@@ -18,7 +18,7 @@ from django.utils.http import urlencode
 
 from ..handlers import queues
 from ..models import Dashboard
-from .common import REDIS_ERRORS, parse_int, read, render, require, unquote, url
+from .common import REDIS_ERRORS, parse_int, queue_key, read, render, require, unquote, url
 from .data import supports_scripts
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def object_url(object_id: str) -> str:
     known: set[str] = set()
     if alias in queues and supports_scripts(queues[alias]):
         try:
-            known = set(read(queues[alias].queue_names))
+            known = set(read(queues[alias].queue_names, key=queue_key(alias)))
         except REDIS_ERRORS:
             known = set()
     splits = [(name[:i], name[i + 1 :]) for i, c in enumerate(name) if c == ":"]

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, IN_FLIGHT
 from .actions import back_to
-from .common import REDIS_ERRORS, log, parse_int, read, render, require
+from .common import REDIS_ERRORS, log, parse_int, queue_key, read, render, require
 from .data import purge_confirmed
 from .lookup import queue_exists, queue_of
 from .summaries import queue_summaries
@@ -39,7 +39,7 @@ def summary_of(queue: Any) -> Any:
         (found,) = queue_summaries(queue.backend, [queue.name])
         return found, found.total > 0 or queue_exists(queue)
 
-    summary, exists = read(load)
+    summary, exists = read(load, key=queue_key(queue.backend.alias))
     if not exists:
         raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
     return summary

@@ -22,6 +22,7 @@ from .common import (
     REDIS_ERRORS,
     can,
     parse_int,
+    queue_key,
     read,
     render,
     require,
@@ -123,7 +124,7 @@ def queue_page(
             exists = bool(sum(got.counts.values())) or queue_exists(queue)
             return found, got, exists
 
-        found, page, exists = read(load)
+        found, page, exists = read(load, key=queue_key(queue.backend.alias))
         if not exists:
             raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
         if isinstance(found, PrefixHits):
@@ -204,8 +205,12 @@ def task_detail(
     task_id = unquote(task_id)
     back = url("queue", queue.backend.alias, queue.name)
     try:
-        task = read(lambda: find_task(queue, task_id, history=True))
+        task = read(
+            lambda: find_task(queue, task_id, history=True), key=queue_key(queue.backend.alias)
+        )
     except REDIS_ERRORS as exc:
+        if wants_live(request):  # the live script keeps the fields, marks them stale, retries
+            return JsonResponse({"error": str(exc)}, status=503)
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
     if task is None:
@@ -243,7 +248,7 @@ def task_payload(
     queue = queue_of(alias, name)
     task_id = unquote(task_id)
     try:
-        task = read(lambda: find_task(queue, task_id, cap=0))
+        task = read(lambda: find_task(queue, task_id, cap=0), key=queue_key(queue.backend.alias))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(url("queue", queue.backend.alias, queue.name))
@@ -274,7 +279,7 @@ def gone_task(
 ) -> HttpResponse | None:
     """The recorded runs of a task that left the queue (finished, removed), or None if none."""
     try:
-        runs = read(lambda: read_history(queue, task_id))
+        runs = read(lambda: read_history(queue, task_id), key=queue_key(queue.backend.alias))
     except REDIS_ERRORS:
         return None
     if not runs:

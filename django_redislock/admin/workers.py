@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse
 
 from ..handlers import queues
-from ..metrics.deadline import admin_timeout, all_within
 from ..queue.workers import WorkerInfo, WorkerList, list_workers
-from .common import REDIS_ERRORS, duration, render, require, url
+from .common import REDIS_ERRORS, duration, read_all, render, require, url
 from .data import supports_scripts
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def listing(alias: str, limit: int | None = None) -> WorkerList | str:
 def read_registries(limit: int | None = None) -> dict[str, Any]:
     """Every queue alias's registry, read in parallel under the page deadline."""
     jobs = {f"admin-workers:{alias}": partial(listing, alias, limit) for alias in queues}
-    return all_within(admin_timeout(), jobs)
+    return read_all(jobs)
 
 
 def link(name: str, *args: str) -> str:

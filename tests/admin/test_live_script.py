@@ -91,7 +91,8 @@ def run_script(replies: list[dict[str, object]]) -> list[dict[str, object]]:
         [NODE, "-e", source], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    log: list[dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return log
 
 
 JSON = "application/json"

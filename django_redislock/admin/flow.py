@@ -61,6 +61,12 @@ def flow_action(
                 flow=flow_of(queue),
                 back_url=back,
             )
+        state = read(queue.flow_state, key=queue_key(queue.backend.alias))
+        if bool(state["paused"]) == (action == "pause"):
+            # a no-op (another operator, another tab): said as such, not logged as done
+            was = "paused" if action == "pause" else "not paused"
+            messages.warning(request, f"Queue “{queue.name}” was already {was}; nothing changed.")
+            return HttpResponseRedirect(back)
         read(getattr(queue, method), key=queue_key(queue.backend.alias))
     except REDIS_ERRORS as exc:
         messages.error(request, f"{verb} queue “{queue.name}” failed: {exc}")

@@ -104,6 +104,10 @@ def queue_action(
         if not done:
             return HttpResponseRedirect(back)
     what = "deleted" if purge else "requeued"
+    if not done:  # nothing happened: said, not logged as an action that did something
+        left = "to delete" if purge else "dead to requeue"
+        messages.warning(request, f"Queue “{queue.name}” had no task {left}; nothing changed.")
+        return HttpResponseRedirect(back)
     log(
         request,
         DELETION if purge else CHANGE,

@@ -68,7 +68,18 @@ class DashboardAdmin(ModelAdminBase):
         return overview.overview(self, request)
 
     def get_urls(self) -> list[URLPattern]:
-        from . import actions, audit, flow, locks, overview, queue_actions, queues, sales, workers
+        from . import (
+            actions,
+            audit,
+            flow,
+            locks,
+            overview,
+            queue_actions,
+            queues,
+            runs,
+            sales,
+            workers,
+        )
 
         def page(view: Callable[..., HttpResponse], name: str, route: str, **kw: Any) -> URLPattern:
             wrapped = self.admin_site.admin_view(partial(styled_403, view, self, **kw))
@@ -98,6 +109,7 @@ class DashboardAdmin(ModelAdminBase):
             ),
             page(queue_actions.queue_action, "purge", one + "purge/", purge=True),
             page(flow.flow_action, "flow", "queues/<str:alias>/<str:name>/flow/<str:action>/"),
+            page(runs.runs_page, "runs", one + "runs/"),
             page(queues.task_detail, "task", task),
             page(queues.task_payload, "payload", task + "payload/"),
             page(actions.task_action, "task_action", task + "<str:action>/"),

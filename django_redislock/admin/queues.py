@@ -42,6 +42,7 @@ from .flow import FLOW_ACTIONS
 from .history import function_name
 from .lookup import queue_exists, queue_of
 from .rows import TaskRow
+from .runs import runs_url
 from .trends import outcome_rows
 
 if TYPE_CHECKING:
@@ -192,7 +193,8 @@ def queue_page(
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),
         actions=[a for a, states in ACTIONS.items() if state in states],
-        **trend_context(page.trend if page else None),
+        runs_url=url("runs", queue.backend.alias, queue.name),
+        **trend_context(page.trend if page else None, queue),
     )
 
 
@@ -265,13 +267,22 @@ def task_payload(
     return response
 
 
-def trend_context(trend: Any) -> dict[str, Any]:
-    """The queue page's charts (or why they are missing)."""
+def trend_context(trend: Any, queue: Any = None) -> dict[str, Any]:
+    """The queue page's charts (or why they are missing), each failure type linking to its runs."""
     if trend is None:
-        return {"trend": None, "trend_rows": [], "trend_error": ""}
+        return {"trend": None, "trend_rows": [], "trend_error": "", "failure_types": []}
     if isinstance(trend, Exception):
-        return {"trend": None, "trend_rows": [], "trend_error": str(trend)}
-    return {"trend": trend, "trend_rows": outcome_rows(trend), "trend_error": ""}
+        return {"trend": None, "trend_rows": [], "trend_error": str(trend), "failure_types": []}
+    types = [
+        (name, n, runs_url(queue.backend.alias, queue.name, error=name) if queue else "")
+        for name, n in trend.types
+    ]
+    return {
+        "trend": trend,
+        "trend_rows": outcome_rows(trend),
+        "trend_error": "",
+        "failure_types": types,
+    }
 
 
 def gone_task(

@@ -9,6 +9,7 @@ state inside one script).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
@@ -40,6 +41,7 @@ from .data import (
 )
 from .flow import FLOW_ACTIONS
 from .history import function_name
+from .keytypes import explain
 from .lookup import queue_exists, queue_of
 from .rows import TaskRow
 from .runs import runs_url
@@ -147,6 +149,9 @@ def queue_page(
             }
     except REDIS_ERRORS as exc:
         error = str(exc)
+        if "WRONGTYPE" in error:  # name the key (one more read, only on this error)
+            with suppress(*REDIS_ERRORS):
+                error = read(lambda: explain(queue, error), key=queue_key(queue.backend.alias))
     counts = page.counts if page else {}
     tabs = [
         (

@@ -82,3 +82,17 @@ def test_no_op_actions_are_not_logged_as_done(dashboard: Dashboard, admin_client
     again = admin_client.post(Q + "flow/pause/", follow=True).content.decode()
     assert "was already paused; nothing changed" in again
     assert LogEntry.objects.count() == before + 1
+
+
+def test_a_wrongtype_error_names_the_key(dashboard: Dashboard, admin_client: Client) -> None:
+    broken = dashboard.queue("broken")
+    broken.enqueue("y")
+    client = dashboard.queues.client
+    client.delete(broken.keys[0])
+    client.sadd(broken.keys[0], "not a zset")
+    key = broken.keys[0]
+    overview = admin_client.get(BASE).content.decode()
+    row = overview.split('<tr class="trouble queue-error">', 1)[1].split("</tr>", 1)[0]
+    assert "WRONGTYPE" in row and f"key &#x27;{key}&#x27; holds a set, not a zset" in row
+    page = admin_client.get(BASE + "queues/default/broken/").content.decode()
+    assert f"key &#x27;{key}&#x27; holds a set, not a zset" in page

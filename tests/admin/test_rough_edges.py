@@ -96,3 +96,19 @@ def test_a_wrongtype_error_names_the_key(dashboard: Dashboard, admin_client: Cli
     assert "WRONGTYPE" in row and f"key &#x27;{key}&#x27; holds a set, not a zset" in row
     page = admin_client.get(BASE + "queues/default/broken/").content.decode()
     assert f"key &#x27;{key}&#x27; holds a set, not a zset" in page
+
+
+def test_error_previews_start_with_the_message(dashboard: Dashboard, admin_client: Client) -> None:
+    q = dashboard.queue()
+    q.enqueue("e1", {"n": 1})
+    (task,) = q.pop(1)
+    # what the worker records: the message, a blank line, the end of the traceback (cut anywhere)
+    error = (
+        "KeyError: 'sku'\n\nn3.11/site-packages/shop/tasks.py\", line 9, in run\n  raise KeyError\n"
+    )
+    assert q.retry(task, delay=600, error=error, runtime=0.1) == "retried"
+    rows = admin_client.get(Q, {"state": "delayed"}).content.decode()
+    row = rows.split('id="task-rows">', 1)[1].split("</tr>", 1)[0]
+    assert "KeyError: &#x27;sku&#x27;" in row and "site-packages" not in row
+    page = admin_client.get(Q + "tasks/e1/").content.decode()
+    assert "[…]\n  raise KeyError" in page and "n3.11/site-packages" not in page

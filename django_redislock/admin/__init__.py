@@ -14,7 +14,7 @@ Permissions (``django_redislock.<codename>``):
 * ``view_dashboard``: every page;
 * ``release_locks``: force-release a held lock;
 * ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks, return
-  expired leases to ready;
+  expired leases to ready, pause and resume queues, quiet, resume and stop workers;
 * ``purge_queues``: delete every task of a queue.
 """
 
@@ -78,6 +78,7 @@ class DashboardAdmin(ModelAdminBase):
             queues,
             runs,
             sales,
+            worker_actions,
             workers,
         )
 
@@ -92,6 +93,11 @@ class DashboardAdmin(ModelAdminBase):
             page(audit.audit_page, "audit", "audit/"),
             page(sales.sales_page, "sales", "flash-sales/"),
             page(workers.workers_page, "workers", "workers/"),
+            page(
+                worker_actions.worker_action,
+                "worker_action",
+                "workers/<str:alias>/<str:worker_id>/<str:command>/",
+            ),
             page(locks.locks_page, "locks", "locks/"),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),

@@ -2,7 +2,7 @@
 
 Every dashboard action writes ``LogEntry`` rows on the ``Dashboard`` content
 type with an object id naming what it touched (``lock:<alias>:<name>``,
-``queue:<alias>:<name>``, ``task:<alias>:<queue>:<id>``). The admin links a
+``queue:<alias>:<name>``, ``task:<alias>:<queue>:<id>``, ``worker:<alias>:<id>``). The admin links a
 log entry to ``<object id>/change/`` of the model's admin; that URL is
 :func:`open_object` here, which sends the operator to the lock, queue or task.
 """
@@ -43,6 +43,8 @@ def object_url(object_id: str) -> str:
         return url("locks", query=urlencode({"alias": alias, "prefix": name}))
     if kind == "queue":
         return url("queue", alias, name)
+    if kind == "worker":
+        return url("workers", query=urlencode({"q": name}))
     if kind != "task":
         return ""
     known: set[str] = set()

@@ -27,8 +27,9 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.http import urlencode
 
 from ..handlers import queues
+from ..models import MANAGE_TASKS
 from ..queue.workers import WorkerInfo, WorkerList, list_workers
-from .common import REDIS_ERRORS, duration, parse_int, read_all, render, require, url
+from .common import REDIS_ERRORS, can, duration, parse_int, read_all, render, require, url
 from .data import supports_scripts
 
 if TYPE_CHECKING:
@@ -102,6 +103,10 @@ def worker_row(alias: str, worker: WorkerInfo, now: int) -> dict[str, Any]:
         "more_tasks": worker.more_tasks + max(0, len(worker.tasks) - TASKS_SHOWN),
         "heartbeat_age": duration(max(0.0, (now - worker.heartbeat) / 1e6)),
         "up_for": duration(max(0.0, (now - worker.started) / 1e6)),
+        "actions": {
+            command: url("worker_action", alias, worker.id, command)
+            for command in (("resume",) if worker.quiet else ("quiet",)) + ("stop",)
+        },
     }
 
 
@@ -188,5 +193,6 @@ def workers_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResp
         sections=[section(alias, results[f"admin-workers:{alias}"], chosen) for alias in queues],
         chosen=chosen,
         show_choices=list(SHOW),
+        may_manage=can(request, MANAGE_TASKS),
         workers_url=url("workers"),
     )

@@ -177,8 +177,8 @@ Silence one with Django's `SILENCED_SYSTEM_CHECKS`, e.g.
 | `REDISLOCK_PERIODIC_TASKS` | `{{}}` | Periodic tasks by schedule name, besides those declared with `@periodic_task`; see [periodic tasks](#periodic-tasks). |
 | `REDISLOCK_METRICS_TOKEN` | unset | A bearer token (or a list of tokens) that may read the metrics endpoints without a staff login; see [metrics](metrics.md). |
 | `REDISLOCK_METRICS_TIMEOUT` | `1.0` | Seconds the metrics scrape waits for each alias (all are read at once); an alias still reading is reported `redislock_backend_up 0`. In (0, 60]. See [metrics](metrics.md). |
-| `REDISLOCK_ADMIN_TIMEOUT` | `3.0` | Seconds an admin dashboard page waits for Redis before it shows an error instead. In (0, 60]. See [the admin](admin.md). |
-| `REDISLOCK_ADMIN_STOCKS` | unset | Dotted path of a callable returning the `Stock` objects the dashboard's flash-sale panel shows. See [the admin](admin.md#flash-sales). |
+| `REDISLOCK_ADMIN_TIMEOUT` | `2.0` | Seconds one admin dashboard request (page, live poll, action, redirect) may wait for Redis in all, before it shows an error instead. In (0, 60]. See [the admin](admin.md#deadlines-one-budget-per-request-a-hung-redis-costs-a-page-2-s-at-most). |
+| `REDISLOCK_ADMIN_STOCKS` | unset | Dotted path of a callable returning the `Stock` objects (or `(label, Stock)` pairs) the dashboard's flash-sale panel shows. See [the admin](admin.md#flash-sales). |
 """
 
 

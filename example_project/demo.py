@@ -109,7 +109,19 @@ def drain() -> int:
     return subprocess.run(command, check=False, timeout=300).returncode
 
 
-def report(sale: Any, answers: list[Any], seconds: float, drained: int) -> list[str]:
+def failed_order_runs() -> int:
+    """Runs of the orders queue that failed so far (the workers' ``failed`` counter)."""
+    from shop import tasks
+
+    from django_redislock.queue.stats import counters_key
+
+    queue = tasks.create_order.queue
+    return int(queue.backend.client.hget(counters_key(queue), "failed") or 0)
+
+
+def report(
+    sale: Any, answers: list[Any], seconds: float, drained: int, failed_runs: int = 0
+) -> list[str]:
     """Print the report; returns the failed invariants."""
     from django.db.models import Count, Sum
     from shop.models import Order
@@ -140,6 +152,7 @@ def report(sale: Any, answers: list[Any], seconds: float, drained: int) -> list[
         ("duplicates refused (409)", results["already_bought"]),
         ("orders in the database", len(numbers)),
         ("units left in Redis", stats.remaining),
+        ("failed order runs (retried)", failed_runs),
         (
             "latency p50 / p99",
             f"{percentile(latencies, 50):.1f} / {percentile(latencies, 99):.1f} ms",
@@ -186,8 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sale = prepare(args.units)
         buyers = buyer_list(args.buyers, args.twice, args.seed)
+        failed_before = failed_order_runs()
         answers, seconds = fire(sale.pk, buyers, args.concurrency, args.workers)
-        failures = report(sale, answers, seconds, drain())
+        drained = drain()
+        failures = report(sale, answers, seconds, drained, failed_order_runs() - failed_before)
     finally:
         stop_embedded(settings.REDISLOCK_QUEUES["default"]["LOCATION"])
     if failures:

@@ -14,7 +14,7 @@ Permissions (``django_redislock.<codename>``):
 * ``view_dashboard``: every page;
 * ``release_locks``: force-release a held lock;
 * ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks, return
-  expired leases to ready;
+  expired leases to ready, pause and resume queues, quiet, resume and stop workers;
 * ``purge_queues``: delete every task of a queue.
 """
 
@@ -68,7 +68,19 @@ class DashboardAdmin(ModelAdminBase):
         return overview.overview(self, request)
 
     def get_urls(self) -> list[URLPattern]:
-        from . import actions, audit, flow, locks, overview, queue_actions, queues, sales, workers
+        from . import (
+            actions,
+            audit,
+            flow,
+            locks,
+            overview,
+            queue_actions,
+            queues,
+            runs,
+            sales,
+            worker_actions,
+            workers,
+        )
 
         def page(view: Callable[..., HttpResponse], name: str, route: str, **kw: Any) -> URLPattern:
             wrapped = self.admin_site.admin_view(partial(styled_403, view, self, **kw))
@@ -81,6 +93,11 @@ class DashboardAdmin(ModelAdminBase):
             page(audit.audit_page, "audit", "audit/"),
             page(sales.sales_page, "sales", "flash-sales/"),
             page(workers.workers_page, "workers", "workers/"),
+            page(
+                worker_actions.worker_action,
+                "worker_action",
+                "workers/<str:alias>/<str:worker_id>/<str:command>/",
+            ),
             page(locks.locks_page, "locks", "locks/"),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),
@@ -98,6 +115,7 @@ class DashboardAdmin(ModelAdminBase):
             ),
             page(queue_actions.queue_action, "purge", one + "purge/", purge=True),
             page(flow.flow_action, "flow", "queues/<str:alias>/<str:name>/flow/<str:action>/"),
+            page(runs.runs_page, "runs", one + "runs/"),
             page(queues.task_detail, "task", task),
             page(queues.task_payload, "payload", task + "payload/"),
             page(actions.task_action, "task_action", task + "<str:action>/"),
@@ -109,11 +127,12 @@ class DashboardAdmin(ModelAdminBase):
 def styled_403(
     view: Callable[..., HttpResponse], model_admin: DashboardAdmin, request: HttpRequest, **kw: Any
 ) -> HttpResponse:
-    """``view``, with a missing permission answered by a 403 page in the admin's layout."""
-    from .common import can, render
+    """``view`` within one Redis budget, a missing permission answered in the admin's layout."""
+    from .common import can, render, request_deadline
 
     try:
-        return view(model_admin, request, **kw)
+        with request_deadline():
+            return view(model_admin, request, **kw)
     except PermissionDenied:
         if not can(request, VIEW):
             raise  # not a dashboard user at all: the site's own 403

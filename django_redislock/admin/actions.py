@@ -24,6 +24,7 @@ from .common import (
     decode_id,
     log,
     parse_int,
+    queue_key,
     read,
     render,
     require,
@@ -102,7 +103,7 @@ def task_action(
     queue = queue_of(alias, name)
     task_id = unquote(task_id)
     try:
-        task = read(lambda: find_task(queue, task_id))
+        task = read(lambda: find_task(queue, task_id), key=queue_key(queue.backend.alias))
         if task is None:
             messages.warning(request, f"Task “{task_id}” is not in queue “{queue.name}” any more.")
             return HttpResponseRedirect(back_to(queue, request.GET.get("state", "ready")))
@@ -203,7 +204,9 @@ def bulk_all(
         messages.warning(request, "Pick an action that applies to this state.")
         return HttpResponseRedirect(back)
     try:
-        total = read(lambda: task_page(queue, state, size=0)).total
+        total = read(
+            lambda: task_page(queue, state, size=0), key=queue_key(queue.backend.alias)
+        ).total
         if request.POST.get("confirm") != "yes":
             return render(
                 model_admin,

@@ -2,7 +2,7 @@
 
 Every dashboard action writes ``LogEntry`` rows on the ``Dashboard`` content
 type with an object id naming what it touched (``lock:<alias>:<name>``,
-``queue:<alias>:<name>``, ``task:<alias>:<queue>:<id>``). The admin links a
+``queue:<alias>:<name>``, ``task:<alias>:<queue>:<id>``, ``worker:<alias>:<id>``). The admin links a
 log entry to ``<object id>/change/`` of the model's admin; that URL is
 :func:`open_object` here, which sends the operator to the lock, queue or task.
 """
@@ -18,7 +18,7 @@ from django.utils.http import urlencode
 
 from ..handlers import queues
 from ..models import Dashboard
-from .common import REDIS_ERRORS, parse_int, read, render, require, unquote, url
+from .common import REDIS_ERRORS, parse_int, queue_key, read, render, require, unquote, url
 from .data import supports_scripts
 
 if TYPE_CHECKING:
@@ -43,12 +43,14 @@ def object_url(object_id: str) -> str:
         return url("locks", query=urlencode({"alias": alias, "prefix": name}))
     if kind == "queue":
         return url("queue", alias, name)
+    if kind == "worker":
+        return url("workers", query=urlencode({"q": name}))
     if kind != "task":
         return ""
     known: set[str] = set()
     if alias in queues and supports_scripts(queues[alias]):
         try:
-            known = set(read(queues[alias].queue_names))
+            known = set(read(queues[alias].queue_names, key=queue_key(alias)))
         except REDIS_ERRORS:
             known = set()
     splits = [(name[:i], name[i + 1 :]) for i, c in enumerate(name) if c == ":"]

@@ -52,6 +52,8 @@ def spark(trend: Trend, outcomes: tuple[str, ...], width: int = 180, height: int
     top = max((max(values, default=0) for values in series), default=0) or 1
     lines = []
     for outcome, values in zip(outcomes, series, strict=True):
+        if not any(values):
+            continue  # a flat zero line would cover the others' baseline in its colour (red)
         step = width / max(len(values) - 1, 1)
         points = " ".join(
             f"{i * step:.1f},{height - 1 - (height - 2) * value / top:.1f}"

@@ -10,7 +10,10 @@ may only look must not be able to release a lock by crafting a POST).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote as percent_quote
 from urllib.parse import unquote as percent_unquote
@@ -27,7 +30,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ..exceptions import RedisLockError
-from ..metrics.deadline import admin_timeout, within
+from ..metrics.deadline import DeadlineExceeded, admin_timeout, all_within, within
 from ..models import VIEW, Dashboard
 
 if TYPE_CHECKING:
@@ -67,13 +70,84 @@ def parse_int(raw: object, low: int | None = None, high: int | None = None) -> i
     return value
 
 
-def read(fn: Callable[[], T]) -> T:
-    """``fn()`` (Redis calls of a page) under the page deadline ``REDISLOCK_ADMIN_TIMEOUT``.
+#: Seconds of a request's budget kept for rendering the page after its reads gave up.
+RENDER_MARGIN = 0.2
+#: When the current request's Redis budget runs out (``time.monotonic()``), None outside one.
+_request_end: ContextVar[float | None] = ContextVar("redislock_admin_request_end", default=None)
 
-    A Redis that does not answer then costs the page that deadline (3 s by
-    default), not the socket timeout of every call; the page shows the error.
+
+@contextmanager
+def request_deadline() -> Iterator[None]:
+    """One Redis budget, ``REDISLOCK_ADMIN_TIMEOUT`` seconds, for everything a request reads.
+
+    Every dashboard view runs inside it (see ``styled_403``): a page that reads
+    twice, or an action that reads and then renders, pays a hung Redis once,
+    not once per read. The reads stop :data:`RENDER_MARGIN` before the budget
+    ends (a tenth of it when that is less), so the page is rendered and sent
+    within it.
     """
-    return within(admin_timeout(), fn)
+    budget = admin_timeout()
+    token = _request_end.set(time.monotonic() + budget - min(RENDER_MARGIN, budget / 10))
+    try:
+        yield
+    finally:
+        _request_end.reset(token)
+
+
+def time_left() -> float:
+    """Seconds left of the request's budget (the whole deadline outside a request)."""
+    end = _request_end.get()
+    if end is None:
+        return admin_timeout()
+    return max(0.0, end - time.monotonic())
+
+
+def hung_message() -> str:
+    """What every page says when Redis does not answer within the budget."""
+    return f"Redis did not answer within the {admin_timeout():g} s page deadline"
+
+
+def read(fn: Callable[[], T], key: str | None = None) -> T:
+    """``fn()`` (Redis calls of a page) within what is left of the request's budget.
+
+    A Redis that does not answer then costs the request ``REDISLOCK_ADMIN_TIMEOUT``
+    (2 s by default) once, not the socket timeout of every call; the page shows
+    the error. ``key`` names the server (``admin-queues:<alias>``,
+    ``admin-locks:<alias>``): while a read of that key abandoned by an earlier
+    request is still waiting (a redirect after a failed read, the next live
+    poll), this one fails at once with the same message instead of paying the
+    deadline again.
+    """
+    left = time_left()
+    if left <= 0:
+        raise DeadlineExceeded(hung_message())
+    try:
+        return within(left, fn, key=key)
+    except DeadlineExceeded as exc:
+        raise DeadlineExceeded(hung_message()) from exc
+
+
+def read_all(jobs: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """``jobs`` run in parallel within what is left of the request's budget (see :func:`read`).
+
+    Each key maps to its result or the exception it ended with; a job that did not
+    finish in time maps to a :class:`DeadlineExceeded` with :func:`hung_message`.
+    """
+    out = all_within(time_left(), jobs)
+    return {
+        key: DeadlineExceeded(hung_message()) if isinstance(value, DeadlineExceeded) else value
+        for key, value in out.items()
+    }
+
+
+def queue_key(alias: str) -> str:
+    """The :func:`read` key of a queue alias (shared with the overview's reads)."""
+    return f"admin-queues:{alias}"
+
+
+def lock_key(alias: str) -> str:
+    """The :func:`read` key of a lock alias (shared with the overview's reads)."""
+    return f"admin-locks:{alias}"
 
 
 def encode_id(id: str) -> str:
@@ -155,7 +229,10 @@ def render(
     page's elements that refresh in place to the templates of their contents:
     the page then carries the live script, which polls the same URL with
     ``?live=1`` and gets ``{"regions": {id: html}}`` from here, rendered from
-    the same context, so a region always shows what a reload would show.
+    the same context, so a region always shows what a reload would show. A
+    poll of a page whose read failed (``error`` in the context) gets
+    ``{"error": ...}`` with status 503 instead of emptied tables: the script
+    keeps the last tables, marks them stale and retries.
     """
     opts = model_admin.model._meta
     page = {
@@ -170,7 +247,12 @@ def render(
         **context,
     }
     request.current_app = model_admin.admin_site.name
-    if live and wants_live(request):
+    if wants_live(request):
+        error = str(context.get("error") or "")
+        if error or not live:
+            # a failed read: the script keeps what it shows, marks it stale and retries
+            why = error or "this page shows no live tables now"
+            return JsonResponse({"error": why, "interval": LIVE_SECONDS}, status=503)
         regions = {
             id: render_to_string(f"admin/django_redislock/{name}", page, request)
             for id, name in live.items()

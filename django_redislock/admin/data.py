@@ -238,31 +238,47 @@ def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
     ``ZSCAN`` with ``MATCH <prefix>*`` over the pending, in-flight and dead sets
     in turn (members and scores only, never payloads), at most
     :data:`PREFIX_SCAN_CALLS` calls of :data:`PREFIX_SCAN_COUNT` members,
-    stopping at :data:`PREFIX_HITS` hits; the caller continues from
-    :attr:`PrefixHits.cursor`. Each call is short, so Redis stays responsive; a
+    returning at most :data:`PREFIX_HITS` hits; the caller continues from
+    :attr:`PrefixHits.cursor` (``<set>:<scan cursor>[:<hits of that call already
+    shown>]``: one call may match a thousand members, and the next page repeats
+    that call and skips the ones shown). Each call is short, so Redis stays responsive; a
     queue of a million tasks takes many pages. The hits are then read in one
     pipeline.
     """
     client = queue.backend.client
     pattern = glob_escape(prefix) + "*"
-    where, _, position = cursor.partition(":")
+    where, _, rest = cursor.partition(":")
+    position, _, skip_text = rest.partition(":")
     zset = parse_zset(where)
     scan = parse_int(position, 0) or 0
+    skip = parse_int(skip_text, 0, 100 * PREFIX_SCAN_COUNT) or 0
     ids: list[str] = []
+    next_cursor = ""
     with queue.backend.errors():
         for _ in range(PREFIX_SCAN_CALLS):
+            batch_start = scan
             scan, batch = client.zscan(
                 queue.keys[zset], scan, match=pattern, count=PREFIX_SCAN_COUNT
             )
             scan = int(scan)
-            ids += [to_text(member) for member, _ in batch]
+            found = [to_text(member) for member, _ in batch][skip:]
+            room = PREFIX_HITS - len(ids)
+            if len(found) > room:
+                # one call may match up to PREFIX_SCAN_COUNT members: keep PREFIX_HITS rows and
+                # continue from this same call, past the ones shown
+                ids += found[:room]
+                next_cursor = f"{zset}:{batch_start}:{skip + room}"
+                break
+            ids += found
+            skip = 0
             if scan == 0:
                 zset += 1
                 if zset > 2:
                     break
             if len(ids) >= PREFIX_HITS:
                 break
-    next_cursor = f"{zset}:{scan}" if zset <= 2 else ""
+    if not next_cursor and zset <= 2:
+        next_cursor = f"{zset}:{scan}"
     unique = list(dict.fromkeys(ids))
     calls: list[tuple[str, list[str], list[Any]]] = [
         ("admin_task_get", queue.script_keys, [id, PREVIEW_BYTES]) for id in unique

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import urlencode
 
 from ..models import MANAGE_TASKS
-from .common import REDIS_ERRORS, log, read, render, require, url
+from .common import REDIS_ERRORS, log, queue_key, read, render, require, url
 from .lookup import queue_exists, queue_of
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ FLOW_ACTIONS = {"pause": ("Pause", "paused", "pause"), "resume": ("Resume", "res
 def flow_of(queue: Any) -> dict[str, Any] | None:
     """``{"paused": bool, "rate_limit": str | None}`` of a queue, or None if unreadable."""
     try:
-        return read(queue.flow_state)  # type: ignore[no-any-return]
+        return read(queue.flow_state, key=queue_key(queue.backend.alias))  # type: ignore[no-any-return]
     except REDIS_ERRORS:
         return None  # the page shows the Redis error of its own reads
 
@@ -46,7 +46,7 @@ def flow_action(
     queue = queue_of(alias, name)
     back = url("queue", queue.backend.alias, queue.name, query=urlencode({"state": "ready"}))
     try:
-        if not read(lambda: queue_exists(queue)):
+        if not read(lambda: queue_exists(queue), key=queue_key(queue.backend.alias)):
             raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
         if request.method != "POST":
             return render(
@@ -61,7 +61,13 @@ def flow_action(
                 flow=flow_of(queue),
                 back_url=back,
             )
-        read(getattr(queue, method))
+        state = read(queue.flow_state, key=queue_key(queue.backend.alias))
+        if bool(state["paused"]) == (action == "pause"):
+            # a no-op (another operator, another tab): said as such, not logged as done
+            was = "paused" if action == "pause" else "not paused"
+            messages.warning(request, f"Queue “{queue.name}” was already {was}; nothing changed.")
+            return HttpResponseRedirect(back)
+        read(getattr(queue, method), key=queue_key(queue.backend.alias))
     except REDIS_ERRORS as exc:
         messages.error(request, f"{verb} queue “{queue.name}” failed: {exc}")
         return HttpResponseRedirect(back)

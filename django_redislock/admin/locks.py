@@ -27,6 +27,7 @@ from .common import (
     REDIS_ERRORS,
     can,
     duration,
+    lock_key,
     log,
     parse_int,
     read,
@@ -165,7 +166,8 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
             held_rows, total, truncated = read(
                 lambda: filtered_page(
                     backend, prefix, kind=kind, holder=holder, sort=sort, number=number
-                )
+                ),
+                key=lock_key(alias),
             )
             rows = [lock_row(alias, held) for held in held_rows]
             query = {"alias": alias, "prefix": prefix, "kind": kind, "holder": holder, "sort": sort}
@@ -177,7 +179,8 @@ def locks_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
             page = read(
                 lambda: backend.held_locks_page(
                     prefix=prefix, limit=PAGE_SIZE, after=after, before=before
-                )
+                ),
+                key=lock_key(alias),
             )
             rows = [lock_row(alias, held) for held in page.locks]
             total = page.total
@@ -225,7 +228,7 @@ def release(
         raise Http404(f"REDISLOCK_LOCKS has no listable alias {alias!r}")
     back = url("locks", query=urlencode({"alias": alias}))
     try:
-        held = read(lambda: find_lock(backend, name))
+        held = read(lambda: find_lock(backend, name), key=lock_key(alias))
         if held is None:
             messages.warning(request, f"Lock “{name}” is not held any more; nothing to release.")
             return HttpResponseRedirect(back)

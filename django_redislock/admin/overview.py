@@ -23,9 +23,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.http import urlencode
 
 from ..handlers import locks, queues
-from ..metrics.deadline import admin_timeout, all_within
 from ..models import MANAGE_TASKS, PURGE_QUEUES, RELEASE_LOCKS
-from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, render, require, url
+from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, read_all, render, require, url
 from .data import find_everywhere, supports_scripts
 from .summaries import QueueSummary, queue_summaries
 from .workers import listing, worker_count
@@ -86,7 +85,7 @@ def read_aliases(find: str = "") -> dict[str, Any]:
     for alias in queues:
         jobs[f"admin-queues:{alias}"] = partial(summarize_queues, alias)
         jobs[f"admin-workers:{alias}"] = partial(listing, alias, 0)  # the count only
-    return all_within(admin_timeout(), jobs)
+    return read_all(jobs)
 
 
 def lock_aliases(results: dict[str, Any]) -> list[LockAlias]:

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from ..models import MANAGE_TASKS, PURGE_QUEUES
 from ..queue.records import DEAD, IN_FLIGHT
 from .actions import back_to
-from .common import REDIS_ERRORS, log, parse_int, read, render, require
+from .common import REDIS_ERRORS, log, parse_int, queue_key, read, render, require
 from .data import purge_confirmed
 from .lookup import queue_exists, queue_of
 from .summaries import queue_summaries
@@ -39,7 +39,7 @@ def summary_of(queue: Any) -> Any:
         (found,) = queue_summaries(queue.backend, [queue.name])
         return found, found.total > 0 or queue_exists(queue)
 
-    summary, exists = read(load)
+    summary, exists = read(load, key=queue_key(queue.backend.alias))
     if not exists:
         raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
     return summary
@@ -104,6 +104,10 @@ def queue_action(
         if not done:
             return HttpResponseRedirect(back)
     what = "deleted" if purge else "requeued"
+    if not done:  # nothing happened: said, not logged as an action that did something
+        left = "to delete" if purge else "dead to requeue"
+        messages.warning(request, f"Queue “{queue.name}” had no task {left}; nothing changed.")
+        return HttpResponseRedirect(back)
     log(
         request,
         DELETION if purge else CHANGE,

@@ -9,6 +9,7 @@ state inside one script).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
@@ -22,6 +23,7 @@ from .common import (
     REDIS_ERRORS,
     can,
     parse_int,
+    queue_key,
     read,
     render,
     require,
@@ -39,8 +41,10 @@ from .data import (
 )
 from .flow import FLOW_ACTIONS
 from .history import function_name
+from .keytypes import explain
 from .lookup import queue_exists, queue_of
 from .rows import TaskRow
+from .runs import runs_url
 from .trends import outcome_rows
 
 if TYPE_CHECKING:
@@ -123,7 +127,7 @@ def queue_page(
             exists = bool(sum(got.counts.values())) or queue_exists(queue)
             return found, got, exists
 
-        found, page, exists = read(load)
+        found, page, exists = read(load, key=queue_key(queue.backend.alias))
         if not exists:
             raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
         if isinstance(found, PrefixHits):
@@ -145,6 +149,9 @@ def queue_page(
             }
     except REDIS_ERRORS as exc:
         error = str(exc)
+        if "WRONGTYPE" in error:  # name the key (one more read, only on this error)
+            with suppress(*REDIS_ERRORS):
+                error = read(lambda: explain(queue, error), key=queue_key(queue.backend.alias))
     counts = page.counts if page else {}
     tabs = [
         (
@@ -191,7 +198,8 @@ def queue_page(
         may_manage=can(request, MANAGE_TASKS),
         may_purge=can(request, PURGE_QUEUES),
         actions=[a for a, states in ACTIONS.items() if state in states],
-        **trend_context(page.trend if page else None),
+        runs_url=url("runs", queue.backend.alias, queue.name),
+        **trend_context(page.trend if page else None, queue),
     )
 
 
@@ -204,8 +212,12 @@ def task_detail(
     task_id = unquote(task_id)
     back = url("queue", queue.backend.alias, queue.name)
     try:
-        task = read(lambda: find_task(queue, task_id, history=True))
+        task = read(
+            lambda: find_task(queue, task_id, history=True), key=queue_key(queue.backend.alias)
+        )
     except REDIS_ERRORS as exc:
+        if wants_live(request):  # the live script keeps the fields, marks them stale, retries
+            return JsonResponse({"error": str(exc)}, status=503)
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(back)
     if task is None:
@@ -243,7 +255,7 @@ def task_payload(
     queue = queue_of(alias, name)
     task_id = unquote(task_id)
     try:
-        task = read(lambda: find_task(queue, task_id, cap=0))
+        task = read(lambda: find_task(queue, task_id, cap=0), key=queue_key(queue.backend.alias))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not read task “{task_id}”: {exc}")
         return HttpResponseRedirect(url("queue", queue.backend.alias, queue.name))
@@ -260,13 +272,22 @@ def task_payload(
     return response
 
 
-def trend_context(trend: Any) -> dict[str, Any]:
-    """The queue page's charts (or why they are missing)."""
+def trend_context(trend: Any, queue: Any = None) -> dict[str, Any]:
+    """The queue page's charts (or why they are missing), each failure type linking to its runs."""
     if trend is None:
-        return {"trend": None, "trend_rows": [], "trend_error": ""}
+        return {"trend": None, "trend_rows": [], "trend_error": "", "failure_types": []}
     if isinstance(trend, Exception):
-        return {"trend": None, "trend_rows": [], "trend_error": str(trend)}
-    return {"trend": trend, "trend_rows": outcome_rows(trend), "trend_error": ""}
+        return {"trend": None, "trend_rows": [], "trend_error": str(trend), "failure_types": []}
+    types = [
+        (name, n, runs_url(queue.backend.alias, queue.name, error=name) if queue else "")
+        for name, n in trend.types
+    ]
+    return {
+        "trend": trend,
+        "trend_rows": outcome_rows(trend),
+        "trend_error": "",
+        "failure_types": types,
+    }
 
 
 def gone_task(
@@ -274,7 +295,7 @@ def gone_task(
 ) -> HttpResponse | None:
     """The recorded runs of a task that left the queue (finished, removed), or None if none."""
     try:
-        runs = read(lambda: read_history(queue, task_id))
+        runs = read(lambda: read_history(queue, task_id), key=queue_key(queue.backend.alias))
     except REDIS_ERRORS:
         return None
     if not runs:

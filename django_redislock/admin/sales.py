@@ -1,17 +1,30 @@
-"""The flash-sale panel: every live stock's numbers and its order queue, refreshing in place.
+"""The flash-sale panel: each sale's own numbers, and its order queues once, refreshing in place.
 
 Stocks have no list of their own in Redis (an item's keys share the hash tag
 of its order queue, and the app never scans), so the project names them:
 ``REDISLOCK_ADMIN_STOCKS`` is the dotted path of a callable that returns the
-:class:`~django_redislock.inventory.Stock` objects worth watching (the example
-shop returns the stocks of sales whose window is open or near). Each stock
-costs one ``stock_stats`` script and its order queue one summary script; they
-are read under the page deadline, and a stock that fails shows its error in
-its own row.
+:class:`~django_redislock.inventory.Stock` objects worth watching, or
+``(label, Stock)`` pairs (the example shop labels each with its product).
+
+The callable runs in the request's own thread (it usually queries the
+database, whose connection belongs to that thread), and whatever it raises or
+returns that is not a stock is shown on the page, never a 500. Then every
+stock costs one ``stock_stats`` script and each distinct order queue one
+summary script, all read within the request's deadline. A row shows only its
+own stock's numbers: several sales usually share one order queue, whose
+numbers are shown once under the table, not repeated on every sale.
+
+Takes per minute come from the ``taken`` counter the take script keeps: the
+difference between two readings of this process (the live refresh reads
+every few seconds) over the last minute, else the mean since the sale
+opened. Refusals (sold out, already bought, window closed) are not recorded
+by the take script, so the panel cannot show them (see docs/admin.md).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +33,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
+from ..inventory import Stock
 from .common import REDIS_ERRORS, duration, read, render, require, url
 from .summaries import queue_summaries
 
@@ -29,6 +43,15 @@ if TYPE_CHECKING:
 STOCKS_SETTING = "REDISLOCK_ADMIN_STOCKS"
 #: Most stocks the panel shows (the callable's first ones).
 MAX_STOCKS = 50
+#: Seconds of ``taken`` readings kept per stock for its recent take rate.
+RATE_WINDOW = 60.0
+#: Readings kept per stock (bounded whatever the polling rate).
+MAX_SAMPLES = 64
+#: Stocks whose readings are kept (the oldest are forgotten first).
+MAX_SAMPLED = 1000
+
+_samples: dict[str, deque[tuple[float, int]]] = {}
+_samples_lock = threading.Lock()
 
 
 def stock_source() -> Callable[[], Iterable[Any]] | None:
@@ -47,34 +70,142 @@ def stock_source() -> Callable[[], Iterable[Any]] | None:
     return found  # type: ignore[no-any-return]
 
 
-def stock_row(stock: Any) -> dict[str, Any]:
-    """One stock's numbers and its order queue's summary (two round trips)."""
-    row: dict[str, Any] = {"item": stock.item, "error": "", "queue": None}
+def take_rate(item: str, now: float, taken: int) -> float | None:
+    """Units taken per minute over up to the last minute of this process's readings.
+
+    ``now`` is the server's time in seconds. None until two readings at least
+    a second apart exist (the caller then falls back to the mean since opening).
+    """
+    with _samples_lock:
+        seen = _samples.get(item)
+        if seen is None:
+            if len(_samples) >= MAX_SAMPLED:
+                _samples.pop(next(iter(_samples)))
+            seen = _samples[item] = deque(maxlen=MAX_SAMPLES)
+        if seen and (taken < seen[-1][1] or now < seen[-1][0]):
+            seen.clear()  # the stock was set again: its counter restarted
+        while seen and now - seen[0][0] > RATE_WINDOW:
+            seen.popleft()
+        first = seen[0] if seen else None
+        if not seen or now - seen[-1][0] >= 1.0:
+            seen.append((now, taken))
+    if first is None or now - first[0] < 1.0:
+        return None
+    return (taken - first[1]) * 60.0 / (now - first[0])
+
+
+def sale_numbers(stats: Any) -> dict[str, Any]:
+    """Takes per minute (recent, else since opening) and when the stock runs out at that pace."""
+    now = stats.now.timestamp()
+    rate = take_rate(stats.item, now, stats.taken)
+    basis = "last minute"
+    if rate is None and stats.opens is not None and stats.taken:
+        end = min(now, stats.closes.timestamp()) if stats.closes else now
+        open_for = end - stats.opens.timestamp()
+        rate = stats.taken * 60.0 / open_for if open_for >= 1 else None
+        basis = "since opening"
+    state = stats.state
+    if state == "sold_out":
+        estimate = "sold out"
+    elif state != "open":
+        estimate = "—"
+    elif not rate:
+        estimate = "no takes"
+    else:
+        left = stats.remaining * 60.0 / rate
+        closes_in = (stats.closes - stats.now).total_seconds() if stats.closes else None
+        if closes_in is not None and closes_in < left:
+            estimate = (
+                f"not before it closes ({stats.remaining - int(rate * closes_in / 60):,} left)"
+            )
+        else:
+            estimate = f"in about {duration(left)}"
+    return {"rate": rate, "rate_basis": basis if rate is not None else "", "sold_out_in": estimate}
+
+
+def as_stock(entry: Any) -> tuple[str, Stock]:
+    """``(label, stock)`` from one of the callable's entries; ValueError for anything else."""
+    if isinstance(entry, Stock):
+        return "", entry
+    if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], Stock):
+        return str(entry[0]), entry[1]
+    raise ValueError(f"not a Stock or a (label, Stock) pair: {type(entry).__name__}")
+
+
+def listed_stocks(source: Callable[[], Iterable[Any]]) -> tuple[list[tuple[str, Stock]], str]:
+    """The callable's first stocks, and what went wrong with it ("" when nothing did).
+
+    Run in the request's thread. A callable that raises, returns something that is
+    not iterable, or lists something that is not a stock is the project's bug: the
+    page names it instead of answering 500.
+    """
+    path = getattr(settings, STOCKS_SETTING, "")
+    try:
+        entries = list(source())
+    except Exception as exc:  # the project's code: whatever it raises is shown
+        return [], f"{STOCKS_SETTING} = {path!r} raised {type(exc).__name__}: {exc}"
+    stocks = []
+    for entry in entries[:MAX_STOCKS]:
+        try:
+            stocks.append(as_stock(entry))
+        except ValueError as exc:
+            return [], f"{STOCKS_SETTING} = {path!r} returned an entry that is {exc}"
+    return stocks, ""
+
+
+def stock_row(label: str, stock: Stock) -> dict[str, Any]:
+    """One stock's own numbers (one round trip)."""
+    row: dict[str, Any] = {"item": stock.item, "label": label, "error": ""}
     try:
         row["stats"] = stats = stock.stats()
         row["open_for"] = (
             duration((stats.closes - stats.now).total_seconds()) if stats.closes else ""
         )
+        row.update(sale_numbers(stats))
         queue = stock.queue
-        if queue is not None:
-            (summary,) = queue_summaries(queue.backend, [queue.name], trends=True)
-            row["queue"] = summary
-            row["queue_url"] = url("queue", queue.backend.alias, queue.name)
+        row["queue"] = (queue.backend.alias, queue.name) if queue is not None else None
     except REDIS_ERRORS as exc:
         row["error"] = str(exc)
     return row
 
 
-def read_stocks(source: Callable[[], Iterable[Any]]) -> list[dict[str, Any]]:
-    stocks = list(source())[:MAX_STOCKS]
-    return [stock_row(stock) for stock in stocks]
+def queue_rows(stocks: list[tuple[str, Stock]]) -> list[dict[str, Any]]:
+    """The order queues of ``stocks``, each once, with the sales that feed it."""
+    by_queue: dict[tuple[str, str], dict[str, Any]] = {}
+    for _, stock in stocks:
+        try:
+            queue = stock.queue
+        except ConfigurationError:
+            continue
+        except REDIS_ERRORS:
+            continue
+        if queue is None:
+            continue
+        key = (queue.backend.alias, queue.name)
+        entry = by_queue.setdefault(key, {"queue": queue, "sales": 0})
+        entry["sales"] += 1
+    rows = []
+    for (alias, name), entry in by_queue.items():
+        row: dict[str, Any] = {"alias": alias, "name": name, "sales": entry["sales"], "error": ""}
+        row["url"] = url("queue", alias, name)
+        try:
+            (row["summary"],) = queue_summaries(entry["queue"].backend, [name], trends=True)
+        except REDIS_ERRORS as exc:
+            row["error"] = str(exc)
+        rows.append(row)
+    return rows
+
+
+def read_stocks(stocks: list[tuple[str, Stock]]) -> tuple[list[dict[str, Any]], list[Any]]:
+    return [stock_row(label, stock) for label, stock in stocks], queue_rows(stocks)
 
 
 def sales_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
-    """Live stocks: units left, taken, restored, buyers, the window and the order queue."""
+    """Each sale: units left, taken, takes/min, when it sells out; then its order queues."""
     require(request)
     source = stock_source()
     rows: list[dict[str, Any]] = []
+    queues: list[Any] = []
     error = ""
     if source is None:
         error = (
@@ -82,17 +213,22 @@ def sales_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
             f"returns the Stock objects to watch."
         )
     else:
-        try:
-            rows = read(lambda: read_stocks(source))
-        except REDIS_ERRORS as exc:
-            error = str(exc)
+        stocks, error = listed_stocks(source)
+        if not error:
+            try:
+                rows, queues = read(lambda: read_stocks(stocks), key="admin-sales")
+            except REDIS_ERRORS as exc:
+                error = str(exc)
     return render(
         model_admin,
         request,
         "sales.html",
         "Flash sales",
         crumbs=[("Flash sales", "")],
-        live=None if error else {"sale-rows": "_sales_rows.html"},
+        live=None
+        if error
+        else {"sale-rows": "_sales_rows.html", "sale-queues": "_sales_queues.html"},
         rows=rows,
+        queues=queues,
         error=error,
     )

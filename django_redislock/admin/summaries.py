@@ -13,6 +13,7 @@ from ..backends.redis import RedisQueueBackend
 from ..exceptions import ConfigurationError, RedisLockError
 from ..locking.pipeline import run_scripts
 from ..queue.stats import QueueStats, stats_or_error, summary_call
+from .keytypes import explain
 from .trends import trend_call, trend_or_none
 
 
@@ -108,7 +109,7 @@ def queue_summaries(
     for name, reply in zip(readable, replies, strict=False):
         stats = stats_or_error(name, reply)
         if isinstance(stats, Exception):
-            rows.append(QueueSummary(name, error=str(stats)))
+            rows.append(QueueSummary(name, error=explain(backend.queue(name), str(stats))))
             continue
         trend = trend_or_none(rates[name]) if name in rates else None
         rows.append(QueueSummary(name, stats, trend=trend))

@@ -37,9 +37,9 @@ T = TypeVar("T")
 #: Seconds the metrics scrape waits for each alias (they are read in parallel).
 METRICS_TIMEOUT_SETTING = "REDISLOCK_METRICS_TIMEOUT"
 DEFAULT_METRICS_TIMEOUT = 1.0
-#: Seconds an admin page waits for Redis before it shows an error instead.
+#: Seconds one admin request (page, poll, action) may wait for Redis before it shows an error.
 ADMIN_TIMEOUT_SETTING = "REDISLOCK_ADMIN_TIMEOUT"
-DEFAULT_ADMIN_TIMEOUT = 3.0
+DEFAULT_ADMIN_TIMEOUT = 2.0
 
 _stuck: dict[str, threading.Thread] = {}
 _stuck_lock = threading.Lock()

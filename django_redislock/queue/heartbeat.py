@@ -18,6 +18,13 @@ registry shows a task at most ``WORKER_HEARTBEAT`` seconds late (and a finished 
 that long after it ended). Nothing listens to the task signals: a worker's record is built
 from that worker's own table only.
 
+An operator's command (:func:`~.workers.send_command`: quiet, resume, stop, from the
+dashboard's Workers page) waits in the registry's control hash and is taken by the
+next heartbeat in the same script, so the worker acts within one ``WORKER_HEARTBEAT``:
+"quiet" makes it claim nothing more (its claims still ack and recover leases, and its
+idle waits sleep instead of taking the queues' wake-up signals), "resume" undoes that,
+"stop" is a graceful stop (as SIGTERM).
+
 Failures: a heartbeat that Redis does not answer is logged once (WARNING) and
 tried again at the next interval; it never stops the worker, and the worker's
 record simply expires if the outage outlasts ``WORKER_HEARTBEAT_TTL``, to come back
@@ -97,6 +104,7 @@ class Registration:
             "health": "ok" if ok else "wedged",
             "wedged": why,
             "stalled": round(now - self._seen[1], 3) if running else 0,
+            "quiet": bool(getattr(self.worker, "quiet", False)),
         }
 
     # -- the thread ------------------------------------------------------------------------
@@ -116,7 +124,7 @@ class Registration:
             if self._left:
                 return False
             try:
-                workers.beat(self.backend, self.id, self.ttl, self.record())
+                _, command = workers.beat_and_take(self.backend, self.id, self.ttl, self.record())
             except Exception as exc:  # an outage, a bad key: the worker goes on regardless
                 if not self._failing:
                     logger.warning(
@@ -130,7 +138,19 @@ class Registration:
         if self._failing:
             logger.warning("worker %s: heartbeat sent again", self.id)
         self._failing = False
+        if command:
+            self.obey(command)
         return True
+
+    def obey(self, command: str) -> None:
+        """Act on an operator's command taken with a heartbeat (quiet, resume, stop)."""
+        logger.warning("worker %s: %s, as an operator asked", self.id, command)
+        if command == "quiet":
+            self.worker.quiet = True  # claims nothing more; running tasks finish
+        elif command == "resume":
+            self.worker.quiet = False
+        elif command == "stop":
+            self.worker.stop()  # as SIGTERM: running tasks finish, unstarted ones go back
 
     def stop(self) -> None:
         """Stop beating and leave the registry at once (or let the record expire)."""

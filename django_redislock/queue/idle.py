@@ -51,6 +51,7 @@ class IdleWait(Runs):
     timeout: float | None
     _hints: dict[str, Claim]
     _stopping: bool
+    quiet: bool
     _waiting: bool
     _timed_wait: bool
     _unanswered: dict[str, Call[Claim]]
@@ -91,6 +92,9 @@ class IdleWait(Runs):
         """BLPOP on the queues' signal lists for up to ``seconds`` (a stop signal cuts it),
         with the claim of the first queue waited on sent behind it (see :meth:`_pickup`)."""
         self._flush_acks(force=True)
+        if self.quiet:  # told to claim nothing: sleep, leave the wake-ups to the others
+            self._sleep(min(seconds, 1.0))
+            return
         queues = self.queues
         if self.backend.is_cluster and len(queues) > 1:
             # a BLPOP on a Cluster takes keys of one slot; wait on the queues in turn

@@ -42,6 +42,7 @@ Whatever a run raises (``SystemExit`` too) is its task's failure, never a stop (
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import signal
 import threading
@@ -123,6 +124,8 @@ class Worker(IdleWait):
         self.progress = progress
         self.summary = Summary()
         self._stopping = False
+        #: an operator's "quiet" (see .heartbeat): claim nothing, let running tasks finish
+        self.quiet = False
         self._waiting = False
         self._timed_wait = False
         self.give_up = float(options.get("WORKER_GIVE_UP", 300.0) if give_up is None else give_up)
@@ -294,13 +297,18 @@ class Worker(IdleWait):
         to their lease (and a ``--burst`` worker does not end without them).
         """
         ready = self._ready.pop(queue.name, None)
+        if ready is not None and self.quiet and ready.tasks:
+            # an idle wait's claim sent before the worker was told to go quiet: given back
+            self.summary.released += queue.release(ready.tasks)
+            return dataclasses.replace(ready, tasks=[])
         if ready is not None:
             return ready  # the idle wait's claim came back with its wake-up (see .idle)
         call = self._unanswered.pop(queue.name, None)
         acks: list[Task] = []
         if call is None:
             acks = self._take_acks(queue)
-            call = self._next_claim(queue, count, acks)
+            # quiet: a claim of none still acks and recovers expired leases
+            call = self._next_claim(queue, 0 if self.quiet else count, acks)
         try:
             claim = queue._run(call)
         except OUTAGES:

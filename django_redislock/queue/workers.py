@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..calls.node import Node
+from ..exceptions import InvalidArgument
 from .sending import run_call, run_call_async
 
 #: The hash tag of an alias's registry keys.
@@ -58,6 +59,47 @@ def beat(backend: Node, worker_id: str, ttl: float, record: Mapping[str, Any]) -
     """
     args = [worker_id, int(ttl * 1e6), json.dumps(record, separators=(",", ":")), PRUNE_BATCH]
     return int(run_call(backend, ("workers_beat", registry_keys(backend), args)))
+
+
+#: Commands an operator may send a worker through the registry (see :func:`send_command`).
+COMMANDS = ("quiet", "resume", "stop")
+#: Seconds a command waits for its worker's next heartbeat before it is dropped.
+COMMAND_TTL = 300
+
+
+def control_key(backend: Node) -> str:
+    """The hash of commands waiting for their worker (worker id -> command); same slot."""
+    return backend.key(TAG, "control")
+
+
+def beat_and_take(
+    backend: Node, worker_id: str, ttl: float, record: Mapping[str, Any]
+) -> tuple[int, str]:
+    """:func:`beat`, and in the same script take the command an operator left for this worker.
+
+    Returns (server µs, command or ""). A resent beat finds the command already taken
+    and answers "": a command acts at most once.
+    """
+    args = [worker_id, int(ttl * 1e6), json.dumps(record, separators=(",", ":")), PRUNE_BATCH]
+    keys = [*registry_keys(backend), control_key(backend)]
+    now, command = run_call(backend, ("workers_beat", keys, args))
+    return int(now), command.decode() if isinstance(command, bytes) else str(command)
+
+
+def send_command(backend: Node, worker_id: str, command: str) -> None:
+    """Leave ``command`` (quiet, resume or stop) for ``worker_id``'s next heartbeat.
+
+    The worker acts within one ``WORKER_HEARTBEAT``; a command no heartbeat takes
+    (the worker is gone) is dropped after :data:`COMMAND_TTL` seconds with the hash.
+    """
+    if command not in COMMANDS:
+        raise InvalidArgument(f"command must be one of {', '.join(COMMANDS)}, got {command!r}")
+    key = control_key(backend)
+    with backend.errors():
+        pipe = backend.client.pipeline(transaction=True)
+        pipe.hset(key, worker_id, command)
+        pipe.expire(key, COMMAND_TTL)
+        pipe.execute()
 
 
 def leave(backend: Node, worker_id: str) -> bool:
@@ -104,6 +146,8 @@ class WorkerInfo:
     wedged: str = ""
     #: seconds since a run last ended while some run (0 when none runs)
     stalled: float = 0.0
+    #: told to stop claiming (an operator's "quiet"; see :func:`send_command`)
+    quiet: bool = False
 
     @property
     def healthy(self) -> bool:
@@ -263,4 +307,5 @@ def worker_info(worker_id: str, heartbeat: int, data: dict[str, Any]) -> WorkerI
         health="ok" if data.get("health", "ok") == "ok" else "wedged",
         wedged=text(data.get("wedged", "")),
         stalled=float(min(max(number(data.get("stalled", 0)), 0), 1e9)),
+        quiet=data.get("quiet") is True,
     )

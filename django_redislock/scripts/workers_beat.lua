@@ -3,7 +3,9 @@
 -- KEYS[2] records hash (worker id -> "<heartbeat µs>:<JSON record>")
 -- ARGV[1] worker id   ARGV[2] ttl (µs)   ARGV[3] the JSON record
 -- ARGV[4] most expired workers to prune in this call
--- returns now (µs of server time): the heartbeat time stored with the record
+-- KEYS[3] optional: the control hash (worker id -> command an operator sent: quiet, resume, stop)
+-- returns now (µs of server time): the heartbeat time stored with the record; with KEYS[3],
+--   {now, the command waiting for this worker or ''} and the command is taken (deleted)
 -- Both keys share the hash tag {workers}: one slot, so a beat is all or nothing. The keys
 -- themselves expire with the last live worker, so a fleet that is gone leaves nothing.
 local t = redis.call('TIME')
@@ -20,4 +22,9 @@ local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local until_ms = math.floor(tonumber(last[2]) / 1000) + 1000
 redis.call('PEXPIREAT', KEYS[1], until_ms)
 redis.call('PEXPIREAT', KEYS[2], until_ms)
+if #KEYS >= 3 then
+  local command = redis.call('HGET', KEYS[3], ARGV[1]) or ''
+  if command ~= '' then redis.call('HDEL', KEYS[3], ARGV[1]) end
+  return {now, command}
+end
 return now

@@ -14,8 +14,14 @@ from .models import Sale
 MARGIN = timedelta(hours=1)
 
 
-def live_stocks() -> list[Stock]:
-    """The stocks of sales whose window is open, opens within the hour or closed within it."""
+def live_stocks() -> list[tuple[str, Stock]]:
+    """The stocks of sales whose window is open, opens within the hour or closed within it.
+
+    Each is labelled with its sale (product, units, opening), which the panel shows
+    above the stock's name in Redis.
+    """
     now = timezone.now()
     sales = Sale.objects.filter(opens__lte=now + MARGIN, closes__gte=now - MARGIN)
-    return [sale.stock for sale in sales.order_by("-opens")[:50]]
+    return [
+        (str(sale), sale.stock) for sale in sales.select_related("product").order_by("-opens")[:50]
+    ]

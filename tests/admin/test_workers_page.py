@@ -122,3 +122,38 @@ def test_an_unreachable_alias_shows_its_error(admin_client: Client) -> None:
     with override_settings(REDISLOCK_QUEUES=down, REDISLOCK_LOCKS=down):
         html = admin_client.get(BASE + "workers/").content.decode()
     assert "Workers of alias “default”" in html and "unreachable" in html
+
+
+def test_workers_page_has_a_summary_a_filter_and_pages(
+    dashboard: Dashboard, admin_client: Client
+) -> None:
+    """Issue 28: 202 workers made a 32,582 px page with no summary, filter or paging."""
+    from django_redislock.admin.workers import TASKS_SHOWN, WORKERS_PAGE
+
+    many = [{"id": f"t{i}", "queue": "orders", "age": 1.0} for i in range(40)]
+    for i in range(WORKERS_PAGE + 12):
+        host = f"web-{i % 3}"
+        busy = (
+            many if i == 0 else ([] if i % 2 else [{"id": f"x{i}", "queue": "orders", "age": 1.0}])
+        )
+        extra = {"health": "wedged", "wedged": "pool threads dead"} if i == 5 else {}
+        beat(dashboard.queues, f"w{i:03d}", 60, record(host=host, pid=i, tasks=busy, **extra))
+    html = admin_client.get(BASE + "workers/").content.decode()
+    summary = html.split('class="worker-summary"', 1)[1].split("</tbody>", 1)[0]
+    total = WORKERS_PAGE + 12
+    assert f"<strong>{total}</strong> live" in summary
+    assert "wedged" in summary and "web-0</span> 21" in summary  # 62 workers on 3 hosts
+    assert len(re.findall(r'<tr class="worker-row">', html)) == WORKERS_PAGE
+    assert f"showing 1\u2013{WORKERS_PAGE} of {total} matching" in summary
+    assert html.count('class="running-task"') <= WORKERS_PAGE * TASKS_SHOWN
+    assert f"and {40 - TASKS_SHOWN} more" in html  # the 40-task worker lists 5
+    second = admin_client.get(BASE + "workers/", {"page": "2"}).content.decode()
+    assert len(re.findall(r'<tr class="worker-row">', second)) == 12
+    wedged = admin_client.get(BASE + "workers/", {"show": "wedged"}).content.decode()
+    assert len(re.findall(r'<tr class="worker-row">', wedged)) == 1
+    found = admin_client.get(BASE + "workers/", {"q": "WEB-2"}).content.decode()
+    rows = re.findall(r'<tr class="worker-row">\s*<th scope="row" class="name"[^>]*>([^<]+)', found)
+    assert rows and set(rows) == {"web-2"}
+    for crafted in ("-1", "x", "99999999999999999999999", HOSTILE):
+        page = admin_client.get(BASE + "workers/", {"page": crafted, "q": crafted, "show": crafted})
+        assert page.status_code == 200 and HOSTILE not in page.content.decode()

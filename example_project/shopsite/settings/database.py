@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import django
+
 ENGINES = {
     "postgres": "django.db.backends.postgresql",
     "postgresql": "django.db.backends.postgresql",
@@ -15,8 +17,22 @@ ENGINES = {
 
 
 def sqlite(path: Path | str) -> dict[str, Any]:
-    """SQLite with a generous lock timeout (the demo's worker writes while the site reads)."""
-    return {"ENGINE": ENGINES["sqlite"], "NAME": str(path), "OPTIONS": {"timeout": 20}}
+    """SQLite set up for a worker that writes from several threads while the site reads.
+
+    The busy timeout alone is not enough: a transaction that starts as a read (the
+    order task's ``get_or_create`` selects first) and then writes is refused at once
+    with "database is locked" when another connection writes meanwhile, whatever the
+    timeout, because SQLite cannot let it wait without risking a deadlock. So on
+    Django >= 5.1 transactions start ``IMMEDIATE`` (they take the write lock first
+    and wait for it up to the timeout) and the journal is WAL (readers never block
+    the writer). Older Django keeps the timeout only; use PostgreSQL
+    (``DATABASE_URL``) for a threaded worker there.
+    """
+    options: dict[str, Any] = {"timeout": 20}
+    if django.VERSION >= (5, 1) and str(path) != ":memory:":
+        options["transaction_mode"] = "IMMEDIATE"
+        options["init_command"] = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    return {"ENGINE": ENGINES["sqlite"], "NAME": str(path), "OPTIONS": options}
 
 
 def parse(url: str) -> dict[str, Any]:

@@ -1,0 +1,140 @@
+"""The flash-sale panel shows each sale's own numbers; live polls of a failed read say so.
+
+Issue 28: every sale row repeated the shared ``orders`` queue's numbers (an
+ended sale with nothing taken showed "orders in 547.6/min" and a red mark), had
+no product, no takes per minute and no sold-out estimate; a stocks callable that
+raised was a 500; a live poll of a page whose read failed answered the full page
+with 200, and the live script stopped for good ("stopped (the server answered 200)").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client, override_settings
+from django.utils import timezone
+
+from django_redislock.admin import sales
+
+from ..conftest import RedisTarget
+from ..servers import closed_port
+from .conftest import BASE
+
+PANEL = BASE + "flash-sales/"
+
+
+@pytest.fixture
+def shop_on(single_target: RedisTarget) -> Iterator[RedisTarget]:
+    params = {**single_target.params(), "KEY_PREFIX": "panel"}
+    with override_settings(
+        REDISLOCK_LOCKS={"default": params},
+        REDISLOCK_QUEUES={"default": params},
+        REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks",
+    ):
+        yield single_target
+
+
+def open_sale(name: str, units: int, **kwargs: Any) -> Any:
+    from shop.models import Product
+    from shop.services import open_sale
+
+    product = Product.objects.create(name=name, price=Decimal("10.00"))
+    return open_sale(product, units, **kwargs)
+
+
+def row_of(html: str, label: str) -> str:
+    rows = html.split('id="sale-rows">', 1)[1].split("</tbody>", 1)[0]
+    (row,) = [r for r in rows.split("</tr>") if label in r]
+    return row
+
+
+def test_each_sale_shows_its_own_numbers(shop_on: RedisTarget, admin_client: Client) -> None:
+    now = timezone.now()
+    busy = open_sale(
+        "Busy phone", 100, opens=now - timedelta(minutes=3), closes=now + timedelta(minutes=30)
+    )
+    for i in range(30):
+        assert busy.stock.take(buyer=f"b{i}", data={"sale": busy.pk}).ok
+    ended = open_sale("Old lamp", 5, opens=now - timedelta(minutes=20), closes=now)
+    html = admin_client.get(PANEL).content.decode()
+    busy_row, ended_row = row_of(html, "Busy phone"), row_of(html, "Old lamp")
+    assert busy.stock.item in busy_row and ended.stock.item in ended_row
+    # the ended sale: nothing taken, no rate, no estimate, no red mark, no order numbers
+    assert ">ended<" in ended_row and "trouble" not in ended_row
+    assert "orders in" not in ended_row and "rate-spark" not in ended_row
+    ended_cells = re.findall(r'<td class="numeric">(?:<strong>)?([\d,.—]+)', ended_row)
+    assert ended_cells[:5] == ["5", "0", "0", "0", "—"]  # left, taken, restored, buyers, takes/min
+    # the busy sale: its own takes per minute (mean since it opened) and when it runs out
+    busy_cells = re.findall(r'<td class="numeric">(?:<strong>)?([\d,.]+)', busy_row)
+    assert busy_cells[:4] == ["70", "30", "0", "30"]
+    assert float(busy_cells[4].replace(",", "")) > 0 and "since opening" in busy_row
+    assert "in about" in busy_row or "not before it closes" in busy_row
+    # the shared order queue, once
+    queues = html.split('id="sale-queues">', 1)[1].split("</tbody>", 1)[0]
+    assert queues.count(">orders</a>") == 1
+    assert re.findall(r'<td class="numeric">(\d+)', queues)[:2] == ["2", "30"]
+    assert "not recorded by the take script" in html  # refusals: said, not invented
+
+
+def test_the_take_rate_is_the_last_minute_of_readings() -> None:
+    item = "rate-test-item"
+    sales._samples.pop(item, None)
+    assert sales.take_rate(item, 1000.0, 10) is None  # one reading: no rate yet
+    assert sales.take_rate(item, 1030.0, 40) == pytest.approx(60.0)  # 30 units in 30 s
+    assert sales.take_rate(item, 1070.0, 60) == pytest.approx(30.0)  # since 1030 (1000 expired)
+    assert sales.take_rate(item, 1080.0, 0) is None  # set again: the counter restarted
+    assert len(sales._samples[item]) == 1
+
+
+def raising() -> list[Any]:
+    raise RuntimeError("the sales table is gone")
+
+
+def not_stocks() -> list[Any]:
+    return ["sale-1", 42]
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("tests.admin.test_sales_panel.raising", "raised RuntimeError: the sales table is gone"),
+        ("tests.admin.test_sales_panel.not_stocks", "not a Stock or a (label, Stock) pair: str"),
+    ],
+)
+def test_a_broken_stocks_callable_is_shown_not_a_500(
+    shop_on: RedisTarget, admin_client: Client, path: str, said: str
+) -> None:
+    with override_settings(REDISLOCK_ADMIN_STOCKS=path):
+        response = admin_client.get(PANEL)
+    assert response.status_code == 200
+    assert said in response.content.decode()
+
+
+def test_a_live_poll_of_a_failed_read_says_so(admin_client: Client) -> None:
+    params = {"LOCATION": f"redis://127.0.0.1:{closed_port()}/0", "KEY_PREFIX": "adm"}
+    with override_settings(
+        REDISLOCK_LOCKS={"default": params},
+        REDISLOCK_QUEUES={"default": params},
+        REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks",
+    ):
+        from shop.models import Product, Sale
+
+        product = Product.objects.create(name="Any", price=Decimal("1.00"))
+        Sale.objects.create(product=product, units=3, closes=timezone.now() + timedelta(hours=1))
+        for page in (
+            BASE + "queues/default/orders/",
+            BASE + "locks/",
+            BASE + "queues/default/orders/tasks/t1/",
+        ):
+            poll = admin_client.get(page, {"live": "1"})
+            assert poll.status_code == 503, page
+            assert poll["Content-Type"].startswith("application/json"), page
+            assert "unreachable" in poll.json()["error"], page  # shown; the tables stay
+        # the panel reads each stock on its own: its rows carry the error
+        rows = admin_client.get(PANEL, {"live": "1"}).json()["regions"]["sale-rows"]
+        assert "unreachable" in rows and 'class="trouble"' in rows

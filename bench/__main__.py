@@ -25,6 +25,7 @@ SUITES: list[str] = [
     "workers",
     "pool",
     "pickup",
+    "limiter",
 ]
 
 

@@ -21,7 +21,7 @@ from ._moved import alias_module
 from .lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for the type checker; imported on first use
-    from .decorators import distributed_lock
+    from .decorators import distributed_lock, rate_limited
     from .handlers import locks, queues
     from .periodic import periodic_task
     from .queue.registry import task
@@ -32,6 +32,7 @@ _EXPORTS = {
     "locks": ".handlers",
     "queues": ".handlers",
     "periodic_task": ".periodic",
+    "rate_limited": ".decorators",
     "task": ".queue.registry",
 }
 
@@ -47,5 +48,5 @@ def __dir__() -> list[str]:
 # the old ``django_redislock.locks.<name>`` imports are forwarded with a warning for one release.
 alias_module("django_redislock.locks", "django_redislock.locking")
 
-__all__ = ["distributed_lock", "locks", "periodic_task", "queues", "task"]
+__all__ = ["distributed_lock", "locks", "periodic_task", "queues", "rate_limited", "task"]
 __version__ = "0.1.0"

@@ -39,12 +39,19 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[str, ...] | None]]]] = [
         ],
     ),
     (
+        "Rate limits",
+        [
+            ("django_redislock.locking.limiter", ("RateLimiter", "Admission")),
+            ("django_redislock.decorators.rate", ("rate_limited",)),
+        ],
+    ),
+    (
         "Queue",
         [
             ("django_redislock.queue:Queue", None),
             ("django_redislock.queue:Task", None),
             ("django_redislock.queue:Claim", None),
-            ("django_redislock.queue.flow:parse_rate", None),
+            ("django_redislock.validation:parse_rate", None),
             ("django_redislock.queue.registry:task", None),
             (
                 "django_redislock.queue.registry:TaskFunction",

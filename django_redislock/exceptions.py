@@ -63,6 +63,10 @@ class LockUsageError(LockError, RuntimeError):
     """A lock object was used wrongly: shared between threads or tasks, or acquired twice."""
 
 
+class RateLimited(LockError):
+    """A rate limit did not admit a call within its wait (``@rate_limited(timeout=...)``)."""
+
+
 class QueueError(RedisLockError):
     """An error about one named queue."""
 

@@ -19,8 +19,10 @@ says whether zero is accepted.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -331,3 +333,45 @@ def window_micros(value: Any, argument: str) -> str:
             f"{argument} must be after 1970-01-01 00:00 UTC and before 2255, got {value!r}"
         )
     return str(micros)
+
+
+#: Seconds per period letter of a rate string.
+PERIODS = {"s": 1, "m": 60, "h": 3600}
+#: How much of a second's worth of tasks a limit admits at once (at least one task).
+BURST_WINDOW = 0.1
+_RATE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([smh])\s*")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A parsed rate limit: ``text`` as written, µs between two tasks, tasks at once."""
+
+    text: str
+    interval: int
+    burst: int
+
+    @property
+    def per_second(self) -> float:
+        return 1_000_000 / self.interval
+
+
+def parse_rate(value: Any, option: str = "rate") -> Rate:
+    """Parse ``"N/s"``, ``"N/m"`` or ``"N/h"`` (N a positive number, at most 1,000,000/s).
+
+    Anything else raises :class:`~django_redislock.exceptions.InvalidArgument`
+    naming ``option`` (the argument or setting the value came from).
+    """
+    found = _RATE.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        raise InvalidArgument(
+            f'{option} must be a rate like "100/m": a positive number, "/" and s, m or h; '
+            f"got {value!r}"
+        )
+    count, period = float(found.group(1)), found.group(2)
+    interval = PERIODS[period] * 1_000_000 / count if count > 0 else math.inf
+    if not 1 <= interval <= PERIODS["h"] * 1_000_000 * 1000:
+        raise InvalidArgument(
+            f"{option} must be between 1/1000h and 1000000/s, and positive; got {value!r}"
+        )
+    burst = max(1, int(BURST_WINDOW * 1_000_000 // interval))
+    return Rate(f"{found.group(1)}/{period}", round(interval), burst)

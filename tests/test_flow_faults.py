@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from django_redislock.exceptions import ConnectionFailed
-from django_redislock.queue.flow import Rate
+from django_redislock.validation import Rate
 
 from .proxied import ProxiedTarget, no_resend_options, resend_options
 from .test_queue_faults import LEASE, QueueOp, Twin, queue_state, script_on

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from django_redislock.exceptions import InvalidArgument
-from django_redislock.queue.flow import parse_rate
+from django_redislock.validation import parse_rate
 
 from .conftest import RedisTarget, make_queue
 

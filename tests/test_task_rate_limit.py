@@ -12,8 +12,9 @@ from django.test import override_settings
 from django_redislock import queues, task
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.queue import Queue
-from django_redislock.queue.flow import DEFERRED, HELD, LOST, RUN, parse_rate
+from django_redislock.queue.flow import DEFERRED, HELD, LOST, RUN
 from django_redislock.queue.worker import Worker
+from django_redislock.validation import parse_rate
 
 from .conftest import RedisTarget, make_queue
 

@@ -24,6 +24,7 @@ from ..exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from ..locking import HeldLock, Lock, LockPage, ReadWriteLock
+    from ..locking.limiter import RateLimiter
     from ..queue.queue import Queue
 
 #: The keys an alias's dict may have.
@@ -123,6 +124,10 @@ class BaseLockBackend(BaseBackend):
     def read_write_lock(self, name: str, **defaults: Any) -> ReadWriteLock:
         """Return a read-write lock for ``name``; see ``supports_read_write``."""
         raise NotImplementedError(f"{type(self).__name__} does not support read-write locks")
+
+    def rate_limiter(self, name: str, rate: str, *, burst: int | None = None) -> RateLimiter:
+        """Return a rate limiter ``name`` admitting ``rate`` (``"20/s"``) across processes."""
+        raise NotImplementedError(f"{type(self).__name__} does not support rate limiters")
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended.

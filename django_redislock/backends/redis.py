@@ -38,6 +38,7 @@ from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
     from ..locking import Lock, LockPage, ReadWriteLock
+    from ..locking.limiter import RateLimiter
     from ..queue.queue import Queue
 
 
@@ -165,6 +166,13 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         from ..locking import ReadWriteLock
 
         return ReadWriteLock(self, name, **defaults)
+
+    def rate_limiter(self, name: str, rate: str, *, burst: int | None = None) -> RateLimiter:
+        """A rate limiter ``name`` admitting ``rate`` (``"20/s"``, ``"100/m"``) per key across
+        every process; ``burst`` units at once (default: a tenth of a second's worth)."""
+        from ..locking.limiter import RateLimiter
+
+        return RateLimiter(self, name, rate, burst=burst)
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` (with ``fence``: only that hold), bumping the fence.

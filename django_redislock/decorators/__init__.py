@@ -61,6 +61,7 @@ from .names import BadLockName, bound_arguments, check_template, register_owner
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__)
     from .lock import ON_LOCKED, ON_RELEASE_LOST, distributed_lock
+    from .rate import rate_limited
     from .responses import lock_pttl, lock_pttl_async, locked_response, lost_response
 
 #: exported name -> its submodule, imported on first use: the app registers lock owners
@@ -74,6 +75,7 @@ _EXPORTS = {
     "lock_pttl_async": ".responses",
     "locked_response": ".responses",
     "lost_response": ".responses",
+    "rate_limited": ".rate",
 }
 
 
@@ -91,5 +93,6 @@ __all__ = [
     "lock_pttl_async",
     "locked_response",
     "lost_response",
+    "rate_limited",
     "register_owner",
 ]

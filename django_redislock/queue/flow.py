@@ -18,22 +18,16 @@ nothing is charged, and the claim tells the worker when the next one is allowed.
 from __future__ import annotations
 
 import asyncio
-import math
-import re
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..exceptions import InvalidArgument
+from ..validation import Rate, parse_rate
 from .records import Call, Task
 
 R = TypeVar("R")
 #: The hash of a queue's flow state (pause, rate limit), next to its other keys.
 FLOW_PART = "flow"
-#: Seconds per period letter of a rate string.
-PERIODS = {"s": 1, "m": 60, "h": 3600}
-#: How much of a second's worth of tasks a limit admits at once (at least one task).
-BURST_WINDOW = 0.1
 #: Outcomes of :meth:`FlowMixin.throttle`, from the throttle script's reply codes.
 RUN, DEFERRED, LOST = "run", "deferred", "lost"
 THROTTLE_RESULTS = {1: RUN, 2: DEFERRED, 0: LOST}
@@ -42,42 +36,6 @@ HELD = 3
 #: Longest wait (µs) :meth:`FlowMixin.throttle` offers the limit at once, and how many times.
 HOLD_MAX = 25_000
 HOLD_TRIES = 3
-_RATE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([smh])\s*")
-
-
-@dataclass(frozen=True)
-class Rate:
-    """A parsed rate limit: ``text`` as written, µs between two tasks, tasks at once."""
-
-    text: str
-    interval: int
-    burst: int
-
-    @property
-    def per_second(self) -> float:
-        return 1_000_000 / self.interval
-
-
-def parse_rate(value: Any, option: str = "rate") -> Rate:
-    """Parse ``"N/s"``, ``"N/m"`` or ``"N/h"`` (N a positive number, at most 1,000,000/s).
-
-    Anything else raises :class:`~django_redislock.exceptions.InvalidArgument`
-    naming ``option`` (the argument or setting the value came from).
-    """
-    found = _RATE.fullmatch(value) if isinstance(value, str) else None
-    if found is None:
-        raise InvalidArgument(
-            f'{option} must be a rate like "100/m": a positive number, "/" and s, m or h; '
-            f"got {value!r}"
-        )
-    count, period = float(found.group(1)), found.group(2)
-    interval = PERIODS[period] * 1_000_000 / count if count > 0 else math.inf
-    if not 1 <= interval <= PERIODS["h"] * 1_000_000 * 1000:
-        raise InvalidArgument(
-            f"{option} must be between 1/1000h and 1000000/s, and positive; got {value!r}"
-        )
-    burst = max(1, int(BURST_WINDOW * 1_000_000 // interval))
-    return Rate(f"{found.group(1)}/{period}", round(interval), burst)
 
 
 def parse_flow(reply: list[Any]) -> dict[str, Any]:

@@ -31,9 +31,9 @@ from ..validation import (
     check_limits,
     check_name,
     check_seconds,
+    parse_rate,
 )
 from .arguments import enqueue_args
-from .flow import parse_rate
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue

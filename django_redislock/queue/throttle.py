@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .flow import DEFERRED, LOST, Rate
+from ..validation import Rate
+from .flow import DEFERRED, LOST
 from .payloads import task_path
 from .queue import Queue
 from .records import Task

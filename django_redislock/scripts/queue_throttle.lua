@@ -22,6 +22,7 @@
 --         {2, µs until the limit admits the next run} given back: due then (or later, behind
 --         others given back before it), its claim ended, no attempt counted;
 --         {0, 0} lost: the claim is no longer current, nothing changed
+-- include: gcra
 -- include: claims
 -- include: priority
 local seen = redis.call('LRANGE', KEYS[13], 0, -1)
@@ -34,16 +35,16 @@ local hold = tonumber(ARGV[7] or '0')
 local out = {0, 0}
 local v = holder(id, ARGV[2])
 if v then
-  local tolerance = (burst - 1) * interval
-  local tat = math.max(tonumber(redis.call('HGET', KEYS[12], field) or '0'), now)
-  if tat - tolerance <= now then
-    redis.call('HSET', KEYS[12], field, string.format('%d', tat + interval))
+  local admitted, tat, wait = gcra(tonumber(redis.call('HGET', KEYS[12], field)), now, interval,
+    burst, 1)
+  if admitted then
+    redis.call('HSET', KEYS[12], field, string.format('%d', tat))
     out = {1, 0}
-  elseif tat - tolerance - now <= hold then
-    out = {3, tat - tolerance - now}
+  elseif wait <= hold then
+    out = {3, wait}
   else
     local after = tonumber(redis.call('HGET', KEYS[12], field .. ':h') or '0') + interval
-    local due = math.max(tat - tolerance, after)
+    local due = math.max(now + wait, after)
     redis.call('HSET', KEYS[12], field .. ':h', string.format('%d', due))
     redis.call('ZREM', KEYS[2], id)
     if started(v) and tonumber(redis.call('HGET', KEYS[5], id) or '0') > 0 then
@@ -56,7 +57,7 @@ if v then
     end
     redis.call('ZADD', KEYS[1], due, id)
     prio_back(id, due)
-    out = {2, tat - tolerance - now}
+    out = {2, wait}
   end
 end
 redis.call('RPUSH', KEYS[13], out[1], string.format('%d', out[2]))

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import InvalidArgument, RedisLockError
-from ...queue.flow import parse_rate
+from ...validation import parse_rate
 from ._flow_common import known_queues
 from ._logging import LoggedCommand
 from ._queue_common import add_using

@@ -1,0 +1,139 @@
+"""``RateLimiter``: at most N units per period across every process, per key (GCRA on Redis).
+
+``locks["default"].rate_limiter("payments", "20/s")`` admits at most 20 calls a second
+across all processes and hosts, with a burst of a tenth of a second's worth (at least one)
+unless ``burst=`` says otherwise; ``key=`` gives each tenant, user or customer its own
+limit under the same name. The limit's whole state is one number in Redis (the generic
+cell rate algorithm's theoretical arrival time, on the server's clock), written by one
+script per take (``rate_take.lua``), the same algorithm as ``@task(rate_limit=...)``
+(``fragments/gcra.lua``). Keys::
+
+    <prefix>:{rl:<name>:<key>}:tat          string  the limit's state (expires when idle)
+    <prefix>:{rl:<name>:<key>}:req:<id>     string  an admitted take, for a resend (60 s)
+
+:meth:`RateLimiter.try_acquire` takes units now or not at all; a refusal changes nothing
+and says how long until the units would be admitted. :meth:`RateLimiter.acquire` reserves
+the first slot within its timeout in the same call and sleeps until it: one round trip
+however long the wait, no polling, and the rate holds however late a sleeper wakes (a slot
+is the server's, not the moment a client comes back to ask). A caller cancelled while it
+sleeps leaves its slot unused: a limit is never exceeded, at worst under-used. Every take
+carries a request id: a client that resends it after a lost reply is answered the same
+admission and charged once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..calls.requests import request_id
+from ..exceptions import InvalidArgument
+from ..validation import check_count, check_name, check_seconds, parse_rate
+from .names import safe_name
+
+if TYPE_CHECKING:
+    from ..backends.redis import RedisLockBackend
+
+#: How long an admitted take's record is kept for a resend (ms): longer than any retry.
+REQUEST_TTL_MS = 60_000
+
+
+#: Longest wait a take may reserve a slot for (seconds): a day.
+MAX_WAIT = 86_400.0
+
+
+class Admission(NamedTuple):
+    """What one take answered: admitted (now, or at a reserved slot), or refused."""
+
+    admitted: bool
+    #: refused: seconds until the cost would be admitted; admitted: seconds until the
+    #: reserved slot begins (0.0: now)
+    retry_after: float
+
+
+class RateLimiter:
+    """A rate limit shared by every process on one Redis (see the module docs)."""
+
+    def __init__(
+        self, backend: RedisLockBackend, name: str, rate: str, *, burst: int | None = None
+    ) -> None:
+        self.backend = backend
+        self.name = check_name(name)
+        self.rate = parse_rate(rate, "rate")
+        if burst is None:
+            burst = self.rate.burst
+        self.burst = check_count(burst, "burst", allow_zero=False)
+        self.interval = self.rate.interval
+
+    def __repr__(self) -> str:
+        return f"<RateLimiter {self.name!r} {self.rate.text} burst={self.burst}>"
+
+    def _call(self, cost: int, key: Any, wait: float = 0.0) -> tuple[str, list[str], list[Any]]:
+        cost = check_count(cost, "cost", allow_zero=False)
+        wait = check_seconds(wait, "wait", allow_zero=True)
+        if cost > self.burst:
+            raise InvalidArgument(
+                f"cost must be at most the burst ({self.burst}): a take of {cost} units "
+                "would never be admitted"
+            )
+        tag = f"rl:{self.name}" if key is None else f"rl:{self.name}:{safe_name(str(key), 'key')}"
+        keys = [self.backend.key(tag, "tat"), self.backend.key(tag, "req", request_id())]
+        longest = round(min(wait, MAX_WAIT) * 1_000_000)
+        return "rate_take", keys, [self.interval, self.burst, cost, REQUEST_TTL_MS, longest]
+
+    @staticmethod
+    def _admission(reply: Any) -> Admission:
+        admitted, wait = (int(value) for value in reply)
+        return Admission(bool(admitted), wait / 1_000_000)
+
+    def try_acquire(self, cost: int = 1, *, key: Any = None, wait: float = 0.0) -> Admission:
+        """Take ``cost`` units now if the limit admits them (one round trip); never sleeps.
+
+        With ``wait`` (seconds), a slot at most that far away is reserved instead: the
+        answer is admitted with ``retry_after`` = when the slot begins, which the caller
+        must wait for (what :meth:`acquire` does).
+        """
+        script, keys, args = self._call(cost, key, wait)
+        with self.backend.errors():
+            return self._admission(self.backend.script(script)(keys=keys, args=args))
+
+    async def try_acquire_async(
+        self, cost: int = 1, *, key: Any = None, wait: float = 0.0
+    ) -> Admission:
+        """The asyncio twin of :meth:`try_acquire`."""
+        script, keys, args = self._call(cost, key, wait)
+        client = self.backend.async_client()
+        with self.backend.errors():
+            reply = await self.backend.script(script, client)(keys=keys, args=args)
+        return self._admission(reply)
+
+    def acquire(self, cost: int = 1, *, key: Any = None, timeout: float | None = None) -> bool:
+        """Take ``cost`` units at the first slot within ``timeout`` seconds and wait for it.
+
+        True once the units are admitted; False at once when the first slot is further away
+        than ``timeout`` (nothing is charged then). ``timeout=None`` accepts any wait;
+        ``0`` is :meth:`try_acquire`. One round trip: the slot is reserved by the call.
+        """
+        answer = self.try_acquire(cost, key=key, wait=self._longest(timeout))
+        if answer.admitted and answer.retry_after > 0:
+            time.sleep(answer.retry_after)
+        return answer.admitted
+
+    async def acquire_async(
+        self, cost: int = 1, *, key: Any = None, timeout: float | None = None
+    ) -> bool:
+        """The asyncio twin of :meth:`acquire` (cancelled while it waits, its slot goes unused)."""
+        answer = await self.try_acquire_async(cost, key=key, wait=self._longest(timeout))
+        if answer.admitted and answer.retry_after > 0:
+            await asyncio.sleep(answer.retry_after)
+        return answer.admitted
+
+    @staticmethod
+    def _longest(timeout: float | None) -> float:
+        if timeout is None:
+            return MAX_WAIT
+        return check_seconds(timeout, "timeout", allow_zero=True)
+
+
+__all__ = ["Admission", "RateLimiter"]

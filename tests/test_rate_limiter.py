@@ -8,6 +8,7 @@ order, and the only waits are for slots a limiter reserved ("10/s").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -180,3 +181,36 @@ def test_bad_decorator_arguments_are_refused_when_applied() -> None:
         rate_limited("fast")
     with pytest.raises(InvalidArgument, match="key"):
         rate_limited("1/s", key="user")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 3, 4, 5])
+def test_a_twice_cancelled_take_never_leaves_its_reply_to_the_next_call(
+    redis_target: RedisTarget, steps: int
+) -> None:
+    """A take cancelled (twice, ``steps`` loop steps in) leaves no reply behind on a pooled
+    connection: the next call on the same client reads its own answer. The cancelled takes
+    are admitted when they reach Redis; the next calls must be refused (their limit is
+    used), so a stray "admitted" read by one of them would show."""
+    backend = redis_target.lock_backend()
+    open_limit = backend.rate_limiter("wide", "1/m", burst=1000)
+    full = backend.rate_limiter("full", "1/m", burst=1)
+
+    async def cancel_after(n: int) -> None:
+        call = asyncio.ensure_future(open_limit.acquire_async(timeout=0))
+        for _ in range(n):
+            await asyncio.sleep(0)
+        call.cancel()
+        await asyncio.sleep(0)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+
+    async def main() -> list[bool]:
+        assert (await full.try_acquire_async()).admitted
+        answers = []
+        for _ in range(10):
+            await cancel_after(steps)
+            answers.append((await full.try_acquire_async()).admitted)
+        return answers
+
+    assert asyncio.run(main()) == [False] * 10

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from ..calls.requests import request_id
 from ..exceptions import InvalidArgument
@@ -26,7 +26,11 @@ from ..queue.calls import KEY_PARTS as QUEUE_KEY_PARTS
 from ..queue.calls import QueueCalls
 from ..queue.records import from_micros
 from ..queue.serializers import JSONSerializer
+from ..validation import Rate
 from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
+
+if TYPE_CHECKING:
+    from ..backends.redis import RedisQueueBackend
 
 R = TypeVar("R")
 
@@ -82,6 +86,23 @@ class StockCall(Generic[R]):
     announces: bool = False
 
 
+class StockKeys(NamedTuple):
+    """A stock's key names on one backend (built once: they are on every call's hot path)."""
+
+    backend: RedisQueueBackend
+    own: list[str]
+    #: the order queue's keys (``Queue.keys``)
+    queue: list[str]
+    #: the keys the queue's own scripts get (``Queue.script_keys``: also its claims hash)
+    queue_scripts: list[str]
+    #: the order queue's keys the take script writes (:func:`~.calls.take_queue_keys`)
+    queue_take: list[str]
+    #: the prefix of this stock's request keys (``...:req:``)
+    request: str
+    #: the prefix of its admission keys (``...:adm:``: ``item``, ``buyer:<buyer>``)
+    admission: str
+
+
 def hash_tag(key: str) -> str:
     """The ``{hash tag}`` of a key built by ``backend.key()`` (without the braces)."""
     start = key.index("{") + 1
@@ -100,17 +121,37 @@ def take_queue_keys(queue: QueueCalls) -> list[str]:
     return [pending, payload, queue.signal_key, queue.enqueued_key, queue.rates_key]
 
 
-def take_call(reservation: Reservation, payload: bytes | None) -> StockCall[Take]:
-    """The take script for ``reservation``; ``payload`` is the serialized order task or None."""
+def admission_args(item: Rate | None, buyer: Rate | None) -> list[Any] | None:
+    """The take script's admission limits (ARGV[7..10]), or None without any."""
+    if item is None and buyer is None:
+        return None
+    out: list[Any] = []
+    for rate in (item, buyer):
+        out += ["", ""] if rate is None else [rate.interval, rate.burst]
+    return out
+
+
+def take_call(
+    reservation: Reservation, payload: bytes | None, admission: list[Any] | None = None
+) -> StockCall[Take]:
+    """The take script for ``reservation``; ``payload`` is the serialized order task or None.
+
+    ``admission``: the script's ARGV[7..10] (:meth:`Stock._admission_args`), or None; the
+    caller adds the index of the admission keys (ARGV[6]) once it knows the keys.
+    """
 
     def parse(reply: list[Any]) -> Take:
         code, left, now = (int(value) for value in reply)
         result = TAKE_CODES[code]
+        if result is TakeResult.RATE_LIMITED:
+            return Take(result, left, retry_after=now / 1_000_000)
         if result is not TakeResult.OK:
             return Take(result, left)
         return Take(result, left, replace(reservation, taken_at=now))
 
     args = [reservation.qty, reservation.buyer, reservation.id, payload or b"", REQUEST_TTL_MS]
+    if admission:
+        args += ["", *admission]
     # the reservation id is fresh per take: it names the request too
     return StockCall(TAKE_SCRIPT, args, parse, payload is not None, reservation.id)
 

@@ -31,6 +31,9 @@ class TakeResult(str, enum.Enum):
     ENDED = "ended"
     #: No such stock: ``set()`` was never called for this item (or it was cleared).
     UNKNOWN = "unknown"
+    #: The stock's admission limit (``Stock(admission=..., buyer_admission=...)``) did not
+    #: admit the take now; ``Take.retry_after`` says when it would.
+    RATE_LIMITED = "rate_limited"
 
 
 #: The take script's reply codes.
@@ -41,6 +44,7 @@ TAKE_CODES = (
     TakeResult.NOT_OPEN,
     TakeResult.ENDED,
     TakeResult.UNKNOWN,
+    TakeResult.RATE_LIMITED,
 )
 
 
@@ -103,6 +107,8 @@ class Take:
     result: TakeResult
     remaining: int
     reservation: Reservation | None = None
+    #: ``RATE_LIMITED``: seconds until the admission limit would admit the take (else 0.0)
+    retry_after: float = 0.0
 
     @property
     def ok(self) -> bool:

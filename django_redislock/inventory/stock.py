@@ -9,6 +9,8 @@ the queue on a Cluster)::
     <prefix>:{q:<queue>}:stock:<item>:reservations  hash    reservation id -> qty:time:buyer
     <prefix>:{q:<queue>}:stock:<item>:req:<id>      string  one call's answer, for a resend
                                                             (expires after 60 s)
+    <prefix>:{q:<queue>}:stock:<item>:adm:item      string  admission limits' state (GCRA),
+    <prefix>:{q:<queue>}:stock:<item>:adm:buyer:<b> string  expiring when idle
 
 A stock without an order task uses its own tag, ``{stock:<item>}``.
 """
@@ -16,29 +18,37 @@ A stock without an order task uses its own tag, ``{stock:<item>}``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
 from ..queue.registry import TaskFunction
 from ..queue.sending import run_call, run_call_async
-from ..validation import check_buyer, check_item, check_name, check_units, window_micros
+from ..validation import (
+    check_buyer,
+    check_item,
+    check_name,
+    check_units,
+    parse_rate,
+    window_micros,
+)
 from .calls import (
     KEY_PARTS,
     TAKE_SCRIPT,
     StockCall,
+    StockKeys,
+    admission_args,
     check_data,
     clear_call,
     hash_tag,
     probed,
     restore_call,
     set_call,
-    stats_call,
     take_call,
     take_queue_keys,
 )
-from .records import Reservation, StockStats, Take, TakeResult
+from .reads import StockReads
+from .records import Reservation, Take, TakeResult
 from .sold_out import Ticket, channel, memory
 
 if TYPE_CHECKING:
@@ -49,29 +59,17 @@ R = TypeVar("R")
 T = TypeVar("T", bound="Take | None")
 
 
-class StockKeys(NamedTuple):
-    """A stock's key names on one backend (built once: they are on every call's hot path)."""
-
-    backend: RedisQueueBackend
-    own: list[str]
-    #: the order queue's keys (``Queue.keys``)
-    queue: list[str]
-    #: the keys the queue's own scripts get (``Queue.script_keys``: also its claims hash)
-    queue_scripts: list[str]
-    #: the order queue's keys the take script writes (:func:`~.calls.take_queue_keys`)
-    queue_take: list[str]
-    #: the prefix of this stock's request keys (``...:req:``)
-    request: str
-
-
-class Stock:
+class Stock(StockReads):
     """The units of one item on sale, on the Redis of a ``REDISLOCK_QUEUES`` alias.
 
     ``Stock("phone-x", order_task=create_order)`` takes units and queues
     ``create_order(reservation=...)`` in the same Lua script, on the task's queue
     and alias (``queue=`` and ``using=`` override them; ``using`` may also be a
     queue backend instance). Without ``order_task`` a take only records the
-    reservation, and turning it into an order is the caller's job.
+    reservation, and turning it into an order is the caller's job. ``admission``
+    and ``buyer_admission`` (rates such as ``"500/s"``, ``"1/m"``) cap the takes of
+    the item and of each buyer, checked in the take script itself (docs/seckill.md,
+    "Admission").
     """
 
     def __init__(
@@ -81,8 +79,14 @@ class Stock:
         order_task: TaskFunction[..., Any] | None = None,
         queue: str | None = None,
         using: str | RedisQueueBackend | None = None,
+        admission: str | None = None,
+        buyer_admission: str | None = None,
     ) -> None:
         self.item = check_item(item)
+        self.admission = None if admission is None else parse_rate(admission, "admission")
+        self.buyer_admission = (
+            None if buyer_admission is None else parse_rate(buyer_admission, "buyer_admission")
+        )
         if order_task is not None and not isinstance(order_task, TaskFunction):
             raise InvalidArgument(
                 f"order_task must be a function decorated with @task, got {order_task!r}"
@@ -140,7 +144,8 @@ class Stock:
                 take = take_queue_keys(queue)
             own = [backend.key(*parts, part) for part in KEY_PARTS]
             request = backend.key(*parts, "req", "")
-            self._keys = StockKeys(backend, own, public, scripts, take, request)
+            admission = backend.key(*parts, "adm", "")
+            self._keys = StockKeys(backend, own, public, scripts, take, request, admission)
         return self._keys
 
     def keys(self, with_queue: bool = False) -> list[str]:
@@ -160,7 +165,12 @@ class Stock:
 
     def _script_call(self, call: StockCall[Any]) -> tuple[str, list[str], list[Any]]:
         args = [*call.args, channel(self.backend)] if call.announces else call.args
-        return call.script, self._script_keys(call), args
+        keys = self._script_keys(call)
+        if call.script == TAKE_SCRIPT and len(args) > 5:  # admission: its keys, and where
+            prefix = self._built_keys().admission
+            args = [*args[:5], len(keys) + 1, *args[6:]]
+            keys += [prefix + "item", f"{prefix}buyer:{args[1]}"]
+        return call.script, keys, args
 
     def _run(self, call: StockCall[R]) -> R:
         try:
@@ -212,7 +222,7 @@ class Stock:
         payload = None
         if self.order_task is not None and not self._eager:
             payload = self._order_payload(reservation)
-        return take_call(reservation, payload)
+        return take_call(reservation, payload, admission_args(self.admission, self.buyer_admission))
 
     def _order_payload(self, reservation: Reservation) -> bytes:
         """The order task's serialized payload (validated like any enqueue)."""
@@ -348,47 +358,3 @@ class Stock:
     def clear(self) -> bool:
         """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""
         return self._run(clear_call())
-
-    # -- reading ------------------------------------------------------------------------------
-
-    def remaining(self) -> int:
-        """Units left; raises StockNotFound if the stock was never set."""
-        return self._units(self._read_units())
-
-    async def remaining_async(self) -> int:
-        """The asyncio twin of :meth:`remaining`."""
-        return self._units(await self._read_units_async())
-
-    def _read_units(self) -> Any:
-        """The units key's value (None: no such stock), one ``GET``."""
-        with self.backend.errors():
-            return self.backend.client.get(self._built_keys().own[0])
-
-    async def _read_units_async(self) -> Any:
-        with self.backend.errors():
-            return await self.backend.async_client().get(self._built_keys().own[0])
-
-    def _units(self, value: Any) -> int:
-        if value is None:
-            raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
-        return int(value)
-
-    def stats(self) -> StockStats:
-        """Units left, taken and restored, buyers, live reservations and the window."""
-        return self._run(stats_call(self.item))
-
-    async def stats_async(self) -> StockStats:
-        """The asyncio twin of :meth:`stats`."""
-        return await self._arun(stats_call(self.item))
-
-    def reservation(self, id: str) -> Reservation | None:
-        """The live reservation ``id``, or None (never taken, or restored)."""
-        with self.backend.errors():
-            record = self.backend.client.hget(self.keys()[3], id)
-        return None if record is None else Reservation.from_record(self.item, id, record)
-
-    def reservations(self, batch: int = 500) -> Iterator[Reservation]:
-        """Every live reservation (HSCAN; for reconciliation and the admin, not hot paths)."""
-        with self.backend.errors():
-            for id, record in self.backend.client.hscan_iter(self.keys()[3], count=batch):
-                yield Reservation.from_record(self.item, id, record)

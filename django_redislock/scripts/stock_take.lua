@@ -10,9 +10,14 @@
 -- ARGV[1] quantity (>= 1), ARGV[2] buyer id, ARGV[3] reservation id (also the order task's id)
 -- ARGV[4] serialized order task payload (ignored without the queue keys)
 -- ARGV[5] how long the request's record is kept, in milliseconds
+-- ARGV[6..10] optional admission (a rate limit on takes, GCRA, see fragments/gcra.lua): the
+--   index in KEYS of the item's admission state (its per-buyer state follows it), then µs
+--   between two takes of the item and its burst, then the same for one buyer ("" for none).
+--   A take is admitted when both limits admit it; it is charged only when it takes.
 -- returns {code, units left, server time µs}: 0 taken, 1 sold out (not enough units),
 --   2 the buyer already holds a reservation, 3 the sale has not opened, 4 the sale has ended,
---   5 no such stock (never set); a resend of a take that took answers {0, the same units left,
+--   5 no such stock (never set), 6 not admitted (a rate limit: the third element is then the
+--   µs until it would be); a resend of a take that took answers {0, the same units left,
 --   the same time}. A refusal changes nothing and records nothing: its resend is simply a new
 --   take. The server time is 0 in the answers that did not need it (sold out, no such stock).
 -- Sold out is answered first, from the one read of the units and the request's record (a
@@ -31,6 +36,7 @@ if not units then return {5, 0, 0} end
 units = tonumber(units)
 if units < qty then return {1, units, 0} end
 -- include: rates
+-- include: gcra
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- the same instant as exact text (concatenating a big Lua number would round it)
@@ -41,7 +47,25 @@ if opens > 0 and now < opens then return {3, units, now} end
 if closes > 0 and now >= closes then return {4, units, now} end
 -- the buyer check is the buyer's entry itself: SADD answers 0 for a buyer already in the set
 -- (every check that can refuse is above it, so a buyer added here always takes)
+local admission = ARGV[6] and ARGV[6] ~= '' and tonumber(ARGV[6])
+local admitted = {}
+if admission then
+  for i = 0, 1 do
+    local interval = ARGV[7 + 2 * i]
+    if interval ~= '' then
+      local key = KEYS[admission + i]
+      local ok, tat, wait = gcra(tonumber(redis.call('GET', key)), now, tonumber(interval),
+        tonumber(ARGV[8 + 2 * i]), 1)
+      if not ok then return {6, units, wait} end
+      admitted[#admitted + 1] = {key, tat}
+    end
+  end
+end
 if redis.call('SADD', KEYS[3], ARGV[2]) == 0 then return {2, units, now} end
+for _, charge in ipairs(admitted) do
+  redis.call('SET', charge[1], string.format('%d', charge[2]), 'PX',
+    math.ceil((charge[2] - now) / 1000) + 1)
+end
 local left = redis.call('DECRBY', KEYS[1], qty)
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ':' .. stamp .. ':' .. ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'taken', qty)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ STATUS = {
     TakeResult.NOT_OPEN: 409,
     TakeResult.ENDED: 409,
     TakeResult.UNKNOWN: 404,
+    TakeResult.RATE_LIMITED: 429,
 }
 #: Most units one request may buy.
 MAX_QTY = 5
@@ -131,7 +133,10 @@ def buy(request: HttpRequest, sale_id: int) -> JsonResponse:
     body: dict[str, object] = {"result": take.result.value, "remaining": take.remaining}
     if take.reservation is not None:
         body |= {"reservation": take.reservation.id, "order": take.reservation.id}
-    return JsonResponse(body, status=STATUS[take.result])
+    response = JsonResponse(body, status=STATUS[take.result])
+    if take.result is TakeResult.RATE_LIMITED:
+        response["Retry-After"] = str(max(1, math.ceil(take.retry_after)))
+    return response
 
 
 @never_cache

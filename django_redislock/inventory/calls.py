@@ -27,7 +27,7 @@ from ..queue.calls import QueueCalls
 from ..queue.records import from_micros
 from ..queue.serializers import JSONSerializer
 from ..validation import Rate
-from .records import TAKE_CODES, Reservation, StockStats, Take, TakeResult
+from .records import TAKE_CODES, Reconciliation, Reservation, StockStats, Take, TakeResult
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -230,3 +230,27 @@ def stats_call(item: str) -> StockCall[StockStats]:
         )
 
     return StockCall("stock_stats", [], parse)
+
+
+def reconcile_call(item: str, fix: bool) -> StockCall[Reconciliation]:
+    """The reconcile script (a fix is idempotent: a resend finds nothing left to fix)."""
+
+    def parse(reply: list[Any]) -> Reconciliation:
+        exists, units, taken, restored, reserved, live, buyers, missing, bad, fixed = (
+            int(value) for value in reply
+        )
+        return Reconciliation(
+            item,
+            bool(exists),
+            units,
+            taken,
+            restored,
+            reserved,
+            live,
+            buyers,
+            missing,
+            bad,
+            bool(fixed),
+        )
+
+    return StockCall("stock_reconcile", ["1" if fix else "0"], parse)

@@ -164,3 +164,33 @@ class StockStats:
             "opens": self.opens.isoformat() if self.opens else None,
             "closes": self.closes.isoformat() if self.closes else None,
         }
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What :meth:`~django_redislock.inventory.Stock.reconcile` found (and fixed)."""
+
+    item: str
+    exists: bool
+    remaining: int
+    taken: int
+    restored: int
+    #: units held by live reservations (the records' sum)
+    reserved: int
+    reservations: int
+    buyers: int
+    #: buyers holding a live reservation who were not in the buyers set
+    missing_buyers: int
+    #: reservation records that could not be read (not ``qty:time:buyer``)
+    bad_records: int
+    fixed: bool
+
+    @property
+    def drift(self) -> int:
+        """Units the ``taken`` counter was off by (taken - restored - reserved)."""
+        return self.taken - self.restored - self.reserved
+
+    @property
+    def clean(self) -> bool:
+        """True when the books agree with the records."""
+        return self.drift == 0 and self.missing_buyers == 0 and self.bad_records == 0

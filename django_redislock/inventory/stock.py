@@ -42,13 +42,14 @@ from .calls import (
     clear_call,
     hash_tag,
     probed,
+    reconcile_call,
     restore_call,
     set_call,
     take_call,
     take_queue_keys,
 )
 from .reads import StockReads
-from .records import Reservation, Take, TakeResult
+from .records import Reconciliation, Reservation, Take, TakeResult
 from .sold_out import Ticket, channel, memory
 
 if TYPE_CHECKING:
@@ -354,6 +355,14 @@ class Stock(StockReads):
         if left < 0:
             raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
         return left
+
+    def reconcile(self, *, fix: bool = False) -> Reconciliation:
+        """Check the stock's counters and buyers set against its reservation records.
+
+        With ``fix``, set the ``taken`` counter from the records and add buyers missing from
+        the buyers set (see ``stock_reconcile.lua``; ``manage.py reconcile_stock``).
+        """
+        return self._run(reconcile_call(self.item, fix))
 
     def clear(self) -> bool:
         """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""

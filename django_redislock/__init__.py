@@ -22,8 +22,10 @@ from .lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for the type checker; imported on first use
     from .decorators import distributed_lock
+    from .exceptions import Retry, TaskCancelled
     from .handlers import locks, queues
     from .periodic import periodic_task
+    from .queue.control import current_task
     from .queue.registry import task
 
 #: public name -> the module that defines it
@@ -33,6 +35,9 @@ _EXPORTS = {
     "queues": ".handlers",
     "periodic_task": ".periodic",
     "task": ".queue.registry",
+    "current_task": ".queue.control",
+    "Retry": ".exceptions",
+    "TaskCancelled": ".exceptions",
 }
 
 
@@ -47,5 +52,14 @@ def __dir__() -> list[str]:
 # the old ``django_redislock.locks.<name>`` imports are forwarded with a warning for one release.
 alias_module("django_redislock.locks", "django_redislock.locking")
 
-__all__ = ["distributed_lock", "locks", "periodic_task", "queues", "task"]
+__all__ = [
+    "Retry",
+    "TaskCancelled",
+    "current_task",
+    "distributed_lock",
+    "locks",
+    "periodic_task",
+    "queues",
+    "task",
+]
 __version__ = "0.1.0"

@@ -56,7 +56,9 @@ class Watch:
 class LeaseKeeper:
     """One daemon thread per worker; :meth:`watch` each run, :meth:`unwatch` it, :meth:`stop`."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_cancel: Callable[[Watch], None] | None = None) -> None:
+        #: called (from this thread) when a renewal answers that a watched run was cancelled
+        self.on_cancel = on_cancel
         self._watches: dict[int, Watch] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,12 +129,12 @@ class LeaseKeeper:
         started = time.monotonic()
         try:
             held = True
+            tasks = watch.tasks()
             if not watch.current_set:
                 run_for = watch.lease if math.isinf(watch.until) else watch.until - started
                 held = watch.queue.start(watch.current, max(run_for, 0.001), watch.max_attempts)
                 watch.current_set = True
-            tasks = watch.tasks()
-            if math.isinf(watch.until):  # held: renew the run itself too, until the exit
+            else:  # the run itself too: its renewal is how a cancel of it is learnt
                 tasks = [watch.current, *tasks]
             if tasks:
                 held = watch.queue.extend_lease(tasks, watch.lease) and held
@@ -149,3 +151,5 @@ class LeaseKeeper:
         self._failing = 0
         if not held and id(watch) in self._watches:
             self.lost = True
+        if watch.current.cancel_requested and self.on_cancel is not None:
+            self.on_cancel(watch)

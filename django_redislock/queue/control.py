@@ -33,11 +33,14 @@ from typing import Any
 from ..exceptions import TaskCancelled
 from .limits import set_async_exc
 
+#: Guards what a cancel sends against the end of the run (one for all runs: cancels are rare).
+_LOCK = threading.Lock()
+
 
 class Control:
     """One run: what :data:`current_task` answers, and the way to stop it."""
 
-    __slots__ = ("_lock", "active", "cancelled", "future", "queue", "sent", "task", "thread")
+    __slots__ = ("active", "cancelled", "future", "queue", "sent", "task", "thread")
 
     def __init__(self, queue: str, task: Any, thread: bool = True) -> None:
         self.queue = queue
@@ -49,14 +52,13 @@ class Control:
         self.active = True
         self.cancelled = False
         self.sent = False
-        self._lock = threading.Lock()
 
     def cancel(self, loop: Any = None) -> bool:
         """Stop the run (called from the lease keeper's thread); False if it already ended.
 
         ``loop``: the async pool's event loop, where an ``async def`` run is cancelled.
         """
-        with self._lock:
+        with _LOCK:
             if not self.active or self.cancelled:
                 return False
             self.cancelled = True
@@ -68,10 +70,12 @@ class Control:
                 return True  # bind() raises it there
             self.sent = True
             set_async_exc(self.thread, cancelled_error(self.task.id))
-        if self.thread == threading.main_thread().ident and callable(
-            signal.getsignal(signal.SIGALRM)
-        ):
-            signal.pthread_kill(self.thread, signal.SIGALRM)  # cuts a blocking call short
+            # sent while the run is active: its handler runs at the main thread's next
+            # bytecode, within this run
+            if self.thread == threading.main_thread().ident and callable(
+                signal.getsignal(signal.SIGALRM)
+            ):
+                signal.pthread_kill(self.thread, signal.SIGALRM)  # cuts a blocking call short
         return True
 
     def _cancel_future(self) -> None:
@@ -81,20 +85,28 @@ class Control:
 
     def bind(self) -> None:
         """The run goes on in this thread from now (a sync task of the async pool)."""
-        with self._lock:
+        with _LOCK:
             self.thread = threading.get_ident()
             cancelled = self.cancelled
         if cancelled:
-            with self._lock:
+            with _LOCK:
                 self.sent = True  # nothing pending: close() clears nothing it should not
             raise cancelled_error(self.task.id)
 
     def close(self) -> None:
-        """The run's code ended: no exception may be sent any more, a pending one is dropped."""
+        """The run's code ended: no exception may be sent any more, a pending one is dropped.
+
+        Every run calls it, so the common case (nothing was sent, no cancel under way) takes
+        no lock: a cancel checks ``active`` under the lock, so once ``active`` is False
+        either it holds the lock now (``locked()``) or it already set ``sent``, or it will
+        find the run ended.
+        """
+        self.active = False
+        if not self.sent and not _LOCK.locked():
+            return
         for _ in range(3):
             try:
-                with self._lock:
-                    self.active = False
+                with _LOCK:
                     if self.sent and self.future is None and self.thread is not None:
                         set_async_exc(self.thread, None)
                 return

@@ -18,6 +18,7 @@ from django_redislock.exceptions import TaskFailed
 from django_redislock.queue import Queue, history
 from django_redislock.queue.handles import Enqueued
 from django_redislock.queue.results import ResultStatus
+from django_redislock.queue.stats import counters_key
 from django_redislock.queue.worker import Worker
 
 from . import control_tasks as ct
@@ -132,6 +133,8 @@ def test_a_running_task_is_stopped_by_each_pool(alias: RedisTarget, pool: str, f
     assert dead.last_error.startswith("TaskCancelled: ")
     assert [run.outcome for run in history.read(control(), call)] == ["cancelled"]
     assert call.status is ResultStatus.CANCELLED
+    counters = queues["default"].client.hgetall(counters_key(control()))  # type: ignore[attr-defined]
+    assert counters[b"cancelled"] == b"1" and b"failed" not in counters
     assert not queues["default"].client.hexists(control().cancel_key, call)  # type: ignore[attr-defined]
 
 

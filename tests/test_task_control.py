@@ -18,6 +18,7 @@ from django_redislock import queues, task
 from django_redislock.exceptions import InvalidArgument, TaskFailed
 from django_redislock.queue import Queue, history
 from django_redislock.queue.results import ResultStatus
+from django_redislock.queue.stats import counters_key
 from django_redislock.queue.worker import Worker
 
 from . import control_tasks as ct
@@ -43,12 +44,12 @@ def control() -> Queue:
     return found
 
 
-def drain(*names: str) -> None:
+def drain(*names: str, pool: str = "solo") -> None:
     """Run the queues' tasks until none is ready or delayed (burst workers in this thread;
     a retry's short backoff ends a burst, so bounded rounds)."""
     chosen = [queues["default"].queue(n) for n in names or ("control",)]
     for _ in range(100):
-        Worker(chosen, burst=True, timeout=30).run()
+        Worker(chosen, burst=True, timeout=30, pool=pool).run()
         if not any(q.stats()["ready"] + q.stats()["delayed"] for q in chosen):
             return
         time.sleep(0.02)
@@ -59,9 +60,10 @@ def runs_of(tag: str) -> list[str]:
     return [entry for entry in tasks.runs() if entry.split(":")[1] == tag]
 
 
-def test_retry_raised_inside_a_task_runs_it_again(alias: RedisTarget) -> None:
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_retry_raised_inside_a_task_runs_it_again(alias: RedisTarget, pool: str) -> None:
     call = ct.retries_itself.delay("again", 3)
-    drain()
+    drain(pool=pool)
     assert runs_of("again") == ["run:again:1", "run:again:2", "run:again:3"]
     assert control().get(call) is None  # succeeded on its third run, acked
     outcomes = [run.outcome for run in history.read(control(), call)]
@@ -136,13 +138,14 @@ def test_retry_checks_its_arguments() -> None:
         django_redislock.Retry(max_retries=-1)
 
 
-def test_an_expired_call_never_runs_and_shows_why(alias: RedisTarget) -> None:
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_an_expired_call_never_runs_and_shows_why(alias: RedisTarget, pool: str) -> None:
     stale = ct.sleeps.enqueue(args=["stale"], expires=0.05)
     ct.noted.enqueue(args=["fresh"], expires=3600)
     deadline = time.monotonic() + 10
     while time.time() < stale_expiry(stale) and time.monotonic() < deadline:
         time.sleep(0.05)
-    drain()
+    drain(pool=pool)
     assert runs_of("stale") == []  # never started
     assert runs_of("fresh") == ["run:fresh:control"]
     dead = control().get(stale)
@@ -152,6 +155,8 @@ def test_an_expired_call_never_runs_and_shows_why(alias: RedisTarget) -> None:
     assert stale.status is ResultStatus.FAILED
     with pytest.raises(TaskFailed, match="TaskExpired"):
         stale.result(timeout=5)
+    counters = queues["default"].client.hgetall(counters_key(control()))  # type: ignore[attr-defined]
+    assert counters[b"expired"] == b"1" and b"failed" not in counters
 
 
 def stale_expiry(call: str) -> float:

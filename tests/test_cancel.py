@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -217,3 +218,23 @@ def test_a_worker_process_stops_the_run_it_is_running(alias: RedisTarget, pool: 
     assert recorded("cancelled", f"proc-{pool}") == [f"cancelled:proc-{pool}:True"]
     assert recorded("end", f"proc-{pool}") == []  # the 60 s sleep did not run out
     assert [run.outcome for run in history.read(control(), call)] == ["cancelled"]
+
+
+def test_a_claimed_task_cancelled_before_it_started_is_not_started(alias: RedisTarget) -> None:
+    """Solo claims a batch: a task waiting behind the running one is in flight, so its
+    cancel is a request; the renewal of the batch brings it, and it never starts."""
+    first = ct.loops.delay("first")
+    second = ct.noted.delay("second")
+    worker, thread = run_worker("solo")
+    try:
+        wait_recorded("start", "first")
+        assert second.cancel() == "requested"  # claimed with the first one, not started
+        time.sleep(2 * LEASE)  # renewals of the batch (every LEASE / 3) read the request
+        assert first.cancel() == "requested"
+        wait_for(lambda: getattr(control().get(second), "state", None) == "dead", 30, "second")
+    finally:
+        worker.stop()
+        thread.join(60)
+    assert recorded("run", "second") == []  # never started
+    assert [run.outcome for run in history.read(control(), second)] == ["cancelled"]
+    assert [run.outcome for run in history.read(control(), first)] == ["cancelled"]

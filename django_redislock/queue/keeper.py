@@ -16,6 +16,10 @@ pool still makes progress is the heartbeat's business (:mod:`.heartbeat`).
 The ``thread`` and ``async`` pools watch every running task at once (one
 :class:`Watch` each); the ``solo`` loop watches its one running task.
 
+Every renewal of a running task also says whether it was cancelled (:meth:`Queue.cancel
+<django_redislock.queue.Queue.cancel>`): the keeper then calls its ``on_cancel`` callback,
+which stops the run (:mod:`.control`), so a cancel costs the worker no call of its own.
+
 When Redis answers that a claim is no longer current (its lease expired and the task
 went to another worker, or a newer copy replaced it), :attr:`LeaseKeeper.lost` is set:
 the worker then starts no further task of that claim. A failing connection is logged
@@ -152,4 +156,7 @@ class LeaseKeeper:
         if not held and id(watch) in self._watches:
             self.lost = True
         if watch.current.cancel_requested and self.on_cancel is not None:
-            self.on_cancel(watch)
+            try:
+                self.on_cancel(watch)
+            except Exception as exc:  # this thread keeps the leases: it must outlive a cancel
+                logger.error("could not cancel task %s: %s", watch.current.id, exc, exc_info=exc)

@@ -22,8 +22,10 @@ from .lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for the type checker; imported on first use
     from .decorators import distributed_lock, rate_limited
+    from .exceptions import Retry, TaskCancelled
     from .handlers import locks, queues
     from .periodic import periodic_task
+    from .queue.control import current_task
     from .queue.registry import task
 
 #: public name -> the module that defines it
@@ -34,6 +36,9 @@ _EXPORTS = {
     "periodic_task": ".periodic",
     "rate_limited": ".decorators",
     "task": ".queue.registry",
+    "current_task": ".queue.control",
+    "Retry": ".exceptions",
+    "TaskCancelled": ".exceptions",
 }
 
 
@@ -48,5 +53,15 @@ def __dir__() -> list[str]:
 # the old ``django_redislock.locks.<name>`` imports are forwarded with a warning for one release.
 alias_module("django_redislock.locks", "django_redislock.locking")
 
-__all__ = ["distributed_lock", "locks", "periodic_task", "queues", "rate_limited", "task"]
+__all__ = [
+    "Retry",
+    "TaskCancelled",
+    "current_task",
+    "distributed_lock",
+    "locks",
+    "periodic_task",
+    "queues",
+    "rate_limited",
+    "task",
+]
 __version__ = "0.1.0"

@@ -149,3 +149,54 @@ class TimeLimitExceeded(BaseException):
     does not swallow it. The worker records the run with the error
     ``TimeLimitExceeded: ran longer than N s`` and retries or dead-letters it.
     """
+
+
+class Retry(QueueError):
+    """Raise inside a task to run it again later, on the task's own terms.
+
+    ``countdown``: seconds until the next run (default: the task's backoff);
+    ``max_retries``: how many retries the task gets in all (its runs are
+    ``max_retries + 1``; default: the task's ``max_attempts``). The run is recorded as
+    a failed attempt with this exception's message; with no retries left the task is
+    dead-lettered, as a failure would be. ``exc`` is the error that made the task retry,
+    shown as the run's error.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        countdown: float | None = None,
+        max_retries: int | None = None,
+        exc: BaseException | None = None,
+    ) -> None:
+        # checked here, not with ..validation (which imports this module)
+        if countdown is not None and (
+            isinstance(countdown, bool)
+            or not isinstance(countdown, (int, float))
+            or not 0 <= countdown < float("inf")
+        ):
+            raise InvalidArgument(f"countdown must be seconds >= 0, got {countdown!r}")
+        if max_retries is not None and (
+            isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+        ):
+            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}")
+        self.countdown = None if countdown is None else float(countdown)
+        self.max_retries = max_retries
+        self.exc = exc
+        if not message:
+            message = f"retry requested ({type(exc).__name__}: {exc})" if exc else "retry requested"
+        super().__init__(message)
+
+
+class TaskCancelled(BaseException):
+    """Raised inside a task that was cancelled while it ran (``Enqueued.cancel()``).
+
+    A ``BaseException`` like :class:`TimeLimitExceeded`, so ``except Exception`` does not
+    swallow it. The run ends as "cancelled": the task is dead-lettered with the reason,
+    its history shows ``cancelled`` and a stored result has the status ``CANCELLED``.
+    """
+
+
+class TaskExpired(QueueError):
+    """The error of a task that was not started before its ``expires`` time: it never runs."""

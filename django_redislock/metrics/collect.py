@@ -39,7 +39,7 @@ from .workers import per_queue, read_workers
 logger = logging.getLogger("django_redislock.metrics")
 
 #: Outcomes in the counters hash that end a run, as ``redislock_queue_tasks_processed_total``.
-OUTCOMES = ("succeeded", "retried", "dead", "dropped", "lost")
+OUTCOMES = ("succeeded", "retried", "dead", "dropped", "lost", "cancelled", "expired")
 #: The counters a scrape reads: the outcomes and the runs that raised.
 COUNTERS = (*OUTCOMES, "failed")
 

@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 #: Retry outcomes, from the retry script's reply codes.
 RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead"}
+#: Cancel outcomes, from the cancel script's reply codes (see :meth:`Queue.cancel`).
+CANCEL_RESULTS = {0: "finished", 1: "removed", 2: "requested"}
+#: The outcomes a retry may end a task with instead of a failure (history, dead letter).
+FINAL_OUTCOMES = ("cancelled", "expired")
 #: The zset each listable state lives in (index into the scripts' KEYS).
 STATE_SETS = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
 #: The queue's keys, in the order of every script's KEYS.
@@ -88,6 +92,8 @@ class QueueCalls:
         #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
         self.history_key = backend.key(f"q:{name}", "history")
         self.history_index_key = backend.key(f"q:{name}", "history-index")
+        #: id -> enqueue time of the copy to cancel (see queue_cancel.lua): read by renewals
+        self.cancel_key = backend.key(f"q:{name}", "cancel")
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
         self._prepared: dict[tuple[str, int], Prepared] = {}
@@ -194,19 +200,26 @@ class QueueCalls:
                 raise InvalidArgument(f"items[{i}]: {exc}") from exc
         return [entries[i : i + batch_size] for i in range(0, len(entries), batch_size)]
 
-    def backoff(self, attempts: int, base: float | None = None, cap: float | None = None) -> float:
+    def backoff(
+        self,
+        attempts: int,
+        base: float | None = None,
+        cap: float | None = None,
+        jitter: bool | None = None,
+    ) -> float:
         """The retry delay after ``attempts`` runs: exponential, capped, with jitter.
 
         ``base`` and ``cap`` replace ``OPTIONS['RETRY_BACKOFF']`` and
         ``OPTIONS['RETRY_BACKOFF_MAX']`` (a ``@task``'s own ``retry_backoff`` and
-        ``retry_backoff_max``).
+        ``retry_backoff_max``), ``jitter`` ``OPTIONS['RETRY_JITTER']`` (``retry_jitter``).
         """
         options = self.backend.options
         base = options["RETRY_BACKOFF"] if base is None else base
         cap = options["RETRY_BACKOFF_MAX"] if cap is None else cap
         exponent = min(max(attempts - 1, 0), 60)
         delay = min(cap, base * 2**exponent)
-        return delay * random.uniform(0.5, 1.0) if options["RETRY_JITTER"] else float(delay)
+        jitter = options["RETRY_JITTER"] if jitter is None else jitter
+        return delay * random.uniform(0.5, 1.0) if jitter else float(delay)
 
     def _lease_micros(self, lease: float | None) -> int:
         seconds = self.backend.options["VISIBILITY_TIMEOUT"] if lease is None else lease
@@ -283,7 +296,10 @@ class QueueCalls:
         error: str,
         max_attempts: int | None,
         runtime: float | None = None,
+        *,
+        final: str = "",
     ) -> Call[str]:
+        """``final`` ("cancelled", "expired"): the run ends the task that way, not as a failure."""
         if not isinstance(task, Task):
             raise InvalidArgument(f"task must be a Task returned by pop(), got {task!r}")
         seconds = (
@@ -297,7 +313,12 @@ class QueueCalls:
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
         took = "" if runtime is None else micros(check_seconds(runtime, "runtime", allow_zero=True))
         args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
-        extra = (self.history_key, self.history_index_key)
+        extra: tuple[str, ...] = (self.history_key, self.history_index_key)
+        if final:
+            if final not in FINAL_OUTCOMES:
+                raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
+            args.append(final)
+            extra += (self.cancel_key,)
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
@@ -318,12 +339,14 @@ class QueueCalls:
         args = [self._lease_micros(lease), mark, *claim_refs(refs)]
 
         def parse(reply: list[Any]) -> bool:
-            for ref in refs:
+            for ref, flag in zip(refs, reply[1:], strict=False):
                 if isinstance(ref, Task):
                     ref.lease_deadline = int(reply[0])
+                    if int(flag) == 2:  # asked to cancel (see queue_cancel.lua)
+                        ref.cancel_requested = True
             return all(reply[1:])
 
-        return Call("queue_extend", args, parse)
+        return Call("queue_extend", args, parse, (self.cancel_key,))
 
     def _start_call(self, task: Task, lease: float | None, max_attempts: int | None) -> Call[bool]:
         if not isinstance(task, Task):
@@ -339,6 +362,20 @@ class QueueCalls:
         if isinstance(score, bool) or not isinstance(score, (int, float)):
             raise InvalidArgument(f"score must be a number, got {type(score).__name__}")
         return Call("queue_dequeue", [check_id(id), int(score)], bool)
+
+    def _cancel_call(self, id: str, reason: str) -> Call[str]:
+        """Remove ``id`` if it is queued, else ask its worker to stop it; see :meth:`cancel`."""
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
+        keys = (
+            self.cancel_key,
+            self.backend.key(f"q:{self.name}", "result", check_id(id)),
+            self.backend.key(f"q:{self.name}", "done", id),
+            self.history_key,
+            self.history_index_key,
+        )
+        args = [id, f"TaskCancelled: {reason}"[:4000], worker_id()]
+        return Call("queue_cancel", args, lambda reply: CANCEL_RESULTS[int(reply)], keys)
 
     def _remove_call(self, id: str) -> Call[bool]:
         return Call("queue_remove", [check_id(id)], bool)

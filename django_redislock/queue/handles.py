@@ -71,6 +71,18 @@ class ResultHandle:
         found: Queue = queues[alias].queue(name)
         return found
 
+    def cancel(self, reason: str = "cancelled") -> str:
+        """Cancel the call: ``"removed"`` (it was queued), ``"requested"`` (it is running:
+        its worker stops it) or ``"finished"`` (nothing to cancel). See :meth:`Queue.cancel
+        <django_redislock.queue.Queue.cancel>`."""
+        cancelled: str = self._need_queue().cancel(self.task_id, reason)
+        return cancelled
+
+    async def cancel_async(self, reason: str = "cancelled") -> str:
+        """The asyncio twin of :meth:`cancel`."""
+        cancelled: str = await self._need_queue().cancel_async(self.task_id, reason)
+        return cancelled
+
     @property
     def status(self) -> ResultStatus:
         """Where the call is now (one round trip): see :class:`ResultStatus`."""
@@ -147,6 +159,10 @@ def settle(task_id: str, outcome: Outcome, queue: Queue | None) -> Any:
     """The value of a final outcome, or the exception it stands for."""
     if outcome.status is ResultStatus.SUCCESSFUL:
         return outcome.decoded(task_id, None if queue is None else queue.serializer.loads)
+    if outcome.status is ResultStatus.CANCELLED:
+        raise TaskFailed(
+            f"task {task_id!r} was cancelled: {outcome.error}", task_id=task_id, error=outcome.error
+        )
     if outcome.status is ResultStatus.FAILED:
         raise TaskFailed(
             f"task {task_id!r} failed: {outcome.error}", task_id=task_id, error=outcome.error

@@ -16,6 +16,10 @@ pool still makes progress is the heartbeat's business (:mod:`.heartbeat`).
 The ``thread`` and ``async`` pools watch every running task at once (one
 :class:`Watch` each); the ``solo`` loop watches its one running task.
 
+Every renewal of a running task also says whether it was cancelled (:meth:`Queue.cancel
+<django_redislock.queue.Queue.cancel>`): the keeper then calls its ``on_cancel`` callback,
+which stops the run (:mod:`.control`), so a cancel costs the worker no call of its own.
+
 When Redis answers that a claim is no longer current (its lease expired and the task
 went to another worker, or a newer copy replaced it), :attr:`LeaseKeeper.lost` is set:
 the worker then starts no further task of that claim. A failing connection is logged
@@ -56,7 +60,9 @@ class Watch:
 class LeaseKeeper:
     """One daemon thread per worker; :meth:`watch` each run, :meth:`unwatch` it, :meth:`stop`."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_cancel: Callable[[Watch], None] | None = None) -> None:
+        #: called (from this thread) when a renewal answers that a watched run was cancelled
+        self.on_cancel = on_cancel
         self._watches: dict[int, Watch] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,12 +133,12 @@ class LeaseKeeper:
         started = time.monotonic()
         try:
             held = True
+            tasks = watch.tasks()
             if not watch.current_set:
                 run_for = watch.lease if math.isinf(watch.until) else watch.until - started
                 held = watch.queue.start(watch.current, max(run_for, 0.001), watch.max_attempts)
                 watch.current_set = True
-            tasks = watch.tasks()
-            if math.isinf(watch.until):  # held: renew the run itself too, until the exit
+            else:  # the run itself too: its renewal is how a cancel of it is learnt
                 tasks = [watch.current, *tasks]
             if tasks:
                 held = watch.queue.extend_lease(tasks, watch.lease) and held
@@ -149,3 +155,8 @@ class LeaseKeeper:
         self._failing = 0
         if not held and id(watch) in self._watches:
             self.lost = True
+        if watch.current.cancel_requested and self.on_cancel is not None:
+            try:
+                self.on_cancel(watch)
+            except Exception as exc:  # this thread keeps the leases: it must outlive a cancel
+                logger.error("could not cancel task %s: %s", watch.current.id, exc, exc_info=exc)

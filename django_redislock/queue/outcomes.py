@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import signals
 from ..calls.batch import Batch
+from ..exceptions import Retry, TaskExpired
 from ..validation import MAX_COUNT
 from .history import add_to_pipeline as add_runs
 from .payloads import Runnable, task_path
 from .queue import Queue
 from .rates import add_to_pipeline, type_name
 from .records import Task
-from .results import store_failure
+from .results import ResultStatus, store_failure
 from .stats import counters_key
 
 if TYPE_CHECKING:
@@ -80,6 +81,16 @@ class Summary:
             "seconds": round(self.elapsed, 3),
             "tasks_per_second": round(self.rate, 1),
         }
+
+
+def retried(fn: Runnable, exc: BaseException) -> bool:
+    """Whether a failure with ``exc`` may be retried, by the task's ``retry_on`` and
+    ``dont_retry_on`` (a Django tasks-framework call has neither: every failure may)."""
+    never = getattr(fn, "dont_retry_on", ())
+    if never and isinstance(exc, never):
+        return False
+    only = getattr(fn, "retry_on", None)
+    return only is None or isinstance(exc, only)
 
 
 def error_text(exc: BaseException) -> str:
@@ -131,13 +142,50 @@ class Outcomes:
         self, queue: Queue, task: Task, fn: Runnable, exc: BaseException, runtime: float
     ) -> Any:
         """The ``retry`` keyword arguments of a failed run (backoff, error, its max_attempts,
-        and the seconds it ran, for its history)."""
+        and the seconds it ran, for its history).
+
+        A :class:`~django_redislock.exceptions.Retry` the run raised sets its own countdown
+        and retries; a failure ``retry_on`` leaves out (or ``dont_retry_on`` names) is
+        dead-lettered at once (``max_attempts`` 1: any attempt is the last).
+        """
+        delay: float | None = None
+        limit = fn.max_attempts
+        error = exc
+        if isinstance(exc, Retry):
+            delay = exc.countdown
+            limit = limit if exc.max_retries is None else min(exc.max_retries + 1, MAX_COUNT)
+            error = exc if exc.exc is None else exc.exc
+        elif not retried(fn, exc):
+            limit = 1
+        if delay is None:
+            jitter = getattr(fn, "retry_jitter", None)
+            delay = queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max, jitter)
         return {
-            "delay": queue.backoff(task.attempts, fn.retry_backoff, fn.retry_backoff_max),
-            "error": error_text(exc),
-            "max_attempts": fn.max_attempts,
+            "delay": delay,
+            "error": error_text(error),
+            "max_attempts": limit,
             "runtime": runtime,
         }
+
+    def _ended_early(
+        self, queue: Queue, task: Task, exc: BaseException, runtime: float | None
+    ) -> None:
+        """End a task that was cancelled, or that expired before it started (``exc`` is a
+        ``TaskExpired``): dead-lettered with ``exc`` as its error, its history showing
+        ``cancelled`` or ``expired``, a stored result CANCELLED or FAILED. One round trip
+        (two with a stored result).
+        """
+        final = "expired" if isinstance(exc, TaskExpired) else "cancelled"
+        error = f"{type(exc).__name__}: {exc}"
+        outcome = queue.retry(task, 0, error, 1, runtime, final=final)
+        status = ResultStatus.CANCELLED if final == "cancelled" else ResultStatus.FAILED
+        if outcome != "lost":
+            store_failure(queue, task, exc, status)
+        with self._lock:
+            self._counts[queue.name][final] += 1
+        logger.warning(
+            "task %s (%s) of %r %s: %s", task.id, task_path(task), queue.name, final, exc
+        )
 
     def _failed(
         self, queue: Queue, task: Task, fn: Runnable, exc: BaseException, runtime: float

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.db import connections
 
 from .. import signals
+from .call_options import expired
+from .control import Control, cancelled_error, ended_by, enter, leave
 from .limits import Run, limits_of
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
 from .pool_loop import new_loop
@@ -207,29 +209,67 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         lambda: admit(queue, task, fn)
     ):
         return  # given back by its rate limit
+    if (expired(task) is not None or task.cancel_requested) and await in_thread(
+        lambda: worker._not_to_start(queue, task)
+    ):
+        return
     if not await begin_async(worker, queue, task, fn, lease):
         return
     signals.task_started.send(sender=Queue, queue=queue, task=task)
     limits = limits_of(fn, queue.backend.options)
     watch = worker._watch_run(queue, task, fn, lease, limits[0])
     began = time.monotonic()
-    worker._started(queue, task)
+    control = Control(queue.name, task, thread=False)
+    if inspect.iscoroutinefunction(getattr(fn, "fn", None)) and isinstance(task.payload, dict):
+        control.future = asyncio.current_task()  # see coroutine_of
+    worker._started(queue, task, began, control)
+    token = enter(control)
     try:
-        result = await call_async(worker, queue, task, fn, limits=limits, watch=watch)
+        result = await call_async(
+            worker, queue, task, fn, limits=limits, watch=watch, control=control
+        )
+        control.close()
     except BaseException as exc:  # CancelledError, SystemExit...: the task's failure
+        control.close()
         if isinstance(exc, Escaped):
             exc = exc.error
         runtime = time.monotonic() - began
         worker._leaving(queue, task)
-        args = worker._retry_args(queue, task, fn, exc, runtime)
-        outcome = await queue.retry_async(task, **args)
-        worker._log_failure(queue, task, outcome, exc)
+        if control.cancelled:
+            uncancel()
+            why = ended_by(exc, task.id)
+            await in_thread(lambda: worker._ended_early(queue, task, why, runtime))
+        else:
+            args = worker._retry_args(queue, task, fn, exc, runtime)
+            outcome = await queue.retry_async(task, **args)
+            worker._log_failure(queue, task, outcome, exc)
     else:
-        await store_success_async(queue, task, result)  # store_result tasks only: before the ack
-        worker._succeeded(queue, task, result, time.monotonic() - began)
+        await returned_async(worker, queue, task, control, result, began=began)
     finally:
+        leave(token)
         worker._ended(queue, task, watch)
         worker._count()
+
+
+async def returned_async(
+    worker: Worker, queue: Queue, task: Task, control: Control, result: Any, *, began: float
+) -> None:
+    """:meth:`Worker._returned <.worker.Worker._returned>` with the asyncio API."""
+    runtime = time.monotonic() - began
+    if control.cancelled:  # it caught the cancel and returned: still cancelled
+        uncancel()
+        why = cancelled_error(task.id)
+        await in_thread(lambda: worker._ended_early(queue, task, why, runtime))
+    else:
+        await store_success_async(queue, task, result)  # store_result tasks: before the ack
+        worker._succeeded(queue, task, result, runtime)
+
+
+def uncancel() -> None:
+    """A cancelled run's asyncio task goes on to record it: its cancel request is spent."""
+    current: Any = asyncio.current_task()
+    if current is not None and getattr(current, "cancelling", lambda: 0)():
+        current.uncancel()  # Python 3.11+ (3.10 keeps no count)
 
 
 async def begin_async(worker: Worker, queue: Queue, task: Task, fn: Runnable, lease: float) -> bool:
@@ -264,12 +304,15 @@ async def call_async(
     *,
     limits: tuple[float | None, float | None],
     watch: Any,
+    control: Control,
 ) -> Any:
     """Await an ``async def`` task within its hard limit, or run a sync one in a thread."""
     coroutine = coroutine_of(fn, task.payload)
     if coroutine is None:
         runner = sync_run
-        return await in_thread(lambda: runner(worker, queue, task, fn, limits=limits, watch=watch))
+        return await in_thread(
+            lambda: runner(worker, queue, task, fn, limits=limits, watch=watch, control=control)
+        )
     hard = limits[0]
     if hard is None:
         return await coroutine
@@ -296,11 +339,18 @@ def sync_run(
     *,
     limits: tuple[float | None, float | None],
     watch: Any,
+    control: Control,
 ) -> Any:
     """A sync task in its thread, within its limits; the thread's DB connections closed after."""
+    token = enter(control)  # a new thread does not inherit the loop's context
     try:
-        return worker._call(queue, task, fn, limits, watch)
+        control.bind()
+        result = worker._call(queue, task, fn, limits, watch)
+        control.close()
+        return result
     finally:
+        control.close()
+        leave(token)
         connections.close_all()
 
 

@@ -239,6 +239,8 @@ class Queue(QueueCalls, FlowMixin):
         error: str = "",
         max_attempts: int | None = None,
         runtime: float | None = None,
+        *,
+        final: str = "",
     ) -> str:
         """Run a failed claimed task again later, or dead-letter it after ``max_attempts``.
 
@@ -247,9 +249,10 @@ class Queue(QueueCalls, FlowMixin):
         ``"dead"`` or ``"lost"``: the claim is no longer current (its lease expired,
         or a newer copy was queued with ``replace=True``) and nothing changed.
         The failed run joins the task's history (:mod:`.history`), with ``runtime``
-        (seconds the run took) when given.
+        (seconds the run took) when given. ``final`` (``"cancelled"`` or ``"expired"``)
+        dead-letters it at once with that outcome in its history instead.
         """
-        return self._run(self._retry_call(task, delay, error, max_attempts, runtime))
+        return self._run(self._retry_call(task, delay, error, max_attempts, runtime, final=final))
 
     async def retry_async(
         self,
@@ -258,9 +261,13 @@ class Queue(QueueCalls, FlowMixin):
         error: str = "",
         max_attempts: int | None = None,
         runtime: float | None = None,
+        *,
+        final: str = "",
     ) -> str:
         """The asyncio twin of :meth:`retry`."""
-        return await self._arun(self._retry_call(task, delay, error, max_attempts, runtime))
+        return await self._arun(
+            self._retry_call(task, delay, error, max_attempts, runtime, final=final)
+        )
 
     def release(self, tasks: Iterable[Task]) -> int:
         """Give claimed, unstarted tasks back in their old place; the claim is not an attempt.
@@ -312,6 +319,25 @@ class Queue(QueueCalls, FlowMixin):
     ) -> list[Task]:
         """The asyncio twin of :meth:`tasks`."""
         return await self._arun(self._list_call(state, count, after))
+
+    def cancel(self, id: str, reason: str = "cancelled") -> str:
+        """Cancel the task ``id``: ``"removed"``, ``"requested"`` or ``"finished"``.
+
+        A ready or delayed task is removed at once (``"removed"``; its history shows
+        ``cancelled`` and a stored result becomes ``CANCELLED``). A task in flight is
+        asked to stop (``"requested"``): the request is kept in Redis and the worker
+        running it reads it with its next lease renewal (within a third of its lease),
+        stops the run (docs/workers.md, "Cancelling a running task") and dead-letters
+        it as cancelled; a worker that is briefly offline reads it when it is back, and
+        a run whose worker died is cancelled by the worker that runs it next.
+        ``"finished"``: nothing to cancel (it finished, was dead-lettered, or is unknown);
+        nothing changed.
+        """
+        return self._run(self._cancel_call(id, reason))
+
+    async def cancel_async(self, id: str, reason: str = "cancelled") -> str:
+        """The asyncio twin of :meth:`cancel`."""
+        return await self._arun(self._cancel_call(id, reason))
 
     def remove(self, id: str) -> bool:
         """Delete a task in any state; True if it existed."""

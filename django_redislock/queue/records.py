@@ -87,6 +87,9 @@ class Task:
     #: producer or queued before enqueue times were recorded.
     enqueued_at: int | None = field(default=None, compare=False)
     loads: Loads | None = field(default=None, repr=False, compare=False)
+    #: Set on a claimed task when a lease renewal answered that it was cancelled
+    #: (:meth:`Queue.cancel`): its worker stops the run, or does not start it.
+    cancel_requested: bool = field(default=False, compare=False)
     _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
 
     @property

@@ -27,6 +27,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ..conf import DEFAULT_ALIAS
 from ..exceptions import TaskImportError, TaskNotRegistered
+from .call_options import in_transaction
 from .discovery import (
     TASK_MODULES_SETTING,
     autodiscover,
@@ -39,7 +40,7 @@ from .discovery import (
 )
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY
-from .task_function import TaskFunction, in_transaction, positional_bounds
+from .task_function import TaskFunction, positional_bounds
 
 __all__ = [
     "TASK_MODULES_SETTING",
@@ -88,6 +89,9 @@ def task(
     priority: int = DEFAULT_PRIORITY,
     store_result: bool | None = None,
     result_ttl: float | None = None,
+    retry_on: tuple[type[BaseException], ...] | None = None,
+    dont_retry_on: tuple[type[BaseException], ...] = (),
+    retry_jitter: bool | None = None,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
 
@@ -111,7 +115,11 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     bound one run (default ``OPTIONS['TASK_TIME_LIMIT']`` and
     ``OPTIONS['TASK_SOFT_TIME_LIMIT']``): past the soft one ``SoftTimeLimitExceeded`` is
     raised inside the run, past the hard one it is ended and recorded as a failed
-    attempt (see docs/workers.md, "Time limits").
+    attempt (see docs/workers.md, "Time limits"). ``retry_on`` (exception classes: only
+    these failures are retried), ``dont_retry_on`` (these are dead-lettered at once) and
+    ``retry_jitter`` (``OPTIONS['RETRY_JITTER']`` for this task) shape its retries; inside a
+    run, ``raise Retry(countdown=, max_retries=)`` asks for one (docs/queue.md, "A task's
+    control over its retries").
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

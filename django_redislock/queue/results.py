@@ -57,6 +57,7 @@ class ResultStatus(str, enum.Enum):
     SUCCESSFUL = "SUCCESSFUL"  #: returned; the value is stored
     FAILED = "FAILED"  #: dead-lettered (no attempts left, or it can never run)
     UNKNOWN = "UNKNOWN"  #: no record and not in the queue: expired, removed, or never stored
+    CANCELLED = "CANCELLED"  #: cancelled (``Enqueued.cancel()``) before or while it ran
 
     def __str__(self) -> str:
         return self.value
@@ -67,7 +68,9 @@ class ResultStatus(str, enum.Enum):
         return self in FINAL
 
 
-FINAL = frozenset({ResultStatus.SUCCESSFUL, ResultStatus.FAILED, ResultStatus.UNKNOWN})
+FINAL = frozenset(
+    {ResultStatus.SUCCESSFUL, ResultStatus.FAILED, ResultStatus.UNKNOWN, ResultStatus.CANCELLED}
+)
 
 
 @dataclass(frozen=True)
@@ -215,14 +218,17 @@ def success_call(queue: Queue, task: Task, value: Any) -> Call[int] | None:
     return store_call(queue, task, ResultStatus.SUCCESSFUL, data, "")
 
 
-def failure_call(queue: Queue, task: Task, exc: BaseException) -> Call[int] | None:
-    """The store of the error that dead-lettered ``task``; None if it stores none."""
+def failure_call(
+    queue: Queue, task: Task, exc: BaseException, status: ResultStatus = ResultStatus.FAILED
+) -> Call[int] | None:
+    """The store of the error that dead-lettered ``task`` (``status``: FAILED, or CANCELLED
+    for a run that was cancelled); None if it stores none."""
     try:
         payload = task.payload
     except Exception:  # undecodable: its generation is unknown (result_read.lua says FAILED)
         return None
     if isinstance(payload, dict) and MARKER in payload:
-        return store_call(queue, task, ResultStatus.FAILED, b"", error_text(exc))
+        return store_call(queue, task, status, b"", error_text(exc))
     return None
 
 
@@ -237,9 +243,11 @@ def store_success(queue: Queue, task: Task, value: Any) -> None:
         run(queue, call)
 
 
-def store_failure(queue: Queue, task: Task, exc: BaseException) -> None:
+def store_failure(
+    queue: Queue, task: Task, exc: BaseException, status: ResultStatus = ResultStatus.FAILED
+) -> None:
     """The worker's hook when a failure ends a task (dead-lettered): store the error."""
-    call = failure_call(queue, task, exc)
+    call = failure_call(queue, task, exc, status)
     if call is not None:
         run(queue, call)
 
@@ -251,9 +259,11 @@ async def store_success_async(queue: Queue, task: Task, value: Any) -> None:
         await run_async(queue, call)
 
 
-async def store_failure_async(queue: Queue, task: Task, exc: BaseException) -> None:
+async def store_failure_async(
+    queue: Queue, task: Task, exc: BaseException, status: ResultStatus = ResultStatus.FAILED
+) -> None:
     """The asyncio twin of :func:`store_failure`."""
-    call = failure_call(queue, task, exc)
+    call = failure_call(queue, task, exc, status)
     if call is not None:
         await run_async(queue, call)
 

@@ -17,6 +17,8 @@ import time
 from typing import Any
 
 from .. import signals
+from .call_options import expired
+from .control import Control, cancelled_error, ended_by, enter, leave
 from .database import close_old_connections
 from .keeper import LeaseKeeper, Watch
 from .limits import LimitWatch, Run, alarm, keep_for, limits_of
@@ -46,6 +48,8 @@ class Runs(Outcomes):
     _current: dict[tuple[str, str], tuple[float, float]]
     #: the running tasks themselves, by (queue, id): a claim that hands one back is adopted
     _live: dict[tuple[str, str], Task]
+    #: how a cancel reaches each running task, by (queue, id) (see :mod:`.control`)
+    _controls: dict[tuple[str, str], Control]
     _hung: list[Run]
     _claim_lost: bool
     pool: str
@@ -95,6 +99,8 @@ class Runs(Outcomes):
             if self._executor is None and not self._keeper.lost:
                 self._keeper.clear()  # solo: a watch of the batch would renew this task too
             return
+        if self._not_to_start(queue, task):
+            return
         if (
             task.suspect or fn.lease is not None or fn.max_attempts is not None
         ) and not self._begin(queue, task, fn, lease):
@@ -103,33 +109,93 @@ class Runs(Outcomes):
         limits = limits_of(fn, queue.backend.options)
         watch = self._watch_run(queue, task, fn, lease, limits[0])
         began = time.monotonic()
-        self._started(queue, task, began)
+        control = Control(queue.name, task)
+        self._started(queue, task, began, control)
+        token = enter(control)
         try:
             if limits[0] is None and limits[1] is None:
                 result = fn.run(task.payload)
             else:
                 result = self._call(queue, task, fn, limits, watch)
+            control.close()
         except BaseException as exc:  # SystemExit, KeyboardInterrupt...: the task's failure
+            control.close()
             if exc is self._stop_raised:
                 raise  # the worker's own second-signal stop (told apart by identity)
-            self._leaving(queue, task)
-            self._failed(queue, task, fn, exc, time.monotonic() - began)
+            self._raised(queue, task, fn, exc, control=control, began=began)
         else:
-            store_success(queue, task, result)  # store_result tasks only: before the ack
-            self._succeeded(queue, task, result, time.monotonic() - began)
+            self._returned(queue, task, control, result, time.monotonic() - began)
         finally:
+            leave(token)
             self._ended(queue, task, watch)
             self._count()
 
-    def _started(self, queue: Queue, task: Task, since: float | None = None) -> None:
+    def _raised(
+        self,
+        queue: Queue,
+        task: Task,
+        fn: Runnable,
+        exc: BaseException,
+        *,
+        control: Control,
+        began: float,
+    ) -> None:
+        """Record a run that raised: a failure, or the end of a cancelled run."""
+        self._leaving(queue, task)
+        if control.cancelled:
+            self._ended_early(queue, task, ended_by(exc, task.id), time.monotonic() - began)
+        else:
+            self._failed(queue, task, fn, exc, time.monotonic() - began)
+
+    def _returned(
+        self, queue: Queue, task: Task, control: Control, result: Any, runtime: float
+    ) -> None:
+        """Record a run that returned: its value, or a cancel it caught (still cancelled)."""
+        if control.cancelled:
+            self._ended_early(queue, task, cancelled_error(task.id), runtime)
+        else:
+            store_success(queue, task, result)  # store_result tasks only: before the ack
+            self._succeeded(queue, task, result, runtime)
+
+    def _not_to_start(self, queue: Queue, task: Task) -> bool:
+        """End a task that expired, or was cancelled while it waited in this worker's claim,
+        instead of starting it (True); False for every other task (no round trip)."""
+        why: BaseException | None = expired(task)
+        if why is None and task.cancel_requested:
+            why = cancelled_error(task.id)
+        if why is None:
+            return False
+        self._ended_early(queue, task, why, None)
+        self._count()
+        return True
+
+    def _on_cancel(self, watch: Watch) -> None:
+        """A lease renewal answered that the run of ``watch`` was cancelled: stop it."""
+        with self._lock:
+            control = self._controls.get((watch.queue.name, watch.current.id))
+        if control is not None and control.task is watch.current:
+            loop = getattr(self._executor, "_loop", None)
+            if control.cancel(loop):
+                logger.warning(
+                    "task %s of %r: cancelled while it ran, stopping it",
+                    watch.current.id,
+                    watch.queue.name,
+                )
+
+    def _started(
+        self, queue: Queue, task: Task, since: float | None = None, control: Control | None = None
+    ) -> None:
         """Enter the run in :meth:`running` (the workers registry reads it at each heartbeat).
 
-        ``since``: when it began on the monotonic clock (default: now).
+        ``since``: when it began on the monotonic clock (default: now); ``control``: how a
+        cancel reaches it (see :mod:`.control`).
         """
         began = time.monotonic() if since is None else since
         with self._lock:
             self._current[queue.name, task.id] = (time.time(), began)
             self._live[queue.name, task.id] = task
+            if control is not None:
+                self._controls[queue.name, task.id] = control
 
     def _adopt(self, queue: Queue, claim: Claim) -> None:
         """Drop from ``claim`` the tasks this worker is running; their runs take its tokens.
@@ -165,6 +231,7 @@ class Runs(Outcomes):
         with self._lock:
             self._current.pop((queue.name, task.id), None)
             self._live.pop((queue.name, task.id), None)
+            self._controls.pop((queue.name, task.id), None)
         # every pool: a run is renewed while it lives (.limits.keep_for), so a finished one
         # must not be renewed after its ack (Redis would answer that its claim is gone)
         self._keeper.unwatch(watch)

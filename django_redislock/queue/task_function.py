@@ -16,6 +16,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -34,6 +35,7 @@ from ..validation import (
     parse_rate,
 )
 from .arguments import enqueue_args
+from .call_options import EXPIRES, delay_of, expiry_of, in_transaction, send_async
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
@@ -68,6 +70,9 @@ class TaskFunction(Generic[P, R]):
         priority: int = DEFAULT_PRIORITY,
         store_result: bool | None = None,
         result_ttl: float | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: tuple[type[BaseException], ...] = (),
+        retry_jitter: bool | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -103,6 +108,12 @@ class TaskFunction(Generic[P, R]):
         self.result_ttl = None
         if result_ttl is not None:
             self.result_ttl = check_seconds(result_ttl, "result_ttl", allow_zero=False)
+        #: failures retried (None: all but ``dont_retry_on``) and those dead-lettered at once
+        self.retry_on = None if retry_on is None else check_exceptions(retry_on, "retry_on")
+        self.dont_retry_on = check_exceptions(dont_retry_on, "dont_retry_on")
+        self.retry_jitter = (
+            None if retry_jitter is None else check_bool(retry_jitter, "retry_jitter")
+        )
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -134,6 +145,28 @@ class TaskFunction(Generic[P, R]):
         payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
         return self._send(payload, None, 0, False, self.priority)
 
+    def delay_on(self, queue: str, /, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """:meth:`delay` to another queue of the task's alias, for this call only.
+
+        ``queue`` is positional-only, so the task's own arguments may use the name.
+        """
+        self.check_call(args, kwargs)
+        payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
+        return self._send(payload, None, 0, False, self.priority, queue=self.queue_named(queue))
+
+    async def delay_async(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """The asyncio twin of :meth:`delay` (its enqueue goes over the asyncio client)."""
+        self.check_call(args, kwargs)
+        payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
+        return await send_async(self, payload)
+
+    def queue_named(self, name: str | None) -> Queue:
+        """The queue ``name`` of the task's alias (None: the task's own queue)."""
+        if name is None:
+            return self.queue
+        found: Queue = queues[self.using].queue(check_name(name))
+        return found
+
     def enqueue(
         self,
         args: Sequence[Any] = (),
@@ -143,10 +176,17 @@ class TaskFunction(Generic[P, R]):
         delay: float = 0,
         replace: bool = False,
         priority: int | None = None,
+        eta: datetime | None = None,
+        expires: float | datetime | None = None,
+        queue: str | None = None,
     ) -> Enqueued:
         """Queue a call; returns its id (see :class:`Enqueued`). Validation happens now.
 
-        ``priority`` (0-9) overrides the task's ``@task(priority=...)`` for this call.
+        ``priority`` (0-9) overrides the task's ``@task(priority=...)`` for this call;
+        ``queue`` its queue (of the same alias). ``eta`` (a datetime) is when it is due,
+        instead of ``delay``; ``expires`` (seconds from now, or a datetime) is when it is
+        too late to start it: a call no worker started by then never runs and is
+        dead-lettered as ``expired`` (docs/queue.md, "Expiry").
 
         ``id`` gives a stable id for deduplication (with ``unique=True`` the id
         is derived from the arguments): ``.queued`` of the result is False when
@@ -156,10 +196,23 @@ class TaskFunction(Generic[P, R]):
         Arguments the function could not take raise ``TypeError``.
         """
         level = self.priority if priority is None else check_priority(priority)
-        return self._send(self.payload(args, kwargs), id, delay, replace, level)
+        target = self.queue_named(queue)
+        delay = delay_of(delay, eta)
+        at = expiry_of(expires, check_seconds(delay, "delay", allow_zero=True))
+        return self._send(
+            self.payload(args, kwargs), id, delay, replace, level, queue=target, expires=at
+        )
 
     def _send(
-        self, payload: dict[str, Any], id: str | None, delay: float, replace: bool, priority: int
+        self,
+        payload: dict[str, Any],
+        id: str | None,
+        delay: float,
+        replace: bool,
+        priority: int,
+        *,
+        queue: Queue | None = None,
+        expires: float | None = None,
     ) -> Enqueued:
         """Validate and queue one envelope (or run it, or wait for the commit); its id.
 
@@ -168,8 +221,11 @@ class TaskFunction(Generic[P, R]):
         enqueue script's ARGV is built directly, without an ``Entry``.
         """
         task_id = self.task_id(payload, id)
-        queue = self.queue
+        if queue is None:
+            queue = self.queue
         due_in = micros(check_seconds(delay, "delay", allow_zero=True))
+        if expires is not None:  # after task_id: a unique id does not depend on it
+            payload = {**payload, EXPIRES: expires}
         ttl = self.ttl_of_results(queue)
         if ttl is not None:  # after task_id: a unique id does not depend on the generation
             payload = {**payload, MARKER: marker(queue, ttl)}
@@ -311,6 +367,17 @@ class TaskFunction(Generic[P, R]):
         return result
 
 
+def check_exceptions(value: Any, argument: str) -> tuple[type[BaseException], ...]:
+    """A tuple of exception classes (one class alone is taken as a tuple of one)."""
+    if isinstance(value, type):
+        value = (value,)
+    if not isinstance(value, (tuple, list)) or not all(
+        isinstance(item, type) and issubclass(item, BaseException) for item in value
+    ):
+        raise InvalidArgument(f"{argument} must be a tuple of exception classes, got {value!r}")
+    return tuple(value)
+
+
 def positional_bounds(signature: inspect.Signature) -> tuple[float, float]:
     """How many positional arguments alone bind to ``signature``: ``(fewest, most)``.
 
@@ -330,8 +397,3 @@ def positional_bounds(signature: inspect.Signature) -> tuple[float, float]:
         elif kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
             return (math.inf, -1)
     return (fewest, math.inf if unbounded else most)
-
-
-def in_transaction(using: str | None = None) -> bool:
-    """True inside ``transaction.atomic()`` (checked without touching the database)."""
-    return bool(transaction.get_connection(using).in_atomic_block)

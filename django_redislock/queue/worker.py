@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from .control import Control
 from .database import close_old_connections, note_open_connections
 from .heartbeat import register
 from .idle import IdleWait
@@ -80,6 +81,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("django_redislock.worker")
+
+
+def wake_only(signum: int, frame: FrameType | None) -> None:
+    """The ``SIGALRM`` handler of a worker: the signal only cuts a blocking call short."""
 
 
 class Worker(IdleWait):
@@ -135,7 +140,7 @@ class Worker(IdleWait):
         lease_s = float(options["VISIBILITY_TIMEOUT"] if lease is None else lease)
         self._ack_every = ACK_INTERVAL if self.pool == "solo" else min(ACK_INTERVAL, lease_s / 3)
         self._hints: dict[str, Claim] = {}
-        self._keeper = LeaseKeeper()
+        self._keeper = LeaseKeeper(self._on_cancel)
         self._limits = LimitWatch(self._on_hung)
         self._rest: tuple[list[Task], int] = ([], 0)
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
@@ -151,6 +156,7 @@ class Worker(IdleWait):
         #: the running tasks: (queue, id) -> when each started (epoch, monotonic)
         self._current: dict[tuple[str, str], tuple[float, float]] = {}
         self._live: dict[tuple[str, str], Task] = {}
+        self._controls: dict[tuple[str, str], Control] = {}
         #: per queue, a claim whose answer was lost: resent before any other claim of it
         self._unanswered: dict[str, Call[Claim]] = {}
         self._ready: dict[str, Claim] = {}  # see .idle: the claims idle waits brought back
@@ -202,10 +208,16 @@ class Worker(IdleWait):
 
     @contextlib.contextmanager
     def signal_handlers(self) -> Iterator[None]:
-        """Route SIGTERM and SIGINT to :meth:`stop` while running (main thread only)."""
+        """Route SIGTERM and SIGINT to :meth:`stop` while running (main thread only).
+
+        A ``SIGALRM`` with no handler of its own gets one that does nothing: a cancel of a
+        solo run sends it to interrupt a blocking call (see :mod:`.control`).
+        """
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
+        if signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None):
+            previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, wake_only)
         try:
             yield
         finally:

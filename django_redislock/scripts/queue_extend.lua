@@ -6,7 +6,10 @@
 -- ARGV[2] "" only extend; else record each run as started (one attempt, once per claim) with
 --         this max_attempts for a lease that expires later ("0": the queue's default)
 -- ARGV[3..] pairs: id, claim token ("" for whatever claim is current)
--- returns {new deadline, then per id 1 extended or 0 lost (not in flight under that claim)}
+-- KEYS[12] (optional) the cancel requests hash (id -> the enqueue time of the copy to cancel,
+--          see queue_cancel.lua): a task with a request for its current copy answers 2
+-- returns {new deadline, then per id 1 extended, 2 extended and asked to cancel, or 0 lost (not
+--          in flight under that claim)}
 -- include: claims
 local t = redis.call('TIME')
 local deadline = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1])
@@ -21,7 +24,18 @@ for i = 3, #ARGV - 1, 2 do
       redis.call('HINCRBY', KEYS[5], id, 1)
       redis.call('HSET', KEYS[8], id, v .. '|' .. start)
     end
-    out[#out + 1] = 1
+    local flag = 1
+    if #KEYS >= 12 then
+      local asked = redis.call('HGET', KEYS[12], id)
+      if asked then
+        if asked == (redis.call('HGET', KEYS[11], id) or '') then
+          flag = 2
+        else  -- a request for an earlier copy of the id (it finished first): forget it
+          redis.call('HDEL', KEYS[12], id)
+        end
+      end
+    end
+    out[#out + 1] = flag
   else
     out[#out + 1] = 0
   end

@@ -11,6 +11,10 @@
 -- KEYS[12], KEYS[13] (optional) the queue's history hash and index: the failed run is added to
 -- the task's history (see the history fragment), with ARGV[6] the worker ("host:pid") and
 -- ARGV[7] the run's duration in µs ("" when unknown)
+-- ARGV[8] (optional) a final outcome instead of a failure: "cancelled" or "expired" dead-letters
+-- the task whatever its attempts and is the outcome its history shows
+-- KEYS[14] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
+-- task's request, if any, is dropped (its run ended)
 -- The failed run counts as an attempt (here, unless its start was recorded already).
 -- include: claims
 -- include: priority
@@ -25,10 +29,13 @@ redis.call('HDEL', KEYS[8], id)
 local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
 if not started(v) then attempts = redis.call('HINCRBY', KEYS[5], id, 1) end
 redis.call('HSET', KEYS[6], id, ARGV[4])
-local dead = attempts >= tonumber(ARGV[5])
+local final = ARGV[8] or ''
+local dead = final ~= '' or attempts >= tonumber(ARGV[5])
+if #KEYS >= 14 then redis.call('HDEL', KEYS[14], id) end
 if #KEYS >= 13 then
-  history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '',
-    dead and 'dead' or 'retried', ARGV[4])
+  local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
+  history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
+    ARGV[4])
 end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)

@@ -1,0 +1,41 @@
+-- Cancel a task: remove it if it is queued, or ask the worker running it to stop it.
+-- KEYS[1] pending zset, KEYS[2] in-flight zset, KEYS[3] dead-letter zset
+-- KEYS[4] payload hash, KEYS[5] attempts hash, KEYS[6] last-error hash, KEYS[7] signal list
+-- KEYS[8] claims hash (see the claims fragment)
+-- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
+-- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
+-- KEYS[12] cancel requests hash (id -> the enqueue time of the copy to cancel): read by the
+--          lease renewals of the worker running it (queue_extend.lua), dropped by its retry
+-- KEYS[13] the task's result hash, KEYS[14] its done list (see result_store.lua)
+-- KEYS[15], KEYS[16] the queue's history hash and index (see the history fragment)
+-- ARGV[1] id, ARGV[2] the reason (recorded as its error), ARGV[3] who asked ("host:pid")
+-- returns 1 removed (it was ready or delayed), 2 asked (it is in flight: its worker stops it at
+--         its next lease renewal), 0 nothing to cancel (finished, dead-lettered or unknown)
+-- include: priority
+-- include: history
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[2], id) then
+  redis.call('HSET', KEYS[12], id, redis.call('HGET', KEYS[11], id) or '')
+  return 2
+end
+if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[4], id)
+redis.call('HDEL', KEYS[5], id)
+redis.call('HDEL', KEYS[6], id)
+redis.call('HDEL', KEYS[8], id)
+redis.call('HDEL', KEYS[11], id)
+redis.call('HDEL', KEYS[12], id)
+prio_forget({id})
+history_add(KEYS[15], KEYS[16], id, attempts + 1, now, '', ARGV[3], 'cancelled', ARGV[2])
+-- a stored result (a READY record) ends as CANCELLED, and its waiters wake
+if redis.call('HEXISTS', KEYS[13], 'gen') == 1 then
+  redis.call('HSET', KEYS[13], 'status', 'CANCELLED', 'value', '', 'error', ARGV[2])
+  local ttl = redis.call('PTTL', KEYS[13])
+  if redis.call('LLEN', KEYS[14]) == 0 then redis.call('RPUSH', KEYS[14], 1) end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[14], ttl) end
+end
+return 1

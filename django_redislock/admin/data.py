@@ -239,19 +239,20 @@ def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
     in turn (members and scores only, never payloads), at most
     :data:`PREFIX_SCAN_CALLS` calls of :data:`PREFIX_SCAN_COUNT` members,
     returning at most :data:`PREFIX_HITS` hits; the caller continues from
-    :attr:`PrefixHits.cursor` (``<set>:<scan cursor>[:<hits of that call already
-    shown>]``: one call may match a thousand members, and the next page repeats
-    that call and skips the ones shown). Each call is short, so Redis stays responsive; a
+    :attr:`PrefixHits.cursor` (``<set>:<scan cursor>[:<last id shown of that call>]``:
+    one call may match a thousand members, so the next page repeats that call and shows
+    its members sorted after the last one shown. Not a count of members to skip: Redis
+    rehashes a growing set between two pages, and the same scan cursor can then return
+    its members in another order or with others). Each call is short, so Redis stays responsive; a
     queue of a million tasks takes many pages. The hits are then read in one
     pipeline.
     """
     client = queue.backend.client
     pattern = glob_escape(prefix) + "*"
     where, _, rest = cursor.partition(":")
-    position, _, skip_text = rest.partition(":")
+    position, _, after = rest.partition(":")
     zset = parse_zset(where)
     scan = parse_int(position, 0) or 0
-    skip = parse_int(skip_text, 0, 100 * PREFIX_SCAN_COUNT) or 0
     ids: list[str] = []
     next_cursor = ""
     with queue.backend.errors():
@@ -261,16 +262,18 @@ def find_prefix(queue: Any, prefix: str, cursor: str = "") -> PrefixHits:
                 queue.keys[zset], scan, match=pattern, count=PREFIX_SCAN_COUNT
             )
             scan = int(scan)
-            found = [to_text(member) for member, _ in batch][skip:]
+            found = sorted(to_text(member) for member, _ in batch)
+            if after:
+                found = [member for member in found if member > after]
             room = PREFIX_HITS - len(ids)
             if len(found) > room:
                 # one call may match up to PREFIX_SCAN_COUNT members: keep PREFIX_HITS rows and
-                # continue from this same call, past the ones shown
+                # continue from this same call, after the last one shown
                 ids += found[:room]
-                next_cursor = f"{zset}:{batch_start}:{skip + room}"
+                next_cursor = f"{zset}:{batch_start}:{found[room - 1]}"
                 break
             ids += found
-            skip = 0
+            after = ""
             if scan == 0:
                 zset += 1
                 if zset > 2:

@@ -204,7 +204,7 @@ def blpop_timeouts(proxied: ProxiedTarget) -> list[float]:
             if args and args[0].upper() == b"BLPOP"
         ]
 
-    wait_for(lambda: sent(), 10.0, "a BLPOP through the proxy")
+    wait_for(sent, 10.0, "a BLPOP through the proxy")
     return sent()
 
 

@@ -163,24 +163,34 @@ def test_a_worker_that_lost_its_lease_leaves_the_batch_to_the_new_holder(place: 
 
 
 def test_a_replaced_task_is_never_touched_by_the_old_run(place: Place) -> None:
-    tasks.step.enqueue(args=["old", 5.0], id="r")
-    first = place.spawn("--batch", "1", "--lease", "10", "--timeout", "12", "--max-tasks", "1")
+    # each copy runs until the test lets it go: the old copy used to run 5 s, and a loaded
+    # machine could take longer than that to start the second worker (an event, not a race)
+    tasks.step_until.enqueue(args=["old"], id="r")
+    first = place.spawn("--batch", "1", "--lease", "10", "--timeout", "60", "--max-tasks", "1")
+    second = None
     try:
         wait_for(lambda: runs_of("run")["old"] == 1, 30, "the old copy to start")
-        tasks.step.enqueue(args=["new", 8.0], id="r", replace=True)
+        tasks.step_until.enqueue(args=["new"], id="r", replace=True)
         second = place.spawn("--batch", "1", "--lease", "10", "--max-tasks", "1")
-        wait_for(lambda: runs_of("run")["new"] == 1, 30, "the new copy to start")
-        assert runs_of("done")["old"] == 0  # both copies are running now
+        wait_for(lambda: runs_of("run")["new"] == 1, 60, "the new copy to start")
+        assert runs_of("done") == Counter()  # both copies are running now
+        tasks.let_go("old")
         code, _, err = finish(first)  # the old run ends and acks its own claim: lost
         assert code == 0, err
         q = claims_queue()
         held = q.get("r")
         assert held is not None and held.state == "in_flight"  # the new run still holds it
-        assert held.payload["args"] == ["new", 8.0]
+        assert held.payload["args"] == ["new"]
+        assert runs_of("done") == Counter({"old": 1})
+        tasks.let_go("new")
         code, _, err = finish(second)
         assert code == 0, err
     finally:
+        tasks.let_go("old")
+        tasks.let_go("new")
         first.kill()
+        if second is not None:
+            second.kill()
     assert runs_of("done") == Counter({"old": 1, "new": 1})
     assert claims_queue().get("r") is None
 

@@ -104,13 +104,14 @@ def test_cut_mid_reply(proxy: FaultProxy, redis_server: RedisProcess) -> None:
 
 def test_delay_reply(proxy: FaultProxy) -> None:
     c = client(proxy, timeout=2)
-    proxy.delay_reply(0.3, "GET")
+    fault = proxy.delay_reply(0.3, "GET")
     started = time.monotonic()
     c.get("k")
     assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
     c.get("k")
-    assert time.monotonic() - started < 0.3
+    # the second GET went through undelayed: the fault fired once (``times=1``); its
+    # duration is not asserted, a loaded machine can take 0.3 s for any round trip
+    assert len(fault.hits) == 1 and not fault.armed
 
 
 def test_stall_down_lets_the_command_run(proxy: FaultProxy, redis_server: RedisProcess) -> None:
@@ -138,8 +139,8 @@ def test_a_stall_ends_by_itself(proxy: FaultProxy) -> None:
     c.ping()
     proxy.stall(0.3)
     started = time.monotonic()
-    assert c.set("k", 1)
-    assert 0.25 <= time.monotonic() - started < 1.5
+    assert c.set("k", 1)  # within the client's 2 s timeout: the stall ended by itself
+    assert time.monotonic() - started >= 0.25
 
 
 def test_drop_request(proxy: FaultProxy, redis_server: RedisProcess) -> None:

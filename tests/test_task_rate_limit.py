@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 
@@ -17,6 +18,7 @@ from django_redislock.queue.worker import Worker
 from django_redislock.validation import parse_rate
 
 from .conftest import RedisTarget, make_queue
+from .processes import wait_for
 
 #: (monotonic time, tag) of each run of ``limited`` in this process
 LIMITED_RUNS: list[tuple[float, str]] = []
@@ -190,8 +192,19 @@ def test_tasks_given_back_do_not_read_as_a_lost_lease(
     limited.enqueue_many([((f"l{i}",), {}) for i in range(60)])
     # lease 0.3 s: the keeper renews the batch every 0.1 s while "first" (lease 2 s) runs,
     # and goes on renewing it after "first" ended, until the next task's watch replaces it
-    worker = Worker([q], batch=100, lease=0.3, timeout=1.0)
+    # the worker runs until every task was given back, then idles on: the stale renewal
+    # showed in that idle time (0.5 s is five renewals of the keeper, a window for the bug
+    # to show, not a bound; it was a 1 s wall-clock run, too short for 61 tasks under load)
+    worker = Worker([q], batch=100, lease=0.3, timeout=60)
+    thread = threading.Thread(target=worker.run)
     with caplog.at_level("WARNING", logger="django_redislock"):
-        worker.run()
+        thread.start()
+        try:
+            wait_for(lambda: q.stats()["delayed"] == 60, 30, "every task to be given back")
+            time.sleep(0.5)
+        finally:
+            worker.stop()
+            thread.join(30)
+    assert not thread.is_alive()
     assert not [r for r in caplog.records if "was lost" in r.getMessage()]
     assert q.stats()["delayed"] == 60 and LIMITED_RUNS == []

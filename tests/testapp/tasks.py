@@ -88,6 +88,26 @@ def step(tag: str, seconds: float = 0) -> None:
     record(f"done:{tag}")
 
 
+#: Where a test lets a run of ``step_until`` end (a key per tag, on the runs' slot).
+GO_KEY = "test:{runs}:go:%s"
+
+
+def let_go(tag: str) -> None:
+    """End the runs of ``step_until(tag)``, in any process: an event across processes."""
+    queues["default"].client.set(GO_KEY % tag, 1)  # type: ignore[attr-defined]
+
+
+@task(queue="claims")
+def step_until(tag: str, limit: float = 60) -> None:
+    """Runs until the test calls ``let_go(tag)`` (at most ``limit`` s), then records it."""
+    record(f"run:{tag}:{os.getpid()}")
+    client = queues["default"].client  # type: ignore[attr-defined]
+    end = time.monotonic() + limit
+    while not client.exists(GO_KEY % tag) and time.monotonic() < end:
+        time.sleep(0.02)
+    record(f"done:{tag}")
+
+
 @task(queue="claims")
 def kills_worker(tag: str) -> None:
     """Ends its worker at once, as an OOM kill would (no cleanup, no ack)."""

@@ -29,9 +29,9 @@ MIB = 1024 * 1024
 
 
 def claim_micros(raw: Any, queue: Queue, count: int) -> tuple[int, int]:
-    """``(tasks claimed, server µs of the claim script)``, the fastest of three claims."""
+    """``(tasks claimed, server µs of the claim script)``, the fastest of five claims."""
     best, claimed = None, 0
-    for _ in range(3):
+    for _ in range(5):
         raw.slowlog_reset()
         claim = queue.claim(count, 60, start=False)
         durations = [int(e["duration"]) for e in raw.slowlog_get(128) if b"EVALSHA" in e["command"]]
@@ -59,9 +59,10 @@ def test_a_claim_reads_no_payload_past_its_byte_budget(single_target: RedisTarge
             raw.config_set("slowlog-log-slower-than", 10000)
             raw.flushall()
     assert many == few and 10 <= few <= 16  # 16 MiB of payloads per claim at most
-    # before: claim(100) read all 100 payloads (100 MiB), several times the server time of
-    # claim(16); now it reads those it returns. A generous bound for a loaded machine.
-    assert many_us < 2 * few_us, (many_us, few_us)
+    # before: claim(100) read all 100 payloads (100 MiB), about 6x the server time of
+    # claim(16); now it reads those it returns. The bound sits between the two, far from
+    # each: a loaded machine once read 2.1x for the fixed claim (an earlier bound of 2x)
+    assert many_us < 3.5 * few_us, (many_us, few_us)
 
 
 def claim_of(queue_name: str) -> Callable[[Args], bool]:

@@ -6,7 +6,8 @@ argument before anything is sent, so a bad call leaves Redis unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import random
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..exceptions import InvalidArgument
@@ -70,3 +71,24 @@ def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[
     """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
     pairs = claim_refs(refs, argument)
     return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
+
+
+def backoff_delay(
+    options: Mapping[str, Any],
+    attempts: int,
+    base: float | None = None,
+    cap: float | None = None,
+    jitter: bool | None = None,
+) -> float:
+    """The retry delay after ``attempts`` runs: exponential, capped, with jitter.
+
+    ``base`` and ``cap`` replace ``OPTIONS['RETRY_BACKOFF']`` and
+    ``OPTIONS['RETRY_BACKOFF_MAX']`` (a ``@task``'s own ``retry_backoff`` and
+    ``retry_backoff_max``), ``jitter`` ``OPTIONS['RETRY_JITTER']`` (``retry_jitter``).
+    """
+    base = options["RETRY_BACKOFF"] if base is None else base
+    cap = options["RETRY_BACKOFF_MAX"] if cap is None else cap
+    exponent = min(max(attempts - 1, 0), 60)
+    delay = min(cap, base * 2**exponent)
+    jitter = options["RETRY_JITTER"] if jitter is None else jitter
+    return delay * random.uniform(0.5, 1.0) if jitter else float(delay)

@@ -9,7 +9,6 @@ anything reaches Redis.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +22,7 @@ from .arguments import (
     Cursor,
     TaskRef,
     ack_refs,
+    backoff_delay,
     claim_refs,
     cursor_of,
     enqueue_args,
@@ -207,19 +207,8 @@ class QueueCalls:
         cap: float | None = None,
         jitter: bool | None = None,
     ) -> float:
-        """The retry delay after ``attempts`` runs: exponential, capped, with jitter.
-
-        ``base`` and ``cap`` replace ``OPTIONS['RETRY_BACKOFF']`` and
-        ``OPTIONS['RETRY_BACKOFF_MAX']`` (a ``@task``'s own ``retry_backoff`` and
-        ``retry_backoff_max``), ``jitter`` ``OPTIONS['RETRY_JITTER']`` (``retry_jitter``).
-        """
-        options = self.backend.options
-        base = options["RETRY_BACKOFF"] if base is None else base
-        cap = options["RETRY_BACKOFF_MAX"] if cap is None else cap
-        exponent = min(max(attempts - 1, 0), 60)
-        delay = min(cap, base * 2**exponent)
-        jitter = options["RETRY_JITTER"] if jitter is None else jitter
-        return delay * random.uniform(0.5, 1.0) if jitter else float(delay)
+        """The retry delay after ``attempts`` runs (:func:`.arguments.backoff_delay`)."""
+        return backoff_delay(self.backend.options, attempts, base, cap, jitter)
 
     def _lease_micros(self, lease: float | None) -> int:
         seconds = self.backend.options["VISIBILITY_TIMEOUT"] if lease is None else lease
@@ -367,13 +356,9 @@ class QueueCalls:
         """Remove ``id`` if it is queued, else ask its worker to stop it; see :meth:`cancel`."""
         if not isinstance(reason, str):
             raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
-        keys = (
-            self.cancel_key,
-            self.backend.key(f"q:{self.name}", "result", check_id(id)),
-            self.backend.key(f"q:{self.name}", "done", id),
-            self.history_key,
-            self.history_index_key,
-        )
+        tag = f"q:{self.name}"
+        result, done = (self.backend.key(tag, part, check_id(id)) for part in ("result", "done"))
+        keys = (self.cancel_key, result, done, self.history_key, self.history_index_key)
         args = [id, f"TaskCancelled: {reason}"[:4000], worker_id()]
         return Call("queue_cancel", args, lambda reply: CANCEL_RESULTS[int(reply)], keys)
 

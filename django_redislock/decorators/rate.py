@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 from ..exceptions import InvalidArgument, RateLimited
 from ..locking.limiter import Admission, RateLimiter
 from ..validation import check_seconds, parse_rate
-from .names import bound_arguments
 from .responses import error_response, request_of
 
 logger = logging.getLogger("django_redislock.decorators")
@@ -70,10 +69,7 @@ def rate_limited(
             return limiter[0]
 
         def key_of(args: Any, kwargs: Any) -> Any:
-            if key is None:
-                return None
-            bound_arguments(func, args, kwargs)  # a call that does not fit fails as usual
-            return key(*args, **kwargs)
+            return None if key is None else key(*args, **kwargs)
 
         if inspect.iscoroutinefunction(func):
 

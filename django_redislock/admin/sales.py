@@ -73,8 +73,11 @@ def stock_source() -> Callable[[], Iterable[Any]] | None:
 def take_rate(item: str, now: float, taken: int) -> float | None:
     """Units taken per minute over up to the last minute of this process's readings.
 
-    ``now`` is the server's time in seconds. None until two readings at least
-    a second apart exist (the caller then falls back to the mean since opening).
+    ``item`` names one sale: the stock's key and its opening time, so a sale
+    set again under the same name (or another alias's stock of that name)
+    never borrows an earlier sale's readings. ``now`` is the server's time in
+    seconds. None until two readings at least a second apart exist (the
+    caller then falls back to the mean since opening).
     """
     with _samples_lock:
         seen = _samples.get(item)
@@ -94,10 +97,14 @@ def take_rate(item: str, now: float, taken: int) -> float | None:
     return (taken - first[1]) * 60.0 / (now - first[0])
 
 
-def sale_numbers(stats: Any) -> dict[str, Any]:
-    """Takes per minute (recent, else since opening) and when the stock runs out at that pace."""
+def sale_numbers(stats: Any, sale: str = "") -> dict[str, Any]:
+    """Takes per minute (recent, else since opening) and when the stock runs out at that pace.
+
+    ``sale`` tells this stock's readings apart from other stocks' (its key).
+    """
     now = stats.now.timestamp()
-    rate = take_rate(stats.item, now, stats.taken)
+    opens = stats.opens.timestamp() if stats.opens is not None else ""
+    rate = take_rate(f"{sale or stats.item}@{opens}", now, stats.taken)
     basis = "last minute"
     if rate is None and stats.opens is not None and stats.taken:
         end = min(now, stats.closes.timestamp()) if stats.closes else now
@@ -161,7 +168,7 @@ def stock_row(label: str, stock: Stock) -> dict[str, Any]:
         row["open_for"] = (
             duration((stats.closes - stats.now).total_seconds()) if stats.closes else ""
         )
-        row.update(sale_numbers(stats))
+        row.update(sale_numbers(stats, stock.keys()[0]))
         queue = stock.queue
         row["queue"] = (queue.backend.alias, queue.name) if queue is not None else None
     except REDIS_ERRORS as exc:

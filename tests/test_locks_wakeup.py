@@ -50,8 +50,9 @@ def test_waiter_wakes_promptly_on_release(redis_target: RedisTarget) -> None:
         acquired = time.monotonic()
     assert acquired - taken_at >= 0.25  # it did wait for the holder's 0.3 s
     # The holder's TTL is 30 s and the waiter blocks up to 8 s at a time: only the release's
-    # push can end the wait this early; the slack absorbs a stall of a loaded CI machine.
-    assert acquired - start < 2.5
+    # push can end the wait before that (the bound is the failure's, not a latency target:
+    # how soon a push wakes a waiter is the locks benchmark's figure).
+    assert acquired - start < 6.0
 
 
 def test_waiter_wakes_promptly_on_expiry(redis_target: RedisTarget) -> None:
@@ -61,9 +62,9 @@ def test_waiter_wakes_promptly_on_expiry(redis_target: RedisTarget) -> None:
     abandoned.acquire()  # never released: the holder "crashed"
     with backend.lock("x", ttl=5, timeout=20):
         waited = time.monotonic() - start
-    # Not before the abandoned hold expired (0.5 s after ``start`` at the earliest), and far
-    # below the 8 s a waiter blocks when nothing ends its wait; the slack absorbs a stall.
-    assert 0.4 < waited < 0.5 + 2.0
+    # Not before the abandoned hold expired (0.5 s after ``start`` at the earliest), and
+    # before the 8 s a waiter blocks when nothing ends its wait (the failure's bound).
+    assert 0.4 < waited < 6.0
 
 
 def test_many_waiters_each_get_the_lock_once(redis_target: RedisTarget) -> None:
@@ -85,7 +86,8 @@ def test_many_waiters_each_get_the_lock_once(redis_target: RedisTarget) -> None:
     for thread in threads:
         thread.join(30)
     assert sorted(got) == list(range(6))
-    assert time.monotonic() - start < 5
+    # each hand-off by push: without it, waiters would sit out 8 s blocks one after another
+    assert time.monotonic() - start < 20
 
 
 def test_watchdog_keeps_a_short_ttl_lock_alive(redis_target: RedisTarget) -> None:

@@ -370,14 +370,17 @@ def test_a_hung_redis_costs_the_scrape_its_deadline_only(
 ) -> None:
     assert private_server.process is not None
     os.kill(private_server.process.pid, signal.SIGSTOP)  # accepts connections, never answers
-    with two_aliases(single_target, private_server.url, SOCKET_TIMEOUT=5):
+    # a socket timeout far past the scrape's deadline: a scrape that waited on the hung
+    # server would take 30 s, one that kept its deadline takes about a second even when
+    # the machine is busy (the bound below is the failure's, not a latency target)
+    with two_aliases(single_target, private_server.url, SOCKET_TIMEOUT=30):
         queues["good"].queue("q").enqueue("t")
         for attempt in range(2):  # the second scrape finds the first one's read still waiting
             started = time.monotonic()
             response = scrape()
             took = time.monotonic() - started
             assert response.status_code == 200
-            assert took <= 2.0, f"scrape {attempt} took {took:.2f} s"
+            assert took < 10.0, f"scrape {attempt} took {took:.2f} s"
             found = samples(response.content.decode())
             for kind in ("queues", "locks"):
                 assert value(found, "redislock_backend_up", kind=kind, alias="good") == 1

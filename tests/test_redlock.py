@@ -85,7 +85,7 @@ def test_two_dead_masters_still_grant_three_do_not(urls: list[str]) -> None:
     started = time.monotonic()
     with pytest.raises(ConnectionFailed, match="only 2 of 5 Redlock masters"):
         short.lock("three-down", ttl=5).acquire(timeout=0.5)
-    assert time.monotonic() - started < 4.0  # the 0.5 s timeout, not DEFAULT_TIMEOUT (10 s)
+    assert time.monotonic() - started < 8.0  # the 0.5 s timeout, not DEFAULT_TIMEOUT (10 s)
 
 
 @pytest.fixture

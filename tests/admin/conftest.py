@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +16,7 @@ from django.test import Client, override_settings
 from django_redislock.handlers import locks, queues
 
 from ..conftest import RedisTarget
+from ..servers import RedisProcess
 
 
 @dataclass
@@ -107,3 +111,16 @@ def grant_many(backend: Any, names: list[str], ttl: float = 60) -> list[int]:
     results = run_scripts(backend, calls)
     assert all(int(r[0]) == 1 for r in results)
     return [int(r[1]) for r in results]
+
+
+@pytest.fixture
+def stopped_server(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A redis-server of this test, stopped with SIGSTOP: it accepts and never answers."""
+    server = RedisProcess(tmp_path / "stopped").start()
+    assert server.process is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        yield server
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+        server.stop()

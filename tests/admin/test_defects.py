@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import time
-from collections.abc import Iterator
 from html import unescape
-from pathlib import Path
 from typing import Any
 
-import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.messages import constants
 from django.test import Client, override_settings
@@ -58,19 +53,6 @@ def test_a_queue_of_the_wrong_type_shows_its_own_error(
     # its purge page says what is wrong instead of failing
     purge = admin_client.get(BASE + "queues/default/broken/purge/", follow=True)
     assert purge.status_code == 200 and "cannot be read" in purge.content.decode()
-
-
-@pytest.fixture
-def stopped_server(tmp_path: Path) -> Iterator[RedisProcess]:
-    """A redis-server of this test, stopped with SIGSTOP: it accepts and never answers."""
-    server = RedisProcess(tmp_path / "stopped").start()
-    assert server.process is not None
-    os.kill(server.process.pid, signal.SIGSTOP)
-    try:
-        yield server
-    finally:
-        os.kill(server.process.pid, signal.SIGCONT)
-        server.stop()
 
 
 def test_a_hung_redis_costs_a_page_its_deadline(

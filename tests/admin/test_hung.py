@@ -11,13 +11,10 @@ of deadline threads started together that was abandoned is one paid deadline.
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,18 +46,6 @@ PAGES = [
     BASE + "task:default:orders:t1/change/",  # the audit trail's link to a task
     "/admin/shop/sale/",  # the example shop's own list, with each sale's Redis numbers
 ]
-
-
-@pytest.fixture
-def stopped_server(tmp_path: Path) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path / "stopped").start()
-    assert server.process is not None
-    os.kill(server.process.pid, signal.SIGSTOP)
-    try:
-        yield server
-    finally:
-        os.kill(server.process.pid, signal.SIGCONT)
-        server.stop()
 
 
 class Waits:

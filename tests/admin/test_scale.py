@@ -46,11 +46,13 @@ def command_name(packed: Any) -> str:
 
 
 class CountedSends(list[int]):
-    """``[count]``, with the command names counted."""
+    """``[count]``, with the command names counted and the connections opened."""
 
     def __init__(self, value: list[int]) -> None:
         super().__init__(value)
         self.names: list[str] = []
+        #: connections the page opened (their handshakes are not counted as its requests)
+        self.connects = 0
 
 
 @contextmanager
@@ -65,19 +67,35 @@ def counting() -> Iterator[CountedSends]:
     """
     sent = CountedSends([0])
     before = set(threading.enumerate()) - {threading.current_thread()}
-    original = redis.connection.AbstractConnection.send_packed_command
+    connection = redis.connection.AbstractConnection
+    original, original_connect = connection.send_packed_command, connection.connect
+    opening = threading.local()
 
     def send(self: Any, command: Any, check_health: bool = True) -> None:
-        if threading.current_thread() not in before:
+        if threading.current_thread() not in before and not getattr(opening, "on", False):
             sent[0] += 1
             sent.names.append(command_name(command))
         original(self, command, check_health)
 
-    redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+    def connect(self: Any) -> None:
+        # A page that finds no idle connection opens one (on a loaded machine an earlier
+        # page's read can outlive its deadline and keep its own): its handshake (HELLO,
+        # CLIENT SETINFO, ...) is the pool's cost, counted apart.
+        if threading.current_thread() not in before:
+            sent.connects += 1
+        opening.on = True
+        try:
+            original_connect(self)
+        finally:
+            opening.on = False
+
+    connection.send_packed_command = send  # type: ignore[method-assign]
+    connection.connect = connect  # type: ignore[method-assign]
     try:
         yield sent
     finally:
-        redis.connection.AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+        connection.send_packed_command = original  # type: ignore[method-assign]
+        connection.connect = original_connect  # type: ignore[method-assign]
 
 
 def commands(raw: Any) -> dict[str, int]:
@@ -150,7 +168,10 @@ def test_every_page_costs_at_most_four_round_trips(single: Dashboard, admin_clie
             response = admin_client.get(url)
         server_ms = (server_micros(raw) - before) / 1000
         assert response.status_code == 200, url
-        report.append(f"{label}: {sent[0]} round trip(s), {server_ms:.1f} ms of server time")
+        report.append(
+            f"{label}: {sent[0]} round trip(s) ({sent.connects} connection(s) opened), "
+            f"{server_ms:.1f} ms of server time"
+        )
         names = " ".join(sent.names)
         assert sent[0] <= budget, f"{report[-1]}: {names}"
         if server_ms >= PAGE_SERVER_MS:

@@ -18,6 +18,8 @@ from django_redislock.queue.worker import Worker
 from . import workflow_tasks as wt
 from .conftest import RedisTarget
 
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 @pytest.fixture(params=["single", "cluster"])
 def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
@@ -119,14 +121,15 @@ def test_a_retried_member_is_counted_once_by_its_final_outcome(real: RedisTarget
 
 def test_dependency_defers_until_it_succeeded(real: RedisTarget) -> None:
     first = wt.note.s("first").delay()
-    second = wt.note.delay("second", depends_on=[first])
+    second = wt.note.delay("second", depends_on=[first])  # type: ignore[call-arg]
+    assert isinstance(second, WorkflowHandle)  # (typed code: note.s("second").delay(...))
     assert isinstance(second, WorkflowHandle)
     assert second.info()["deferred"] is True
     assert wf().stats()["ready"] == 1  # only the first
     drain()
     assert runs_of("note:") == ["note:first", "note:second"]
     assert second.result(10) == "second"
-    late = wt.note.delay("late", depends_on=[first, second])  # both succeeded: queued now
+    late = wt.note.s("late").delay(depends_on=[first, second])  # both succeeded: queued now
     assert late.info()["deferred"] is False
     drain()
     assert late.result(10) == "late"
@@ -134,8 +137,8 @@ def test_dependency_defers_until_it_succeeded(real: RedisTarget) -> None:
 
 def test_dependency_failure_cancels_the_dependents_in_turn(real: RedisTarget) -> None:
     failing = wt.boom.s("dep").delay()
-    child = wt.note.delay("child", depends_on=[failing])
-    grandchild = wt.note.delay("grandchild", depends_on=[child])
+    child = wt.note.s("child").delay(depends_on=[failing])
+    grandchild = wt.note.s("grandchild").delay(depends_on=[child])
     drain()
     assert runs_of("note:") == []
     assert failing.state == "FAILED"
@@ -143,13 +146,13 @@ def test_dependency_failure_cancels_the_dependents_in_turn(real: RedisTarget) ->
     assert failing in child.error
     with pytest.raises(TaskFailed):
         grandchild.result(1)
-    after = wt.note.delay("after", depends_on=[failing])  # too late: cancelled at once
+    after = wt.note.s("after").delay(depends_on=[failing])  # too late: cancelled at once
     assert after.state == "CANCELLED"
 
 
 def test_dependencies_are_workflow_handles_on_the_same_queue(real: RedisTarget) -> None:
     with pytest.raises(InvalidArgument):
-        wt.note.delay("x", depends_on=["not-a-handle"])
+        wt.note.s("x").delay(depends_on=["not-a-handle"])  # type: ignore[list-item]
     assert wt.runs() == []
 
 

@@ -68,22 +68,17 @@ class Signature:
         args = [None, *self.args] if extra_first else self.args
         self.task.check_call(args, self.kwargs)
 
-    def delay(self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None):  # type: ignore[no-untyped-def]
+    def delay(
+        self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None
+    ) -> WorkflowHandle:
         """Queue this call alone; its :class:`WorkflowHandle`."""
         self.check()
         target = self.task.queue_named(queue)
-        return start(
-            target,
-            "task",
-            [(self.id, payload_of(self, target, LAST, 0, None))],
-            0,
-            None,
-            False,
-            depends_on,
-        )
+        payload = payload_of(self, target, role=LAST, index=0)
+        return start(target, "task", first=[(self.id, payload)], depends_on=depends_on)
 
 
-class chain:  # noqa: N801  (named as Celery's canvas)
+class chain:
     """Steps run one after the other, each getting the previous step's result as its first
     argument. A step that fails (dead-lettered) stops the chain: the handle says FAILED with
     the step's id and error, and the steps after it never run."""
@@ -97,17 +92,19 @@ class chain:  # noqa: N801  (named as Celery's canvas)
             step.check(extra_first=i > 0)
         self.steps = list(steps)
 
-    def delay(self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None):  # type: ignore[no-untyped-def]
+    def delay(
+        self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None
+    ) -> WorkflowHandle:
         """Queue the first step; the :class:`WorkflowHandle` of the chain (its result: the
         last step's)."""
         first, rest = self.steps[0], self.steps[1:]
         target = first.task.queue_named(queue)
         role = CHAIN_STEP if rest else LAST
-        payload = payload_of(first, target, role, 0, [s.spec() for s in rest])
-        return start(target, "chain", [(first.id, payload)], 0, None, False, depends_on)
+        payload = payload_of(first, target, role=role, index=0, rest=[s.spec() for s in rest])
+        return start(target, "chain", first=[(first.id, payload)], depends_on=depends_on)
 
 
-class group:  # noqa: N801
+class group:
     """Members that run side by side; the handle's result is the list of their results."""
 
     def __init__(self, *members: Signature | Iterable[Signature]) -> None:
@@ -122,14 +119,16 @@ class group:  # noqa: N801
             member.check()
         self.members: list[Signature] = flat
 
-    def delay(self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None):  # type: ignore[no-untyped-def]
+    def delay(
+        self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None
+    ) -> WorkflowHandle:
         """Queue every member; the :class:`WorkflowHandle` of the group."""
         target = self.members[0].task.queue_named(queue)
-        items = [(m.id, payload_of(m, target, MEMBER, i, None)) for i, m in enumerate(self.members)]
-        return start(target, "group", items, len(items), None, False, depends_on)
+        items = [(m.id, member_payload(m, target, i)) for i, m in enumerate(self.members)]
+        return start(target, "group", first=items, count=len(items), depends_on=depends_on)
 
 
-class chord:  # noqa: N801
+class chord:
     """A group whose callback runs once, with the list of member results (in member order),
     after every member ended.
 
@@ -152,30 +151,35 @@ class chord:  # noqa: N801
         self.body = body
         self.allow_failure = bool(allow_failure)
 
-    def delay(self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None):  # type: ignore[no-untyped-def]
+    def delay(
+        self, *, depends_on: Iterable[WorkflowHandle] = (), queue: str | None = None
+    ) -> WorkflowHandle:
         """Queue every member; the :class:`WorkflowHandle` of the chord (its result: the
         callback's)."""
         members = self.header.members
         target = members[0].task.queue_named(queue)
-        items = [(m.id, payload_of(m, target, MEMBER, i, None)) for i, m in enumerate(members)]
-        callback = payload_of(self.body, target, LAST, len(members), None, chord_of=len(members))
+        items = [(m.id, member_payload(m, target, i)) for i, m in enumerate(members)]
+        callback = payload_of(
+            self.body, target, role=LAST, index=len(members), chord_of=len(members)
+        )
         return start(
             target,
             "chord",
-            items,
-            len(items),
-            (self.body.id, callback),
-            self.allow_failure,
-            depends_on,
+            first=items,
+            count=len(items),
+            callback=(self.body.id, callback),
+            allow_failure=self.allow_failure,
+            depends_on=depends_on,
         )
 
 
 def payload_of(
     sig: Signature,
     queue: Queue,
+    *,
     role: str,
     index: int,
-    rest: list[dict[str, Any]] | None,
+    rest: list[dict[str, Any]] | None = None,
     chord_of: int | None = None,
 ) -> dict[str, Any]:
     """A member's payload (encoded by :func:`start`, once the workflow id is known)."""
@@ -187,6 +191,11 @@ def payload_of(
     return {"task": sig.task.path, "args": sig.args, "kwargs": sig.kwargs, MARK: mark}
 
 
+def member_payload(sig: Signature, queue: Queue, index: int) -> dict[str, Any]:
+    """The payload of a group's or chord's member ``index``."""
+    return payload_of(sig, queue, role=MEMBER, index=index)
+
+
 def workflow_ttl(queue: Queue) -> int:
     """Milliseconds a workflow's hash outlives its last change (``OPTIONS['RESULT_TTL']``)."""
     return max(1, int(float(queue.backend.options["RESULT_TTL"]) * 1000))
@@ -195,11 +204,12 @@ def workflow_ttl(queue: Queue) -> int:
 def start(
     queue: Queue,
     kind: str,
+    *,
     first: list[tuple[str, dict[str, Any]]],
-    count: int,
-    callback: tuple[str, dict[str, Any]] | None,
-    allow_failure: bool,
-    depends_on: Iterable[WorkflowHandle],
+    count: int = 0,
+    callback: tuple[str, dict[str, Any]] | None = None,
+    allow_failure: bool = False,
+    depends_on: Iterable[WorkflowHandle] = (),
 ) -> WorkflowHandle:
     """Create the workflow and queue (or defer) its first tasks: one round trip."""
     if queue.backend.options["EAGER"]:

@@ -36,11 +36,11 @@ from ..validation import (
 )
 from .arguments import enqueue_args
 from .call_options import EXPIRES, delay_of, expiry_of, in_transaction, send_async
+from .canvas import Signature
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros
-from .canvas import Signature
 from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
 from .workflows import MARK, chord_inputs
 
@@ -145,7 +145,7 @@ class TaskFunction(Generic[P, R]):
         if kwargs and "depends_on" in kwargs and not self._takes("depends_on"):
             deps = kwargs.pop("depends_on")
             handle: Any = self.s(*args, **kwargs).delay(depends_on=deps)  # type: ignore[arg-type]
-            return handle  # a WorkflowHandle (docs/workflows.md, "Dependencies")
+            return handle  # type: ignore[no-any-return]  # a WorkflowHandle (docs/workflows.md)
         self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
         payload = {"task": self.path, "args": list(args), "kwargs": kwargs}

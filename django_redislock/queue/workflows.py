@@ -146,7 +146,9 @@ def chord_inputs(queue: Queue, workflow_id: str, count: int) -> list[Any]:
     for i in range(count):
         state, raw, error = values[3 * i : 3 * i + 3]
         if state is not None and to_text(state) == "ok" and raw is not None:
-            out.append(queue.serializer.loads(raw))
+            out.append(
+                queue.serializer.loads(bytes(raw) if isinstance(raw, bytes) else raw.encode())
+            )
         else:
             text = "" if error is None else to_text(error)
             out.append(TaskFailed(f"member {i} failed: {text}", error=text))

@@ -15,6 +15,7 @@ from django.test import override_settings
 from django_redislock import chord, group, queues
 from django_redislock.queue import Queue
 from django_redislock.queue.canvas import WorkflowHandle
+from django_redislock.queue.workers import list_workers
 
 from . import workflow_tasks as wt
 from .conftest import RedisTarget
@@ -66,12 +67,16 @@ def all_ended(handles: list[WorkflowHandle]) -> bool:
 def test_chord_callback_runs_once_with_two_workers_finishing_members_together(
     real: RedisTarget,
 ) -> None:
-    handles = [
-        chord(group(wt.square.s(i) for i in range(MEMBERS)), wt.collect.s(f"k{n}")).delay()
-        for n in range(CHORDS)
-    ]
     procs = workers(real, 2, "--batch", "1")
     try:
+        backend = queues["default"]
+        wait_for(lambda: list_workers(backend).total >= 2, 60, "both workers to start")
+        handles = [
+            chord(
+                group(wt.square.s(i, 0.002) for i in range(MEMBERS)), wt.collect.s(f"k{n}")
+            ).delay()
+            for n in range(CHORDS)
+        ]
         wait_for(lambda: all_ended(handles), 120, "every chord to end")
     finally:
         stop(procs)

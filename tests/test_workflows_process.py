@@ -70,7 +70,11 @@ def test_chord_callback_runs_once_with_two_workers_finishing_members_together(
     procs = workers(real, 2, "--batch", "1")
     try:
         backend = queues["default"]
-        wait_for(lambda: list_workers(backend).total >= 2, 60, "both workers to start")
+        wait_for(
+            lambda: list_workers(backend).total >= 2,  # type: ignore[arg-type]
+            60,
+            "both workers to start",
+        )
         handles = [
             chord(
                 group(wt.square.s(i, 0.002) for i in range(MEMBERS)), wt.collect.s(f"k{n}")

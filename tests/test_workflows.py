@@ -38,10 +38,10 @@ def wf() -> Queue:
     return found
 
 
-def drain() -> None:
+def drain(pool: str = "solo") -> None:
     """Burst workers until nothing is ready or delayed (bounded rounds)."""
     for _ in range(100):
-        Worker([wf()], burst=True, timeout=30).run()
+        Worker([wf()], burst=True, timeout=30, pool=pool).run()
         stats = wf().stats()
         if not stats["ready"] + stats["delayed"] + stats["in_flight"]:
             return
@@ -63,10 +63,11 @@ def test_chain_passes_each_result_to_the_next_step(real: RedisTarget) -> None:
     assert handle.result(10) == 16
 
 
-def test_a_failed_step_stops_the_chain_and_names_the_step(real: RedisTarget) -> None:
+@pytest.mark.parametrize("pool", ["solo", "async"])
+def test_a_failed_step_stops_the_chain_and_names_the_step(real: RedisTarget, pool: str) -> None:
     failing = wt.boom.s()
     handle = chain(wt.add.s(1, 2), failing, wt.double.s()).delay()
-    drain()
+    drain(pool)
     assert wt.runs() == ["add:1:2", "boom:3"]  # double never ran
     info = handle.info()
     assert info["state"] == "FAILED"
@@ -84,9 +85,12 @@ def test_group_result_is_the_member_results_in_order(real: RedisTarget) -> None:
     assert handle.result(10) == [0, 1, 4, 9, 16, 25]
 
 
-def test_chord_callback_gets_member_results_in_member_order_once(real: RedisTarget) -> None:
+@pytest.mark.parametrize("pool", ["solo", "thread", "async"])
+def test_chord_callback_gets_member_results_in_member_order_once(
+    real: RedisTarget, pool: str
+) -> None:
     handle = chord(group(wt.square.s(i) for i in range(8)), wt.collect.s("c1")).delay()
-    drain()
+    drain(pool)
     assert runs_of("collect:") == [f"collect:c1:{[i * i for i in range(8)]}"]
     assert handle.result(10) == sum(i * i for i in range(8))
 
@@ -181,3 +185,18 @@ def test_the_done_script_counts_a_resent_end_once(real: RedisTarget) -> None:
     drain()
     assert runs_of("collect:") == ["collect:m:[0, 1, 4, 9, 16]"]
     assert handle.result(10) == 30
+
+
+def test_a_handle_pickles_and_reads_the_same_workflow(real: RedisTarget) -> None:
+    import pickle
+
+    handle = group(wt.square.s(i) for i in range(3)).delay()
+    copy = pickle.loads(pickle.dumps(handle))
+    assert (copy, copy.queue_name, copy.kind, copy.task_ids) == (
+        handle,
+        handle.queue_name,
+        handle.kind,
+        handle.task_ids,
+    )
+    drain()
+    assert copy.result(10) == [0, 1, 4]

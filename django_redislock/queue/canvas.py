@@ -272,6 +272,11 @@ class WorkflowHandle(str):
     def __repr__(self) -> str:
         return f"WorkflowHandle({str(self)!r}, kind={self.kind!r}, queue={self.queue_name!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # names, not the queue object: a handle pickles (a session, a cache) and follows
+        # a settings reset
+        return (_rebuild, (str(self), self.alias, self.queue_name, self.kind, self.task_ids))
+
     @property
     def queue(self) -> Queue:
         found: Queue = queues[self.alias].queue(check_name(self.queue_name))
@@ -351,3 +356,12 @@ class WorkflowHandle(str):
                 error=info["error"],
             )
         raise ResultUnknown(f"no workflow {str(self)!r}: it expired (RESULT_TTL) or never started")
+
+
+def _rebuild(
+    id: str, alias: str, queue_name: str, kind: str, task_ids: list[str]
+) -> WorkflowHandle:
+    """A pickled :class:`WorkflowHandle` again (no Redis call)."""
+    made = str.__new__(WorkflowHandle, id)
+    made.alias, made.queue_name, made.kind, made.task_ids = alias, queue_name, kind, task_ids
+    return made

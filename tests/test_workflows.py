@@ -200,3 +200,37 @@ def test_a_handle_pickles_and_reads_the_same_workflow(real: RedisTarget) -> None
     )
     drain()
     assert copy.result(10) == [0, 1, 4]
+
+
+def test_a_member_rerun_after_its_end_was_recorded_is_not_counted_again(
+    real: RedisTarget,
+) -> None:
+    """A worker that recorded a member's end and died before its ack: the lease expires, the
+    member is claimed again and ends again; the chord still counts it once."""
+    from django_redislock.queue.workflows import done_call, mark_of, run_call
+
+    handle = chord([wt.square.s(i) for i in range(3)], wt.collect.s("rerun")).delay()
+    first = wf().pop(3, lease=0.3)
+    for task in first[:2]:  # two ends recorded, then the worker "dies" (no ack)
+        mark = mark_of(task)
+        assert mark is not None
+        data = wf().serializer.dumps(task.payload["args"][0] ** 2)
+        assert run_call(wf(), done_call(wf(), task, mark, data)) == 1
+    time.sleep(0.5)
+    again = wf().pop(3, lease=30)  # the expired leases come back, under new claims
+    assert sorted(t.id for t in again) == sorted(t.id for t in first)
+    counted = []
+    for task in again:
+        mark = mark_of(task)
+        assert mark is not None
+        data = wf().serializer.dumps(task.payload["args"][0] ** 2)
+        counted.append(run_call(wf(), done_call(wf(), task, mark, data)))
+    assert sorted(counted) == [0, 0, 1]  # only the member that had not ended counts now
+    for task in first:  # the dead worker's stale claims change nothing
+        mark = mark_of(task)
+        assert mark is not None
+        assert run_call(wf(), done_call(wf(), task, mark, wf().serializer.dumps(0))) == 0
+    wf().ack(again)
+    drain()
+    assert runs_of("collect:") == ["collect:rerun:[0, 1, 4]"]
+    assert handle.result(10) == 5

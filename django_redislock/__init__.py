@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the names are, for the type checker; imported on first
     from .exceptions import Retry, TaskCancelled
     from .handlers import locks, queues
     from .periodic import periodic_task
+    from .queue.canvas import chain, chord, group
     from .queue.control import current_task
     from .queue.registry import task
 
@@ -36,6 +37,9 @@ _EXPORTS = {
     "periodic_task": ".periodic",
     "rate_limited": ".decorators",
     "task": ".queue.registry",
+    "chain": ".queue.canvas",
+    "group": ".queue.canvas",
+    "chord": ".queue.canvas",
     "current_task": ".queue.control",
     "Retry": ".exceptions",
     "TaskCancelled": ".exceptions",
@@ -56,8 +60,11 @@ alias_module("django_redislock.locks", "django_redislock.locking")
 __all__ = [
     "Retry",
     "TaskCancelled",
+    "chain",
+    "chord",
     "current_task",
     "distributed_lock",
+    "group",
     "locks",
     "periodic_task",
     "queues",

@@ -55,7 +55,16 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[str, ...] | None]]]] = [
             ("django_redislock.queue.registry:task", None),
             (
                 "django_redislock.queue.registry:TaskFunction",
-                ("delay", "enqueue", "enqueue_many", "queue", "run", "check_call", "result_of"),
+                (
+                    "delay",
+                    "enqueue",
+                    "enqueue_many",
+                    "queue",
+                    "run",
+                    "check_call",
+                    "result_of",
+                    "s",
+                ),
             ),
             ("django_redislock.queue.registry:Enqueued", ()),
             (
@@ -63,6 +72,14 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[str, ...] | None]]]] = [
                 ("status", "status_async", "result", "result_async", "task_id"),
             ),
             ("django_redislock.queue.results:ResultStatus", ()),
+            ("django_redislock.queue.canvas:Signature", ("delay",)),
+            ("django_redislock.queue.canvas:chain", ("delay",)),
+            ("django_redislock.queue.canvas:group", ("delay",)),
+            ("django_redislock.queue.canvas:chord", ("delay",)),
+            (
+                "django_redislock.queue.canvas:WorkflowHandle",
+                ("state", "failed_id", "error", "info", "result"),
+            ),
             ("django_redislock.queue.registry:task_modules", None),
             ("django_redislock.queue.worker:Worker", ("run", "stop", "current")),
             ("django_redislock.queue.pool_thread", ()),

@@ -46,6 +46,7 @@ from .records import (
 )
 from .serializers import get_serializer
 from .stats import SUMMARY_SCRIPT, QueueStats, summary_extra_keys
+from .workflows import retry_extras
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -308,6 +309,13 @@ class QueueCalls:
                 raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
             args.append(final)
             extra += (self.cancel_key,)
+        member = retry_extras(self, task)  # type: ignore[arg-type]
+        if member is not None:  # a workflow member: its death ends its step (.workflows)
+            if not final:
+                args.append("")
+                extra += (self.cancel_key,)
+            extra += member[0]
+            args += member[1]
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:

@@ -34,6 +34,7 @@ from ..exceptions import MissingDependency, UndecodablePayload
 from ..validation import MAX_SECONDS
 from ..wire import redis_py_version, to_text
 from .records import Call, Task
+from .workflows import record_success, record_success_async
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -241,6 +242,7 @@ def store_success(queue: Queue, task: Task, value: Any) -> None:
     call = success_call(queue, task, value)
     if call is not None:
         run(queue, call)
+    record_success(queue, task, value)  # workflow members only (see .workflows)
 
 
 def store_failure(
@@ -257,6 +259,7 @@ async def store_success_async(queue: Queue, task: Task, value: Any) -> None:
     call = success_call(queue, task, value)
     if call is not None:
         await run_async(queue, call)
+    await record_success_async(queue, task, value)  # workflow members only (see .workflows)
 
 
 async def store_failure_async(

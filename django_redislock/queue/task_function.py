@@ -36,11 +36,13 @@ from ..validation import (
 )
 from .arguments import enqueue_args
 from .call_options import EXPIRES, delay_of, expiry_of, in_transaction, send_async
+from .canvas import Signature
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros
 from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
+from .workflows import MARK, chord_inputs
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -140,10 +142,26 @@ class TaskFunction(Generic[P, R]):
         The arguments are bound to the function's signature first: a call the
         function could not take raises ``TypeError`` here and queues nothing.
         """
+        if kwargs and "depends_on" in kwargs and not self._takes("depends_on"):
+            deps = kwargs.pop("depends_on")
+            handle: Any = self.s(*args, **kwargs).delay(depends_on=deps)  # type: ignore[arg-type]
+            return handle  # type: ignore[no-any-return]  # a WorkflowHandle (docs/workflows.md)
         self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
         payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
         return self._send(payload, None, 0, False, self.priority)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of this call for :func:`chain`, :func:`group`, :func:`chord` (or its
+        own ``delay(depends_on=...)``): nothing is sent yet (docs/workflows.md)."""
+        return Signature(self, args, kwargs)
+
+    def _takes(self, name: str) -> bool:
+        """Whether the function has a parameter ``name`` (then ``delay`` passes it on)."""
+        try:
+            return name in inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            return False
 
     def delay_on(self, queue: str, /, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
         """:meth:`delay` to another queue of the task's alias, for this call only.
@@ -361,7 +379,12 @@ class TaskFunction(Generic[P, R]):
 
     def run(self, payload: Mapping[str, Any]) -> Any:
         """Make the call a payload describes (coroutine functions run in a fresh event loop)."""
-        result = self.fn(*payload.get("args", ()), **payload.get("kwargs", {}))
+        args = payload.get("args", ())
+        mark = payload.get(MARK)
+        if mark is not None and "in" in mark:  # a chord's callback: its members' results first
+            inputs = chord_inputs(self.queue_named(mark["q"]), mark["id"], int(mark["in"]))
+            args = [inputs, *args]
+        result = self.fn(*args, **payload.get("kwargs", {}))
         if inspect.iscoroutine(result):
             return asyncio.run(result)
         return result

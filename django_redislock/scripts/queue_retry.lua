@@ -15,8 +15,13 @@
 -- the task whatever its attempts and is the outcome its history shows
 -- KEYS[14] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
 -- task's request, if any, is dropped (its run ended)
+-- KEYS[15], KEYS[16] (optional, with KEYS[14]) the task is a workflow member: its workflow
+-- hash and the queue's workflow dependency hash; ARGV[9] the workflow id, ARGV[10] its time to
+-- live (ms), ARGV[11] the member's role, ARGV[12] its index: a dead-lettered member ends its
+-- workflow's step as failed (see the workflow fragment), in this call
 -- The failed run counts as an attempt (here, unless its start was recorded already).
 -- include: claims
+-- include: workflow
 -- include: priority
 -- include: history
 local t = redis.call('TIME')
@@ -31,7 +36,7 @@ if not started(v) then attempts = redis.call('HINCRBY', KEYS[5], id, 1) end
 redis.call('HSET', KEYS[6], id, ARGV[4])
 local final = ARGV[8] or ''
 local dead = final ~= '' or attempts >= tonumber(ARGV[5])
-if #KEYS >= 14 then redis.call('HDEL', KEYS[14], id) end
+if #KEYS >= 14 and final ~= '' then redis.call('HDEL', KEYS[14], id) end
 if #KEYS >= 13 then
   local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
   history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
@@ -39,6 +44,9 @@ if #KEYS >= 13 then
 end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)
+  if #KEYS >= 16 then
+    wf_end(KEYS[15], KEYS[16], ARGV[10], ARGV[9], ARGV[11], ARGV[12], false, '', ARGV[4], id, '')
+  end
   return 2
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)

@@ -13,6 +13,10 @@ the queue on a Cluster)::
     <prefix>:{q:<queue>}:stock:<item>:adm:buyer:<b> string  expiring when idle
 
 A stock without an order task uses its own tag, ``{stock:<item>}``.
+
+A stock split over N buckets (``set(units, shards=N)``) keeps these keys as its bucket 0
+and puts bucket ``i`` in the slot of the order queue ``<queue>.s<i>`` (or of the tag
+``{stock.s<i>:<item>}``): see :mod:`.shards`.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ from .calls import (
     take_call,
     take_queue_keys,
 )
+from . import shards as sharding
 from .reads import StockReads
-from .records import Reconciliation, Reservation, Take, TakeResult
+from .records import BUCKET_MARK, Reconciliation, Reservation, Take, TakeResult
 from .sold_out import Ticket, channel, memory
 
 if TYPE_CHECKING:
@@ -100,6 +105,12 @@ class Stock(StockReads):
             using = order_task.using if order_task is not None else DEFAULT_ALIAS
         self.using = using
         self._keys: StockKeys | None = None
+        #: this object's bucket of its item (0: the item's own keys; see :mod:`.shards`)
+        self._index = 0
+        #: the buckets' objects, by index (built once per object)
+        self._buckets: dict[int, Stock] = {}
+        #: (backend, number of buckets), read once per backend
+        self._shards: tuple[Any, int] | None = None
 
     def __repr__(self) -> str:
         return f"<Stock {self.item!r} queue={self.queue_name!r}>"
@@ -135,7 +146,8 @@ class Stock(StockReads):
         if self._keys is None or self._keys.backend is not backend:
             queue = self.queue
             if queue is None:
-                parts: tuple[str, ...] = (f"stock:{self.item}",)
+                tag = "stock" if self._index == 0 else f"stock.s{self._index}"
+                parts: tuple[str, ...] = (f"{tag}:{self.item}",)
                 public: list[str] = []
                 scripts: list[str] = []
                 take: list[str] = []
@@ -190,6 +202,70 @@ class Stock(StockReads):
         if call.announces:
             memory.forget(self.backend, self._built_keys().own[0])
 
+    # -- buckets (docs/seckill.md, "A sale over many shards") -------------------------------
+
+    def bucket(self, index: int) -> Stock:
+        """The stock of bucket ``index`` of this item (0: this stock's own keys)."""
+        if index == 0 or self._index != 0:
+            return self
+        found = self._buckets.get(index)
+        if found is None:
+            queue = None if self.queue_name is None else sharding.bucket_queue(self.queue_name, index)
+            found = Stock(self.item, order_task=self.order_task, queue=queue, using=self.using)
+            found.admission, found.buyer_admission = self.admission, self.buyer_admission
+            found._index = index
+            self._buckets[index] = found
+        return found
+
+    def shards(self) -> int:
+        """The number of buckets the stock is split over (1 unless ``set(shards=N)``)."""
+        return self._shard_count()
+
+    def order_queues(self) -> list[str]:
+        """The names of the order queues of every bucket (a worker drains all of them)."""
+        if self.queue_name is None:
+            return []
+        return [sharding.bucket_queue(self.queue_name, i) for i in range(self._shard_count())]
+
+    def _shard_count(self) -> int:
+        """The number of buckets, read once per object and backend (bucket 0's meta hash)."""
+        if self._index != 0:
+            return 1
+        backend = self.backend
+        if self._shards is None or self._shards[0] is not backend:
+            with backend.errors():
+                found = backend.client.hget(self._built_keys().own[1], sharding.FIELD)
+            self._shards = (backend, int(found or 1))
+        return self._shards[1]
+
+    async def _shard_count_async(self) -> int:
+        backend = self.backend
+        if self._index == 0 and (self._shards is None or self._shards[0] is not backend):
+            with backend.errors():
+                client = backend.async_client()
+                found = await client.hget(self._built_keys().own[1], sharding.FIELD)
+            self._shards = (backend, int(found or 1))
+        return self._shard_count()
+
+    def _known_shards(self, count: int) -> None:
+        self._shards = (self.backend, count)
+
+    def _forget_shards(self) -> None:
+        """The stock was cleared or never set: read the number of buckets again next time."""
+        self._shards = None
+
+    def _bucket_take(self, qty: int, buyer: str, data: dict[str, Any]) -> Take:
+        """One take in this bucket, with no memory of sold-out (the sweep keeps that)."""
+        call = self._full_take_call(qty, buyer, data)
+        self._register_queue()
+        return self._after_take(self._run(call))
+
+    async def _bucket_take_async(self, qty: int, buyer: str, data: dict[str, Any]) -> Take:
+        call = self._full_take_call(qty, buyer, data)
+        if self.queue_name is not None:
+            await self.backend.register_queue_async(self.queue_name)
+        return self._after_take(await self._arun(call))
+
     # -- the hot path -----------------------------------------------------------------------
 
     def _take_args(self, qty: int, buyer: Any, data: Any) -> tuple[int, str, dict[str, Any]]:
@@ -212,6 +288,8 @@ class Stock(StockReads):
             memory.remember(self.backend, key, take.remaining, ticket)
         else:
             memory.forget(self.backend, key)
+            if take is not None and take.result is TakeResult.UNKNOWN:
+                self._forget_shards()
         return take
 
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
@@ -219,7 +297,8 @@ class Stock(StockReads):
         return self._full_take_call(qty, buyer, data)
 
     def _full_take_call(self, qty: int, buyer: str, data: dict[str, Any]) -> StockCall[Take]:
-        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, data)
+        id = uuid.uuid4().hex + (f"{BUCKET_MARK}{self._index}" if self._index else "")
+        reservation = Reservation(self.item, id, buyer, qty, None, data)
         payload = None
         if self.order_task is not None and not self._eager:
             payload = self._order_payload(reservation)
@@ -259,6 +338,9 @@ class Stock(StockReads):
         known = self._refused_here(qty)
         if known is not None:
             return known
+        shards = self._shard_count()
+        if shards > 1:
+            return sharding.take(self, shards, qty, buyer, checked)
         ticket = memory.ticket(self.backend)
         if self._probing():
             refused = self._took(probed(self._read_units(), qty), ticket)
@@ -276,6 +358,9 @@ class Stock(StockReads):
         known = self._refused_here(qty)
         if known is not None:
             return known
+        shards = await self._shard_count_async()
+        if shards > 1:
+            return await sharding.take_async(self, shards, qty, buyer, checked)
         ticket = memory.ticket(self.backend)
         if self._probing():
             refused = self._took(probed(await self._read_units_async(), qty), ticket)
@@ -316,23 +401,44 @@ class Stock(StockReads):
         before it orders; see docs/seckill.md. With ``rebuy`` (the default) the
         buyer may buy again. A resend of the call by a retrying client answers
         True again and restores nothing twice (a second call of your own is a new
-        request: False).
+        request: False). On a sharded stock the reservation's id names its bucket, and the
+        units go back there (docs/seckill.md, "A sale over many shards").
         """
-        return self._run(self._restore_call(reservation, rebuy))
+        call = self._restore_call(reservation, rebuy)
+        shards = self._shard_count()
+        if shards == 1 and sharding.bucket_of(call.args[0]) == 0:
+            return self._run(call)
+        return sharding.restore(self, shards, reservation, rebuy)
 
     async def restore_async(self, reservation: Reservation | str, *, rebuy: bool = True) -> bool:
         """The asyncio twin of :meth:`restore`."""
-        return await self._arun(self._restore_call(reservation, rebuy))
+        call = self._restore_call(reservation, rebuy)
+        shards = await self._shard_count_async()
+        if shards == 1 and sharding.bucket_of(call.args[0]) == 0:
+            return await self._arun(call)
+        return await sharding.restore_async(self, shards, reservation, rebuy)
 
     # -- setting up a sale ------------------------------------------------------------------
 
-    def set(self, units: int, *, opens: Any = ..., closes: Any = ...) -> int:
+    def set(
+        self, units: int, *, opens: Any = ..., closes: Any = ..., shards: int | None = None
+    ) -> int:
         """Make ``units`` the units left, and set the sale window (datetimes; None: open-ended).
 
         Omitted window bounds keep their stored values. Buyers and reservations
         are kept: use a new item name for a new sale, or :meth:`clear` first.
+        ``shards`` splits a new stock's units over that many buckets, each in its own
+        hash slot with its own order queue (docs/seckill.md, "A sale over many
+        shards"); omitted, a stock keeps its number (1 for a new one). Another
+        number than an existing stock's raises InvalidArgument: :meth:`clear` first.
         """
-        return self._run(self._set_call(units, opens, closes))
+        call = self._set_call(units, opens, closes)
+        count = sharding.chosen(self, shards)
+        if count == 1:
+            left = self._run(call)
+            self._known_shards(1)
+            return left
+        return sharding.set_units(self, count, call.args[1], call.args[2], call.args[3])
 
     def _set_call(self, units: int, opens: Any = ..., closes: Any = ...) -> StockCall[int]:
         return set_call(
@@ -351,7 +457,11 @@ class Stock(StockReads):
         A resend of the call by a retrying client answers the same and adds
         nothing more; a second call of your own adds again.
         """
-        left = self._run(self._add_call(units))
+        call = self._add_call(units)
+        shards = self._shard_count()
+        if shards > 1:
+            return sharding.add_units(self, shards, units)
+        left = self._run(call)
         if left < 0:
             raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
         return left
@@ -362,8 +472,24 @@ class Stock(StockReads):
         With ``fix``, set the ``taken`` counter from the records and add buyers missing from
         the buyers set (see ``stock_reconcile.lua``; ``manage.py reconcile_stock``).
         """
+        shards = self._shard_count()
+        if shards > 1:
+            parts = [self.bucket(i)._run(reconcile_call(self.item, fix)) for i in range(shards)]
+            return sharding.total_reconciliation(self.item, parts)
         return self._run(reconcile_call(self.item, fix))
 
+    def _clear_call(self) -> StockCall[bool]:
+        return clear_call()
+
     def clear(self) -> bool:
-        """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""
-        return self._run(clear_call())
+        """Delete the stock, its buyers and reservations (not queued tasks); True if it existed.
+
+        A sharded stock clears every bucket it is known to have (the number is read once per
+        object, as for a take).
+        """
+        shards = self._shard_count()
+        if shards > 1:
+            return sharding.clear(self, shards)
+        cleared = self._run(clear_call())
+        self._forget_shards()
+        return cleared

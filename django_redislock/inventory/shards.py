@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..calls.requests import request_id
 from ..exceptions import InvalidArgument, StockNotFound
-from .calls import REQUEST_TTL_MS, StockCall
+from .calls import REQUEST_TTL_MS, StockCall, set_call
 from .records import Reconciliation, Reservation, StockStats, Take, TakeResult, bucket_of
 from .sold_out import Ticket, memory
 
@@ -135,9 +135,7 @@ def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) 
     return Take(TakeResult.SOLD_OUT, sum(left.values()))
 
 
-async def take_async(
-    stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]
-) -> Take:
+async def take_async(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) -> Take:
     """The asyncio twin of :func:`take`."""
     known = refused_here(stock, shards, qty)
     if known is not None:
@@ -247,7 +245,7 @@ def chosen(stock: Stock, shards: int | None) -> int:
 def set_units(stock: Stock, shards: int, units: int, opens: Any, closes: Any) -> int:
     """Set a stock of ``shards > 1`` buckets: the count first, bucket 0 last (module doc)."""
     parts = split(units, shards)
-    calls = [stock.bucket(index)._set_call(part, opens, closes) for index, part in enumerate(parts)]
+    calls = [set_call("set", part, opens, closes) for part in parts]
     with stock.backend.errors():
         stock.backend.client.hset(stock._built_keys().own[1], FIELD, shards)
     stock._known_shards(shards)

@@ -210,7 +210,9 @@ class Stock(StockReads):
             return self
         found = self._buckets.get(index)
         if found is None:
-            queue = None if self.queue_name is None else sharding.bucket_queue(self.queue_name, index)
+            queue = (
+                None if self.queue_name is None else sharding.bucket_queue(self.queue_name, index)
+            )
             found = Stock(self.item, order_task=self.order_task, queue=queue, using=self.using)
             found.admission, found.buyer_admission = self.admission, self.buyer_admission
             found._index = index
@@ -335,12 +337,12 @@ class Stock(StockReads):
         and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
         qty, buyer, checked = self._take_args(qty, buyer, data)
-        known = self._refused_here(qty)
-        if known is not None:
-            return known
         shards = self._shard_count()
         if shards > 1:
             return sharding.take(self, shards, qty, buyer, checked)
+        known = self._refused_here(qty)
+        if known is not None:
+            return known
         ticket = memory.ticket(self.backend)
         if self._probing():
             refused = self._took(probed(self._read_units(), qty), ticket)
@@ -355,12 +357,12 @@ class Stock(StockReads):
     ) -> Take:
         """The asyncio twin of :meth:`take` (an eager order task runs in the event loop)."""
         qty, buyer, checked = self._take_args(qty, buyer, data)
-        known = self._refused_here(qty)
-        if known is not None:
-            return known
         shards = await self._shard_count_async()
         if shards > 1:
             return await sharding.take_async(self, shards, qty, buyer, checked)
+        known = self._refused_here(qty)
+        if known is not None:
+            return known
         ticket = memory.ticket(self.backend)
         if self._probing():
             refused = self._took(probed(await self._read_units_async(), qty), ticket)

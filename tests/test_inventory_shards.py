@@ -16,7 +16,7 @@ import pytest
 
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.inventory import Stock, Take, TakeResult, sold_out
-from django_redislock.inventory.shards import bucket_of, home_bucket, refused_here, split
+from django_redislock.inventory.shards import home_bucket, refused_here, split
 from django_redislock.queue.worker import Worker
 
 from . import inventory_tasks

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..exceptions import StockNotFound
 from .calls import StockCall, StockKeys, stats_call
-from .shards import total_stats
 from .records import Reservation, StockStats, bucket_of
+from .shards import total_stats
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend

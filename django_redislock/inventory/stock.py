@@ -36,6 +36,7 @@ from ..validation import (
     parse_rate,
     window_micros,
 )
+from . import shards as sharding
 from .calls import (
     KEY_PARTS,
     TAKE_SCRIPT,
@@ -52,7 +53,6 @@ from .calls import (
     take_call,
     take_queue_keys,
 )
-from . import shards as sharding
 from .reads import StockReads
 from .records import BUCKET_MARK, Reconciliation, Reservation, Take, TakeResult
 from .sold_out import Ticket, channel, memory

@@ -37,6 +37,7 @@ from ..validation import (
     window_micros,
 )
 from . import shards as sharding
+from .buckets import Buckets
 from .calls import (
     KEY_PARTS,
     TAKE_SCRIPT,
@@ -65,7 +66,7 @@ R = TypeVar("R")
 T = TypeVar("T", bound="Take | None")
 
 
-class Stock(StockReads):
+class Stock(Buckets, StockReads):
     """The units of one item on sale, on the Redis of a ``REDISLOCK_QUEUES`` alias.
 
     ``Stock("phone-x", order_task=create_order)`` takes units and queues
@@ -201,72 +202,6 @@ class Stock(StockReads):
         """This process's own change is seen at once (others' arrive through the channel)."""
         if call.announces:
             memory.forget(self.backend, self._built_keys().own[0])
-
-    # -- buckets (docs/seckill.md, "A sale over many shards") -------------------------------
-
-    def bucket(self, index: int) -> Stock:
-        """The stock of bucket ``index`` of this item (0: this stock's own keys)."""
-        if index == 0 or self._index != 0:
-            return self
-        found = self._buckets.get(index)
-        if found is None:
-            queue = (
-                None if self.queue_name is None else sharding.bucket_queue(self.queue_name, index)
-            )
-            found = Stock(self.item, order_task=self.order_task, queue=queue, using=self.using)
-            found.admission, found.buyer_admission = self.admission, self.buyer_admission
-            found._index = index
-            self._buckets[index] = found
-        return found
-
-    def shards(self) -> int:
-        """The number of buckets the stock is split over (1 unless ``set(shards=N)``)."""
-        return self._shard_count()
-
-    def order_queues(self) -> list[str]:
-        """The names of the order queues of every bucket (a worker drains all of them)."""
-        if self.queue_name is None:
-            return []
-        return [sharding.bucket_queue(self.queue_name, i) for i in range(self._shard_count())]
-
-    def _shard_count(self) -> int:
-        """The number of buckets, read once per object and backend (bucket 0's meta hash)."""
-        if self._index != 0:
-            return 1
-        backend = self.backend
-        if self._shards is None or self._shards[0] is not backend:
-            with backend.errors():
-                found = backend.client.hget(self._built_keys().own[1], sharding.FIELD)
-            self._shards = (backend, int(found or 1))
-        return self._shards[1]
-
-    async def _shard_count_async(self) -> int:
-        backend = self.backend
-        if self._index == 0 and (self._shards is None or self._shards[0] is not backend):
-            with backend.errors():
-                client = backend.async_client()
-                found = await client.hget(self._built_keys().own[1], sharding.FIELD)
-            self._shards = (backend, int(found or 1))
-        return self._shard_count()
-
-    def _known_shards(self, count: int) -> None:
-        self._shards = (self.backend, count)
-
-    def _forget_shards(self) -> None:
-        """The stock was cleared or never set: read the number of buckets again next time."""
-        self._shards = None
-
-    def _bucket_take(self, qty: int, buyer: str, data: dict[str, Any]) -> Take:
-        """One take in this bucket, with no memory of sold-out (the sweep keeps that)."""
-        call = self._full_take_call(qty, buyer, data)
-        self._register_queue()
-        return self._after_take(self._run(call))
-
-    async def _bucket_take_async(self, qty: int, buyer: str, data: dict[str, Any]) -> Take:
-        call = self._full_take_call(qty, buyer, data)
-        if self.queue_name is not None:
-            await self.backend.register_queue_async(self.queue_name)
-        return self._after_take(await self._arun(call))
 
     # -- the hot path -----------------------------------------------------------------------
 

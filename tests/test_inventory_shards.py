@@ -16,7 +16,7 @@ import pytest
 
 from django_redislock.exceptions import InvalidArgument
 from django_redislock.inventory import Stock, Take, TakeResult, sold_out
-from django_redislock.inventory.shards import home_bucket, refused_here, split
+from django_redislock.inventory.shards import claim_call, home_bucket, refused_here, split
 from django_redislock.queue.worker import Worker
 
 from . import inventory_tasks
@@ -153,6 +153,7 @@ def test_a_refusal_other_than_sold_out_releases_the_claim(redis_target: RedisTar
     assert stock.take(buyer=other).result is TakeResult.SOLD_OUT
 
 
+@pytest.mark.django_db  # the worker closes stale database connections around each task
 def test_orders_are_queued_per_bucket_and_one_worker_drains_them(redis_target: RedisTarget) -> None:
     inventory_tasks.ORDERS.clear()
     stock = make_stock(redis_target)
@@ -276,6 +277,8 @@ def test_threads_sell_every_unit_of_every_bucket_once(real_target: RedisTarget) 
     given_back = sold[: 3 * 2 : 2]
     for reservation in given_back:
         assert stock.restore(reservation)
+    back = Counter(reservation.bucket for reservation in given_back)
+    assert bucket_units(stock) == [back[index] for index in range(3)]  # each to its bucket
     assert stock.remaining() == len(given_back)
     again = [stock.take(buyer=f"late{n}") for n in range(20)]
     assert sum(take.ok for take in again) == len(given_back)
@@ -314,3 +317,17 @@ def test_processes_sell_every_unit_of_every_bucket_once(real_target: RedisTarget
     ]
     assert len(takes) == 2 * buyers
     check_the_sale(stock, takes, units)
+
+
+def test_a_resent_claim_or_release_answers_as_the_first_time(redis_target: RedisTarget) -> None:
+    stock = make_stock(redis_target)
+    stock.set(2, shards=2)
+    home = stock.bucket(1)
+    claim = claim_call("buyer-r", True)
+    assert home._run(claim) is True
+    assert home._run(claim) is True  # the same request again: its first answer, no change
+    assert home._run(claim_call("buyer-r", True)) is False  # a new claim: already there
+    release = claim_call("buyer-r", False)
+    assert home._run(release) is True and home._run(release) is True
+    assert home._run(claim_call("buyer-r", False)) is False
+    assert home.stats().buyers == 0

@@ -50,7 +50,7 @@ class StockReads:
 
     async def remaining_async(self) -> int:
         """The asyncio twin of :meth:`remaining`."""
-        shards = self._shard_count()
+        shards = await self._shard_count_async()
         buckets = [self.bucket(i) for i in range(shards)]
         return sum([bucket._units(await bucket._read_units_async()) for bucket in buckets])
 
@@ -64,6 +64,9 @@ class StockReads:
             return await self.backend.async_client().get(self._built_keys().own[0])
 
     def _shard_count(self) -> int:
+        raise NotImplementedError
+
+    async def _shard_count_async(self) -> int:
         raise NotImplementedError
 
     def bucket(self, index: int) -> StockReads:
@@ -89,7 +92,7 @@ class StockReads:
 
     async def stats_async(self) -> StockStats:
         """The asyncio twin of :meth:`stats`."""
-        buckets = [self.bucket(i) for i in range(self._shard_count())]
+        buckets = [self.bucket(i) for i in range(await self._shard_count_async())]
         parts = [await bucket._arun(stats_call(self.item)) for bucket in buckets]
         return parts[0] if len(parts) == 1 else total_stats(self.item, parts)
 

@@ -163,7 +163,10 @@ class Stock(Buckets, StockReads):
         return self._keys
 
     def keys(self, with_queue: bool = False) -> list[str]:
-        """The stock's keys (and the order queue's, taken from the queue itself)."""
+        """The stock's keys (and the order queue's, taken from the queue itself).
+
+        Of a sharded stock, bucket 0's; ``bucket(i).keys()`` gives bucket ``i``'s.
+        """
         keys = self._built_keys()
         return keys.own + keys.queue if with_queue else list(keys.own)
 

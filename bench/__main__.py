@@ -21,6 +21,7 @@ SUITES: list[str] = [
     "locks",
     "seckill",
     "sold_out",
+    "shards",
     "periodic",
     "workers",
     "pool",

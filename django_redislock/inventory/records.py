@@ -48,6 +48,16 @@ TAKE_CODES = (
 )
 
 
+#: What a reservation id of bucket ``i > 0`` ends with, before ``i`` (bucket 0 ids are bare hex).
+BUCKET_MARK = "-b"
+
+
+def bucket_of(reservation_id: str) -> int:
+    """The bucket a reservation id was taken from: ``"<hex>-b3"`` -> 3, a bare id -> 0."""
+    _, mark, index = reservation_id.rpartition(BUCKET_MARK)
+    return int(index) if mark and index.isdigit() else 0
+
+
 @dataclass(frozen=True)
 class Reservation:
     """Units one buyer holds: the record a take wrote, and what the order task receives.
@@ -64,6 +74,15 @@ class Reservation:
     #: built before the script runs).
     taken_at: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bucket(self) -> int:
+        """The bucket of a sharded stock that holds it (0 for a stock of one bucket).
+
+        Read from the id: a take from bucket ``i > 0`` names its reservation
+        ``<32 hex digits>-b<i>`` (:func:`bucket_of`).
+        """
+        return bucket_of(self.id)
 
     @property
     def when(self) -> datetime | None:

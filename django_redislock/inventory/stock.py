@@ -13,6 +13,10 @@ the queue on a Cluster)::
     <prefix>:{q:<queue>}:stock:<item>:adm:buyer:<b> string  expiring when idle
 
 A stock without an order task uses its own tag, ``{stock:<item>}``.
+
+A stock split over N buckets (``set(units, shards=N)``) keeps these keys as its bucket 0
+and puts bucket ``i`` in the slot of the order queue ``<queue>.s<i>`` (or of the tag
+``{stock.s<i>:<item>}``): see :mod:`.shards`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from ..validation import (
     parse_rate,
     window_micros,
 )
+from . import shards as sharding
+from .buckets import Buckets
 from .calls import (
     KEY_PARTS,
     TAKE_SCRIPT,
@@ -49,7 +55,7 @@ from .calls import (
     take_queue_keys,
 )
 from .reads import StockReads
-from .records import Reconciliation, Reservation, Take, TakeResult
+from .records import BUCKET_MARK, Reconciliation, Reservation, Take, TakeResult
 from .sold_out import Ticket, channel, memory
 
 if TYPE_CHECKING:
@@ -60,7 +66,7 @@ R = TypeVar("R")
 T = TypeVar("T", bound="Take | None")
 
 
-class Stock(StockReads):
+class Stock(Buckets, StockReads):
     """The units of one item on sale, on the Redis of a ``REDISLOCK_QUEUES`` alias.
 
     ``Stock("phone-x", order_task=create_order)`` takes units and queues
@@ -100,6 +106,12 @@ class Stock(StockReads):
             using = order_task.using if order_task is not None else DEFAULT_ALIAS
         self.using = using
         self._keys: StockKeys | None = None
+        #: this object's bucket of its item (0: the item's own keys; see :mod:`.shards`)
+        self._index = 0
+        #: the buckets' objects, by index (built once per object)
+        self._buckets: dict[int, Stock] = {}
+        #: (backend, number of buckets), read once per backend
+        self._shards: tuple[Any, int] | None = None
 
     def __repr__(self) -> str:
         return f"<Stock {self.item!r} queue={self.queue_name!r}>"
@@ -135,7 +147,8 @@ class Stock(StockReads):
         if self._keys is None or self._keys.backend is not backend:
             queue = self.queue
             if queue is None:
-                parts: tuple[str, ...] = (f"stock:{self.item}",)
+                tag = "stock" if self._index == 0 else f"stock.s{self._index}"
+                parts: tuple[str, ...] = (f"{tag}:{self.item}",)
                 public: list[str] = []
                 scripts: list[str] = []
                 take: list[str] = []
@@ -150,7 +163,10 @@ class Stock(StockReads):
         return self._keys
 
     def keys(self, with_queue: bool = False) -> list[str]:
-        """The stock's keys (and the order queue's, taken from the queue itself)."""
+        """The stock's keys (and the order queue's, taken from the queue itself).
+
+        Of a sharded stock, bucket 0's; ``bucket(i).keys()`` gives bucket ``i``'s.
+        """
         keys = self._built_keys()
         return keys.own + keys.queue if with_queue else list(keys.own)
 
@@ -212,6 +228,8 @@ class Stock(StockReads):
             memory.remember(self.backend, key, take.remaining, ticket)
         else:
             memory.forget(self.backend, key)
+            if take is not None and take.result is TakeResult.UNKNOWN:
+                self._forget_shards()
         return take
 
     def _take_call(self, qty: int, buyer: Any, data: dict[str, Any] | None) -> StockCall[Take]:
@@ -219,7 +237,8 @@ class Stock(StockReads):
         return self._full_take_call(qty, buyer, data)
 
     def _full_take_call(self, qty: int, buyer: str, data: dict[str, Any]) -> StockCall[Take]:
-        reservation = Reservation(self.item, uuid.uuid4().hex, buyer, qty, None, data)
+        id = uuid.uuid4().hex + (f"{BUCKET_MARK}{self._index}" if self._index else "")
+        reservation = Reservation(self.item, id, buyer, qty, None, data)
         payload = None
         if self.order_task is not None and not self._eager:
             payload = self._order_payload(reservation)
@@ -256,6 +275,9 @@ class Stock(StockReads):
         and takes nothing; see docs/seckill.md, "Timeouts, lost replies and resends".
         """
         qty, buyer, checked = self._take_args(qty, buyer, data)
+        shards = self._shard_count()
+        if shards > 1:
+            return sharding.take(self, shards, qty, buyer, checked)
         known = self._refused_here(qty)
         if known is not None:
             return known
@@ -273,6 +295,9 @@ class Stock(StockReads):
     ) -> Take:
         """The asyncio twin of :meth:`take` (an eager order task runs in the event loop)."""
         qty, buyer, checked = self._take_args(qty, buyer, data)
+        shards = await self._shard_count_async()
+        if shards > 1:
+            return await sharding.take_async(self, shards, qty, buyer, checked)
         known = self._refused_here(qty)
         if known is not None:
             return known
@@ -316,23 +341,44 @@ class Stock(StockReads):
         before it orders; see docs/seckill.md. With ``rebuy`` (the default) the
         buyer may buy again. A resend of the call by a retrying client answers
         True again and restores nothing twice (a second call of your own is a new
-        request: False).
+        request: False). On a sharded stock the reservation's id names its bucket, and the
+        units go back there (docs/seckill.md, "A sale over many shards").
         """
-        return self._run(self._restore_call(reservation, rebuy))
+        call = self._restore_call(reservation, rebuy)
+        shards = self._shard_count()
+        if shards == 1 and sharding.bucket_of(call.args[0]) == 0:
+            return self._run(call)
+        return sharding.restore(self, shards, reservation, rebuy)
 
     async def restore_async(self, reservation: Reservation | str, *, rebuy: bool = True) -> bool:
         """The asyncio twin of :meth:`restore`."""
-        return await self._arun(self._restore_call(reservation, rebuy))
+        call = self._restore_call(reservation, rebuy)
+        shards = await self._shard_count_async()
+        if shards == 1 and sharding.bucket_of(call.args[0]) == 0:
+            return await self._arun(call)
+        return await sharding.restore_async(self, shards, reservation, rebuy)
 
     # -- setting up a sale ------------------------------------------------------------------
 
-    def set(self, units: int, *, opens: Any = ..., closes: Any = ...) -> int:
+    def set(
+        self, units: int, *, opens: Any = ..., closes: Any = ..., shards: int | None = None
+    ) -> int:
         """Make ``units`` the units left, and set the sale window (datetimes; None: open-ended).
 
         Omitted window bounds keep their stored values. Buyers and reservations
         are kept: use a new item name for a new sale, or :meth:`clear` first.
+        ``shards`` splits a new stock's units over that many buckets, each in its own
+        hash slot with its own order queue (docs/seckill.md, "A sale over many
+        shards"); omitted, a stock keeps its number (1 for a new one). Another
+        number than an existing stock's raises InvalidArgument: :meth:`clear` first.
         """
-        return self._run(self._set_call(units, opens, closes))
+        call = self._set_call(units, opens, closes)
+        count = sharding.chosen(self, shards)
+        if count == 1:
+            left = self._run(call)
+            self._known_shards(1)
+            return left
+        return sharding.set_units(self, count, call.args[1], call.args[2], call.args[3])
 
     def _set_call(self, units: int, opens: Any = ..., closes: Any = ...) -> StockCall[int]:
         return set_call(
@@ -351,7 +397,11 @@ class Stock(StockReads):
         A resend of the call by a retrying client answers the same and adds
         nothing more; a second call of your own adds again.
         """
-        left = self._run(self._add_call(units))
+        call = self._add_call(units)
+        shards = self._shard_count()
+        if shards > 1:
+            return sharding.add_units(self, shards, units)
+        left = self._run(call)
         if left < 0:
             raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
         return left
@@ -362,8 +412,24 @@ class Stock(StockReads):
         With ``fix``, set the ``taken`` counter from the records and add buyers missing from
         the buyers set (see ``stock_reconcile.lua``; ``manage.py reconcile_stock``).
         """
+        shards = self._shard_count()
+        if shards > 1:
+            parts = [self.bucket(i)._run(reconcile_call(self.item, fix)) for i in range(shards)]
+            return sharding.total_reconciliation(self.item, parts)
         return self._run(reconcile_call(self.item, fix))
 
+    def _clear_call(self) -> StockCall[bool]:
+        return clear_call()
+
     def clear(self) -> bool:
-        """Delete the stock, its buyers and reservations (not queued tasks); True if it existed."""
-        return self._run(clear_call())
+        """Delete the stock, its buyers and reservations (not queued tasks); True if it existed.
+
+        A sharded stock clears every bucket it is known to have (the number is read once per
+        object, as for a take).
+        """
+        shards = self._shard_count()
+        if shards > 1:
+            return sharding.clear(self, shards)
+        cleared = self._run(clear_call())
+        self._forget_shards()
+        return cleared

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from django_redislock.exceptions import InvalidArgument
-from django_redislock.inventory import Stock, Take, TakeResult, sold_out
+from django_redislock.inventory import Stock, Take, TakeResult, buckets, sold_out
 from django_redislock.inventory.shards import claim_call, home_bucket, refused_here, split
 from django_redislock.queue.worker import Worker
 
@@ -331,3 +332,50 @@ def test_a_resent_claim_or_release_answers_as_the_first_time(redis_target: Redis
     assert home._run(release) is True and home._run(release) is True
     assert home._run(claim_call("buyer-r", False)) is False
     assert home.stats().buyers == 0
+
+
+def test_a_stock_per_request_reads_its_number_of_buckets_once(
+    redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shop builds a ``Stock`` per request: the number of buckets is kept per process.
+
+    Read per object, it cost every take a second round trip (an ``HGET`` before the take).
+    """
+    backend = redis_target.queue_backend()
+    sharded = Stock("per-request-s", order_task=inventory_tasks.record_order, using=backend)
+    sharded.set(40, shards=2)
+    Stock("per-request-1", order_task=inventory_tasks.record_order, using=backend).set(40)
+    client: Any = backend.client
+    reads: list[Any] = []
+    hget = client.hget
+    monkeypatch.setattr(client, "hget", lambda *a: reads.append(a) or hget(*a))
+    for item in ("per-request-s", "per-request-1"):
+        for n in range(5):
+            stock = Stock(item, order_task=inventory_tasks.record_order, using=backend)
+            assert stock.take(buyer=f"b{n}").ok
+    assert len(reads) <= 1  # the sharded one was known from its set(); the other read once
+
+
+@pytest.mark.parametrize("kind", ["single"])
+def test_a_change_published_by_another_process_forgets_the_number(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    target: RedisTarget = request.getfixturevalue(f"{kind}_target")
+    here, there = target.queue_backend(), target.queue_backend()  # two processes' backends
+    item = "republished"
+    mine = Stock(item, order_task=inventory_tasks.record_order, using=here)
+    mine.set(1)
+    assert mine.take(buyer="a").ok
+    assert mine.take(buyer="b").result is TakeResult.SOLD_OUT  # starts this process's listener
+    listener = sold_out.memory.listeners[id(here)]
+    assert listener.subscribed.wait(30)
+    assert mine.shards() == 1
+    theirs = Stock(item, order_task=inventory_tasks.record_order, using=there)
+    theirs.clear()
+    theirs.set(4, shards=2)
+    deadline = time.monotonic() + 30
+    while (id(here), mine.keys()[1]) in buckets.counts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    fresh = Stock(item, order_task=inventory_tasks.record_order, using=here)
+    assert fresh.shards() == 2
+    assert fresh.take(buyer="c").ok and fresh.take(buyer="d").ok

@@ -3,6 +3,13 @@
 Each bucket is a ``Stock`` of the same item whose keys sit in another hash slot
 (:mod:`.shards` says which, and how a take moves between them); this module holds how a
 stock finds its buckets and their number, and the take of one bucket.
+
+The number of buckets is kept per process (:data:`counts`), not per object: a shop
+builds a ``Stock`` per request, and asking Redis for the number on each one would add a
+round trip to every take (and one to each refusal the sold-out memory answers). It only
+changes through ``clear()`` and a new ``set()``: this process's own calls forget it, a
+stock-changes message forgets it (the listener of :mod:`.sold_out`), and a take that
+finds its bucket unknown reads it again.
 """
 
 from __future__ import annotations
@@ -12,12 +19,28 @@ from typing import TYPE_CHECKING, Any
 from . import shards as sharding
 from .calls import StockCall, StockKeys
 from .records import Take
+from .sold_out import memory
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
     from ..queue.registry import TaskFunction
     from ..validation import Rate
     from .stock import Stock
+
+
+#: The number of buckets per (backend, bucket 0's meta key), as last read in this process.
+counts: dict[tuple[int, str], int] = {}
+#: Most stocks whose number is kept (then the cache starts over).
+MAX_COUNTS = 10_000
+
+
+def forget_count(backend: Any, units_key: str) -> None:
+    """A stock changed (its units key, as published): read its number of buckets again."""
+    meta = units_key.removesuffix(":units") + ":meta"
+    counts.pop((id(backend), meta), None)
+
+
+memory.on_change.append(forget_count)
 
 
 class Buckets:
@@ -31,7 +54,6 @@ class Buckets:
     buyer_admission: Rate | None
     _index: int
     _buckets: dict[int, Stock]
-    _shards: tuple[Any, int] | None
 
     @property
     def backend(self) -> RedisQueueBackend:
@@ -81,32 +103,42 @@ class Buckets:
             return []
         return [sharding.bucket_queue(self.queue_name, i) for i in range(self._shard_count())]
 
+    def _count_key(self) -> tuple[int, str]:
+        return (id(self.backend), self._built_keys().own[1])
+
     def _shard_count(self) -> int:
-        """The number of buckets, read once per object and backend (bucket 0's meta hash)."""
+        """The number of buckets, read once per process and backend (bucket 0's meta hash)."""
         if self._index != 0:
             return 1
-        backend = self.backend
-        if self._shards is None or self._shards[0] is not backend:
+        key = self._count_key()
+        found = counts.get(key)
+        if found is None:
+            backend = self.backend
             with backend.errors():
-                found = backend.client.hget(self._built_keys().own[1], sharding.FIELD)
-            self._shards = (backend, int(found or 1))
-        return self._shards[1]
+                found = int(backend.client.hget(key[1], sharding.FIELD) or 1)
+            self._known_shards(found)
+        return found
 
     async def _shard_count_async(self) -> int:
-        backend = self.backend
-        if self._index == 0 and (self._shards is None or self._shards[0] is not backend):
+        if self._index != 0:
+            return 1
+        key = self._count_key()
+        found = counts.get(key)
+        if found is None:
+            backend = self.backend
             with backend.errors():
-                client = backend.async_client()
-                found = await client.hget(self._built_keys().own[1], sharding.FIELD)
-            self._shards = (backend, int(found or 1))
-        return self._shard_count()
+                found = int(await backend.async_client().hget(key[1], sharding.FIELD) or 1)
+            self._known_shards(found)
+        return found
 
     def _known_shards(self, count: int) -> None:
-        self._shards = (self.backend, count)
+        if len(counts) >= MAX_COUNTS:
+            counts.clear()
+        counts[self._count_key()] = count
 
     def _forget_shards(self) -> None:
         """The stock was cleared or never set: read the number of buckets again next time."""
-        self._shards = None
+        counts.pop(self._count_key(), None)
 
     def _bucket_take(self, qty: int, buyer: str, data: dict[str, Any]) -> Take:
         """One take in this bucket, with no memory of sold-out (the sweep keeps that)."""

@@ -28,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -117,6 +118,9 @@ class SoldOutMemory:
         self.lock = threading.Lock()
         self.entries: dict[tuple[int, str], Entry] = {}
         self.listeners: dict[int, Listener] = {}
+        #: called with (backend, units key) for each change received (other caches of
+        #: what a stock looks like, e.g. its number of buckets, forget it too)
+        self.on_change: list[Callable[[Any, str], None]] = []
 
     def refuses(self, backend: RedisQueueBackend, key: str, qty: int) -> int | None:
         """The units left when a take of ``qty`` is known to be refused, else None."""
@@ -174,6 +178,8 @@ class SoldOutMemory:
         with self.lock:
             listener.epoch += 1
             self.entries.pop((id(listener.backend), name), None)
+        for forget in self.on_change:
+            forget(listener.backend, name)
 
     def watching(self, listener: Listener) -> bool:
         """True while some stock of the listener's backend is remembered."""

@@ -110,8 +110,6 @@ class Stock(Buckets, StockReads):
         self._index = 0
         #: the buckets' objects, by index (built once per object)
         self._buckets: dict[int, Stock] = {}
-        #: (backend, number of buckets), read once per backend
-        self._shards: tuple[Any, int] | None = None
 
     def __repr__(self) -> str:
         return f"<Stock {self.item!r} queue={self.queue_name!r}>"

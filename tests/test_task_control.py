@@ -50,7 +50,10 @@ def drain(*names: str, pool: str = "solo") -> None:
     chosen = [queues["default"].queue(n) for n in names or ("control",)]
     for _ in range(100):
         Worker(chosen, burst=True, timeout=30, pool=pool).run()
-        if not any(q.stats()["ready"] + q.stats()["delayed"] for q in chosen):
+        # one reading per queue: read twice, a retried task could leave "delayed" for
+        # "ready" between the two and count in neither (the drain then ended early)
+        readings = [q.stats() for q in chosen]
+        if not any(stats["ready"] + stats["delayed"] for stats in readings):
             return
         time.sleep(0.02)
     raise AssertionError("the queues were not drained in 100 rounds")

@@ -100,8 +100,8 @@ def test_a_run_that_cannot_be_ended_stops_its_worker_and_no_one_else_runs_it(
 ) -> None:
     # "hung" blocks in time.sleep(8) past its 1 s limit: the thread cannot be interrupted.
     # Its worker stops claiming, lets "long" finish (6 s), and exits non-zero; meanwhile
-    # the lease of "hung" (its own, 1 s) is renewed, so worker B, polling all along, gets it
-    # only after that (without the renewal: about 3 s in, while the first still runs it).
+    # the lease of "hung" (its own, 3 s) is renewed, so worker B, polling all along, gets it
+    # only after that (without the renewal: about 4 s in, while the first still runs it).
     tasks.hangs_in_c.enqueue(args=["hung"], id="hung")
     tasks.wait_io.enqueue(args=["long", 6.0], id="long")
     first = spawn(real, "pool", "--pool", "thread", "--concurrency", "2", "--lease", "15")

@@ -47,7 +47,7 @@ from django_redislock.locking.watchdog import watchdog
 from .conftest import RedisTarget
 from .servers import RedisProcess, free_port
 
-TTL = 1.0
+TTL = 2.0
 #: Beyond the TTL, how long another owner may have to wait for the lock (a loaded machine).
 MARGIN = 2.0
 #: The most event-loop steps one operation is given before the sweep gives up on completing.

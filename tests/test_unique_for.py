@@ -4,11 +4,13 @@ On a real server and a real cluster (``real``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.test import override_settings
 
 from django_redislock import queues, task
@@ -144,6 +146,22 @@ def test_enqueue_many_and_an_explicit_id_are_refused_too(alias: RedisTarget) -> 
     handles = ut.report.enqueue_many([(["y"], {}), (["z"], {})])
     assert [h.queued for h in handles] == [False, True]
     assert "unique_for" in str(handles[0].refused)
+
+
+def test_inside_a_transaction_and_from_async_code_the_answer_comes_the_same(
+    alias: RedisTarget,
+) -> None:
+    with transaction.atomic():
+        first = ut.report.delay("tx")
+        assert first.queued is None  # sent by the commit
+    assert first.queued is True
+    drain()
+    with transaction.atomic():
+        again = ut.report.delay("tx")
+    assert again.queued is False and "unique_for" in str(again.refused)
+    late = asyncio.run(ut.report.delay_async("tx"))
+    assert late.queued is False and "unique_for" in str(late.refused)
+    assert tasks.runs() == ["report:tx"]
 
 
 def test_a_plain_enqueue_of_the_id_does_not_check_the_window(alias: RedisTarget) -> None:

@@ -207,7 +207,7 @@ class Enqueued(str, ResultHandle):
         made._known = known
         return made
 
-    def set_code(self, code: int) -> Enqueued:
+    def _set_code(self, code: int) -> Enqueued:
         """Fill in ``queued`` and ``refused`` from the enqueue script's code for this call:
         1 queued, 0 a copy with this id is queued or running, 2 refused by the task's
         ``unique_for`` window (a run of this id succeeded within it)."""

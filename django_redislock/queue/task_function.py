@@ -250,11 +250,11 @@ class TaskFunction(Generic[P, R]):
             result = Enqueued(task_id, queue=queue)
 
             def send() -> None:
-                result.set_code(sender(args)[0])
+                result._set_code(sender(args)[0])
 
             transaction.on_commit(send)
             return result
-        return Enqueued(task_id, queue=queue).set_code(sender(args)[0])
+        return Enqueued(task_id, queue=queue)._set_code(sender(args)[0])
 
     def _sender(
         self, queue: Queue, payload: dict[str, Any], ttl: float | None, due_in: int
@@ -329,7 +329,7 @@ class TaskFunction(Generic[P, R]):
             for start in range(0, len(entries), batch_size):
                 codes = send_batch(entries[start : start + batch_size], start)
                 for result, code in zip(results[start:], codes, strict=False):
-                    result.set_code(code)
+                    result._set_code(code)
 
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             transaction.on_commit(send)

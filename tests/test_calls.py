@@ -144,13 +144,13 @@ def test_queue_calls_are_prepared_once_per_script_and_client(target: RedisTarget
         q = make_queue(target, f"prepared-{direct}", DIRECT_SENDER=direct)
         q.enqueue_many([("a", 1), ("b", 2)])
         first = q.claim(1)
-        prepared = q._prepared["queue_pop", 2]
+        prepared = q._prepared["queue_pop", 3]
         assert (prepared.sender is not None) == (direct and target.kind == "single")
         flush(target)
         second = q.claim(1, done_request=first.request)  # two request keys: another head
         assert [t.id for t in (*first.tasks, *second.tasks)] == ["a", "b"]
-        assert q._prepared["queue_pop", 2] is prepared
-        assert q._prepared["queue_pop", 3].head[2] == len(q.script_keys) + 3
+        assert q._prepared["queue_pop", 3] is prepared
+        assert q._prepared["queue_pop", 4].head[2] == len(q.script_keys) + 4
         assert q.ack([*first.tasks, *second.tasks]) == 2
         assert q.stats()["in_flight"] == 0
 

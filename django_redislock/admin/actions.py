@@ -36,6 +36,7 @@ from .data import (
     CHANGED,
     DONE,
     GONE,
+    REQUESTED,
     act,
     find_task,
     task_page,
@@ -47,14 +48,24 @@ from .rows import WHERE
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-VERBS = {"run": "Run now", "requeue": "Requeue", "delete": "Delete"}
-DONE_VERBS = {"run": "made due now", "requeue": "requeued", "delete": "deleted"}
+VERBS = {"run": "Run now", "requeue": "Requeue", "cancel": "Cancel", "delete": "Delete"}
+DONE_VERBS = {
+    "run": "made due now",
+    "requeue": "requeued",
+    "cancel": "cancelled (removed from the queue)",
+    "delete": "deleted",
+}
 #: Tasks read and acted on per step of an action over a whole state.
 BULK_PAGE = 500
 
 
 def back_to(queue: Any, state: str) -> str:
     return url("queue", queue.backend.alias, queue.name, query=urlencode({"state": state}))
+
+
+def reason_of(request: HttpRequest) -> str:
+    """What a cancel from the admin records as its reason (who asked)."""
+    return f"cancelled in the admin by {request.user.get_username()}"
 
 
 def task_name(queue: Any, id: str) -> tuple[str, str]:
@@ -65,6 +76,21 @@ def task_name(queue: Any, id: str) -> tuple[str, str]:
 def report(request: HttpRequest, queue: Any, action: str, ids: list[str], codes: list[int]) -> None:
     """Log the tasks that were done and tell the operator about every outcome."""
     done = [id for id, code in zip(ids, codes, strict=True) if code == DONE]
+    asked = [id for id, code in zip(ids, codes, strict=True) if code == REQUESTED]
+    if asked:  # cancel of a running task: its worker stops it at its next lease renewal
+        log(
+            request,
+            CHANGE,
+            [task_name(queue, id) for id in asked],
+            f"Cancel: asked the worker running this task of queue {queue.name!r} on alias "
+            f"{queue.backend.alias!r} to stop it.",
+        )
+        shown = ", ".join(f"“{id}”" for id in asked[:5]) + (" …" if len(asked) > 5 else "")
+        messages.success(
+            request,
+            f"{len(asked)} running task(s) asked to stop (the worker ends the run as cancelled "
+            f"at its next lease renewal): {shown}",
+        )
     if done:
         log(
             request,
@@ -82,7 +108,8 @@ def report(request: HttpRequest, queue: Any, action: str, ids: list[str], codes:
         hit = [id for id, c in zip(ids, codes, strict=True) if c == code]
         if hit:
             messages.warning(request, f"{len(hit)} task(s) {why}: " + ", ".join(hit[:5]))
-    skipped = [id for id, c in zip(ids, codes, strict=True) if c not in (DONE, GONE, CHANGED)]
+    settled = (DONE, GONE, CHANGED, REQUESTED)
+    skipped = [id for id, c in zip(ids, codes, strict=True) if c not in settled]
     if skipped:
         messages.warning(request, f"{VERBS[action]} does not apply to: " + ", ".join(skipped[:5]))
 
@@ -130,7 +157,7 @@ def task_action(
         if where is None or score is None:
             messages.error(request, "The form was incomplete or altered; nothing was done.")
             return HttpResponseRedirect(back_to(queue, task.state))
-        codes = act(queue, action, [(task_id, where, score)])
+        codes = act(queue, action, [(task_id, where, score)], reason_of(request))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not {VERBS[action].lower()} task “{task_id}”: {exc}")
         return HttpResponseRedirect(back_to(queue, "ready"))
@@ -179,7 +206,8 @@ def bulk(model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: s
             back_url=back_to(queue, state),
         )
     try:
-        codes = act(queue, action, [(id, WHERE[state], score) for score, id in picked])
+        seen = [(id, WHERE[state], score) for score, id in picked]
+        codes = act(queue, action, seen, reason_of(request))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not {VERBS[action].lower()} the tasks: {exc}")
         return HttpResponseRedirect(back_to(queue, state))
@@ -227,7 +255,7 @@ def bulk_all(
         if seen is None:
             messages.error(request, "The form was incomplete or altered; nothing was done.")
             return HttpResponseRedirect(back)
-        done, skipped = act_on_state(queue, state, action, seen)
+        done, skipped = act_on_state(queue, state, action, seen, reason_of(request))
     except REDIS_ERRORS as exc:
         messages.error(request, f"Could not {VERBS[action].lower()} the tasks: {exc}")
         return HttpResponseRedirect(back)
@@ -248,8 +276,12 @@ def bulk_all(
     return HttpResponseRedirect(back)
 
 
-def act_on_state(queue: Any, state: str, action: str, seen: int) -> tuple[int, int]:
-    """Apply ``action`` to up to ``seen`` tasks of ``state``, a page at a time: (done, skipped)."""
+def act_on_state(
+    queue: Any, state: str, action: str, seen: int, reason: str = "cancelled"
+) -> tuple[int, int]:
+    """Apply ``action`` to up to ``seen`` tasks of ``state``, a page at a time: (done, skipped).
+
+    A cancel asked of a running task counts as done."""
     done = skipped = 0
     cursor: tuple[int, str] | None = None
     for _ in range(seen // BULK_PAGE + 2):
@@ -260,8 +292,9 @@ def act_on_state(queue: Any, state: str, action: str, seen: int) -> tuple[int, i
         page = task_page(queue, state, "after" if cursor else "first", cursor, size=size)
         if not page.rows:
             break
-        codes = act(queue, action, [(row.id, WHERE[state], row.score) for row in page.rows])
-        done += sum(1 for code in codes if code == DONE)
-        skipped += sum(1 for code in codes if code != DONE)
+        rows = [(row.id, WHERE[state], row.score) for row in page.rows]
+        codes = act(queue, action, rows, reason)
+        done += sum(1 for code in codes if code in (DONE, REQUESTED))
+        skipped += sum(1 for code in codes if code not in (DONE, REQUESTED))
         cursor = (page.rows[-1].score, page.rows[-1].id)
     return done, skipped

@@ -44,9 +44,17 @@ TASK_PAYLOAD_BYTES = 64 * 1024
 #: Tasks deleted per script call by a purge (Redis stays responsive).
 PURGE_CHUNK = 1000
 #: Actions of the admin_task_action script, and the states each applies to.
-ACTIONS = {"run": (DELAYED, READY), "requeue": (DEAD,), "delete": STATES}
-#: Codes of the admin_task_action script.
-DONE, GONE, CHANGED, NOT_APPLICABLE = 1, 0, -1, -2
+ACTIONS = {
+    "run": (DELAYED, READY),
+    "requeue": (DEAD,),
+    "cancel": (READY, DELAYED, IN_FLIGHT),
+    "delete": STATES,
+}
+#: Codes of the admin_task_action script (and of :func:`cancel`: REQUESTED, a running
+#: task whose worker was asked to stop it).
+DONE, GONE, CHANGED, NOT_APPLICABLE, REQUESTED = 1, 0, -1, -2, 2
+#: :meth:`Queue.cancel`'s outcomes as action codes.
+CANCEL_CODES = {"removed": DONE, "requested": REQUESTED, "finished": GONE}
 
 
 def supports_scripts(backend: object) -> TypeGuard[RedisQueueBackend]:
@@ -336,21 +344,35 @@ def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[in
     return deleted, False
 
 
-def act(queue: Any, action: str, seen: list[tuple[str, int, int]]) -> list[int]:
+def act(
+    queue: Any, action: str, seen: list[tuple[str, int, int]], reason: str = "cancelled"
+) -> list[int]:
     """Apply ``action`` to tasks seen as ``(id, where, score)``; one code per task.
 
     Codes: :data:`DONE`, :data:`GONE`, :data:`CHANGED` (its state or score moved
-    since the operator saw it), :data:`NOT_APPLICABLE`.
+    since the operator saw it), :data:`NOT_APPLICABLE`; for "cancel" (``reason`` is
+    recorded) :data:`REQUESTED` too.
     """
     if action not in ACTIONS:
         raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if not seen:
         return []
+    if action == "cancel":
+        return cancel(queue, [id for id, _where, _score in seen], reason)
     args: list[Any] = [action]
     for id, where, score in seen:
         args += [id, where, score]
     (reply,) = _results(queue.backend, [("admin_task_action", queue.script_keys, args)])
     return [int(code) for code in reply]
+
+
+def cancel(queue: Any, ids: list[str], reason: str) -> list[int]:
+    """Cancel each task by id (:meth:`Queue.cancel`: one script call each); its code.
+
+    Not checked against the score the operator saw: cancelling means "this id must not
+    run (on)", whatever copy of it is queued or running now.
+    """
+    return [CANCEL_CODES[queue.cancel(id, reason)] for id in ids]
 
 
 def find_lock(backend: BaseLockBackend, name: str) -> HeldLock | None:

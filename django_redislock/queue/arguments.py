@@ -6,6 +6,7 @@ argument before anything is sent, so a bad call leaves Redis unchanged.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -52,6 +53,11 @@ def parse_flags(reply: list[Any]) -> list[bool]:
     return [bool(flag) for flag in reply]
 
 
+def parse_codes(reply: list[Any]) -> list[int]:
+    """The enqueue script's reply as codes: 1 queued, 0 a copy kept, 2 refused (unique_for)."""
+    return [int(code) for code in reply]
+
+
 def claim_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
     """``[id, claim token, ...]`` for tasks and ids; a bare id's token is "" (any claim)."""
     if isinstance(refs, (Task, str)):
@@ -68,9 +74,21 @@ def claim_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> lis
 
 
 def ack_refs(refs: TaskRef | Iterable[TaskRef], argument: str = "task") -> list[str]:
-    """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim)."""
+    """``"<claim token>:<id>"`` per task or id (the ack scripts' ARGV; a bare id: any claim).
+
+    A task whose run opens a ``unique_for`` window (:attr:`Task.unique_for`) is sent as
+    ``"<claim token>+<milliseconds>:<id>"``.
+    """
+    if isinstance(refs, (Task, str)):
+        refs = [refs]
+    elif isinstance(refs, Iterable) and not isinstance(refs, bytes):
+        refs = list(refs)
     pairs = claim_refs(refs, argument)
-    return [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
+    out = [f"{pairs[i + 1]}:{pairs[i]}" for i in range(0, len(pairs), 2)]
+    for i, ref in enumerate(refs if isinstance(refs, list) else ()):
+        if isinstance(ref, Task) and ref.unique_for:
+            out[i] = f"{ref.claim}+{math.ceil(ref.unique_for * 1000)}:{ref.id}"
+    return out
 
 
 def backoff_delay(

@@ -26,6 +26,7 @@ from .arguments import (
     claim_refs,
     cursor_of,
     enqueue_args,
+    parse_codes,
     parse_flags,
 )
 from .flow import FLOW_PART
@@ -95,6 +96,9 @@ class QueueCalls:
         self.history_index_key = backend.key(f"q:{name}", "history-index")
         #: id -> enqueue time of the copy to cancel (see queue_cancel.lua): read by renewals
         self.cancel_key = backend.key(f"q:{name}", "cancel")
+        #: id -> server µs its ``unique_for`` window ends: written by the acks, read by the
+        #: enqueues of ``@task(unique_for=...)`` (see queue_enqueue.lua); expires by itself
+        self.unique_key = backend.key(f"q:{name}", "unique")
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
         self._prepared: dict[tuple[str, int], Prepared] = {}
@@ -169,6 +173,15 @@ class QueueCalls:
                 raise
         return parse_flags(reply)
 
+    def send_unique(self, args: list[Any]) -> list[int]:
+        """Run the enqueue script with ``args`` (flag prefixed with ``"u"``) checking the ids'
+        ``unique_for`` windows; per task 1 queued, 0 an earlier copy kept, 2 refused."""
+        self.backend.register_queue(self.name)
+        extra: tuple[str, ...] = (self.rates_key, self.unique_key)
+        if args[0][1:2] == "1":
+            extra += (self.request_key(),)
+        return self._run(Call("queue_enqueue", args, parse_codes, extra))
+
     def encode(self, payload: Any) -> bytes:
         """Serialize a payload, refusing one over ``OPTIONS['MAX_PAYLOAD_BYTES']``."""
         data = self.serializer.dumps(payload)
@@ -242,7 +255,7 @@ class QueueCalls:
             return parse_claim(self.name, reply, self.serializer.loads, lease_us, request)
 
         request = self.request_key()
-        extra: tuple[str, ...] = (self.flow_key, request)
+        extra: tuple[str, ...] = (self.flow_key, request, self.unique_key)
         if done_request is not None:
             extra += (self._own_key(done_request),)
         return Call("queue_pop", args, parse, extra)
@@ -319,7 +332,7 @@ class QueueCalls:
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
-        return Call("queue_ack", ack_refs(tasks), int, (self.request_key(),))
+        return Call("queue_ack", ack_refs(tasks), int, (self.request_key(), self.unique_key))
 
     def _release_call(self, tasks: Iterable[Task]) -> Call[int]:
         tasks = list(tasks)

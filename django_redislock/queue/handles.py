@@ -181,13 +181,17 @@ class Enqueued(str, ResultHandle):
 
     ``queued`` is True when the call was queued (or, with ``replace=True``,
     rescheduled), False when a copy with the same id was already queued or
-    running and was kept (deduplicated: nothing new will run), and None while
+    running and was kept (deduplicated: nothing new will run) or when a
+    ``@task(unique_for=...)`` call succeeded within that window (``refused`` says which,
+    naming the id), and None while
     that is not known: inside ``transaction.atomic()`` the send waits for the
     commit and ``queued`` is filled in then (it stays None after a rollback),
     and in ``EAGER`` mode nothing is queued at all.
     """
 
     queued: bool | None
+    #: Why the call was not queued (naming its id), or None: queued, or not known yet.
+    refused: str | None
 
     def __new__(
         cls,
@@ -198,9 +202,23 @@ class Enqueued(str, ResultHandle):
     ) -> Enqueued:
         made = super().__new__(cls, id)
         made.queued = queued
+        made.refused = None
         made._where = None if queue is None else (queue.backend.alias, queue.name)
         made._known = known
         return made
+
+    def _set_code(self, code: int) -> Enqueued:
+        """Fill in ``queued`` and ``refused`` from the enqueue script's code for this call:
+        1 queued, 0 a copy with this id is queued or running, 2 refused by the task's
+        ``unique_for`` window (a run of this id succeeded within it)."""
+        self.queued = code == 1
+        if code == 0:
+            self.refused = f"task {str(self)!r} is already queued or running; that copy was kept"
+        elif code == 2:
+            self.refused = (
+                f"task {str(self)!r} succeeded within its unique_for window; not queued again"
+            )
+        return self
 
     def __repr__(self) -> str:
         return f"Enqueued({str(self)!r}, queued={self.queued!r})"

@@ -204,6 +204,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         hopeless: Exception = exc
         await in_thread(lambda: worker._bury(queue, task, hopeless))
         return
+    task.unique_for = getattr(fn, "unique_for", None)  # the window its ack opens
     # a rate limit costs a call (in a thread: admit blocks); a task without one starts no thread
     if getattr(fn, "rate_limit", None) is not None and not await in_thread(
         lambda: admit(queue, task, fn)

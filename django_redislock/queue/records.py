@@ -90,6 +90,9 @@ class Task:
     #: Set on a claimed task when a lease renewal answered that it was cancelled
     #: (:meth:`Queue.cancel`): its worker stops the run, or does not start it.
     cancel_requested: bool = field(default=False, compare=False)
+    #: Seconds of the ``unique_for`` window its ack opens (set by the worker from the
+    #: task's ``@task(unique_for=...)``; None: none).
+    unique_for: float | None = field(default=None, compare=False, repr=False)
     _decoded: Any = field(default=_UNREAD, init=False, repr=False, compare=False)
 
     @property

@@ -82,6 +82,7 @@ def task(
     retry_backoff: float | None = None,
     retry_backoff_max: float | None = None,
     unique: bool = False,
+    unique_for: float | None = None,
     name: str | None = None,
     time_limit: float | None = None,
     soft_time_limit: float | None = None,
@@ -104,7 +105,9 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     ``OPTIONS['VISIBILITY_TIMEOUT']``); ``retry_backoff`` and ``retry_backoff_max``
     override ``OPTIONS['RETRY_BACKOFF']`` and ``OPTIONS['RETRY_BACKOFF_MAX']`` for
     the delay before a failed run is retried; ``unique=True`` derives the id from
-    the arguments so the same call is queued once at a time; ``rate_limit``
+    the arguments so the same call is queued once at a time, and ``unique_for=seconds``
+    (implies ``unique``) also refuses it for that long after a run of it succeeded
+    (``.queued`` False, ``.refused`` says why; docs/queue.md, "Unique for a while"); ``rate_limit``
     (``"10/s"``, ``"100/m"``, ``"5/h"``) bounds how often it runs across all
     ``drain_queue`` workers (tasks over it wait in the queue, uncharged);
     ``priority`` (0, the default and lowest, to 9) is the level its calls are queued

@@ -300,13 +300,13 @@ async def run_async(queue: Queue, call: Call[R]) -> R:
 
 def marked_sender(
     queue: Queue, payload: dict[str, Any], ttl: float, due_in: int
-) -> Callable[[list[Any]], list[bool]]:
+) -> Callable[[list[Any]], list[int]]:
     """What sends one call's enqueue ARGV with its mark (``payload`` carries the marker).
 
     The record outlives the call's delay (``due_in``, µs) by ``ttl`` seconds.
     """
 
-    def send(args: list[Any]) -> list[bool]:
+    def send(args: list[Any]) -> list[int]:
         call_id, data = args[1], args[3]
         marks = [(call_id, data, payload[MARKER]["gen"])]
         return send_marked(queue, args, marks, ttl + due_in / 1e6)
@@ -316,8 +316,9 @@ def marked_sender(
 
 def send_marked(
     queue: Queue, enqueue_args: list[Any], marks: list[tuple[str, bytes, str]], ttl: float
-) -> list[bool]:
-    """Enqueue calls and (re)start their result records in one ``MULTI``; the enqueue's flags.
+) -> list[int]:
+    """Enqueue calls and (re)start their result records in one ``MULTI``; the enqueue's codes
+    (1 queued, 0 a copy kept, 2 refused by its ``unique_for`` window).
 
     ``enqueue_args`` is the enqueue script's ARGV; ``marks`` holds ``(id, payload
     bytes, generation)`` per call. One round trip, like a plain enqueue.
@@ -325,10 +326,12 @@ def send_marked(
     backend = queue.backend
     check_can_mark(queue)
     backend.register_queue(queue.name)
-    replace = enqueue_args[0][:1] == "1"
+    unique = enqueue_args[0][:1] == "u"  # refuses ids in their unique_for window
+    replace = enqueue_args[0][int(unique) : int(unique) + 1] == "1"
     enqueue_keys = [
         *queue.script_keys,
         queue.rates_key,
+        *([queue.unique_key] if unique else []),
         *([queue.request_key()] if replace else []),
     ]
     mark_keys = [queue.script_keys[3]]
@@ -349,4 +352,4 @@ def send_marked(
     for reply in (flags, marked):
         if isinstance(reply, Exception):
             raise reply
-    return [bool(flag) for flag in flags]
+    return [int(flag) for flag in flags]

@@ -91,6 +91,7 @@ class Runs(Outcomes):
         except HOPELESS as exc:
             self._bury(queue, task, exc)
             return
+        task.unique_for = getattr(fn, "unique_for", None)  # the window its ack opens
         # as around a request: one call between two tasks closes what the previous one left
         # unusable and readies the next; _run_batch makes the call after the last task
         close_old_connections()

@@ -65,6 +65,7 @@ class TaskFunction(Generic[P, R]):
         retry_backoff: float | None = None,
         retry_backoff_max: float | None = None,
         unique: bool = False,
+        unique_for: float | None = None,
         name: str | None = None,
         time_limit: float | None = None,
         soft_time_limit: float | None = None,
@@ -97,7 +98,13 @@ class TaskFunction(Generic[P, R]):
             if retry_backoff_max is None
             else check_seconds(retry_backoff_max, "retry_backoff_max", allow_zero=True)
         )
-        self.unique = unique
+        #: seconds after a successful run during which the same id is refused (None: none)
+        self.unique_for = (
+            None
+            if unique_for is None
+            else check_seconds(unique_for, "unique_for", allow_zero=False)
+        )
+        self.unique = unique or self.unique_for is not None
         self.time_limit, self.soft_time_limit = check_limits(
             time_limit, soft_time_limit, self.lease
         )
@@ -253,17 +260,27 @@ class TaskFunction(Generic[P, R]):
             value = self.run(queue.serializer.loads(data))
             return Enqueued(task_id, queue=queue, known=eager_outcome(queue, value, ttl))
         flag = enqueue_flag(replace, priority) if priority else "1" if replace else "0"
+        if self.unique_for is not None:
+            flag = "u" + flag
         args = [flag, task_id, due_in, data]
-        sender = queue.send_entries if ttl is None else marked_sender(queue, payload, ttl, due_in)
+        sender = self._sender(queue, payload, ttl, due_in)
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             result = Enqueued(task_id, queue=queue)
 
             def send() -> None:
-                result.queued = sender(args)[0]
+                result._set_code(sender(args)[0])
 
             transaction.on_commit(send)
             return result
-        return Enqueued(task_id, sender(args)[0], queue)
+        return Enqueued(task_id, queue=queue)._set_code(sender(args)[0])
+
+    def _sender(
+        self, queue: Queue, payload: dict[str, Any], ttl: float | None, due_in: int
+    ) -> Callable[[list[Any]], Sequence[int]]:
+        """What sends one call's enqueue ARGV: plain, checking ``unique_for``, or marked."""
+        if ttl is not None:
+            return marked_sender(queue, payload, ttl, due_in)
+        return queue.send_unique if self.unique_for is not None else queue.send_entries
 
     def ttl_of_results(self, queue: Queue) -> float | None:
         """Seconds a result of this task is kept, or None when results are not stored.
@@ -315,17 +332,22 @@ class TaskFunction(Generic[P, R]):
                 result._known = eager_outcome(queue, value, ttl)
             return results
 
-        def send_batch(batch: list[Entry], start: int) -> list[bool]:
+        def send_batch(batch: list[Entry], start: int) -> Sequence[int]:
+            args = enqueue_args(batch, False, level)
+            if self.unique_for is not None:
+                args[0] = "u" + args[0]
             if ttl is None:
+                if self.unique_for is not None:
+                    return queue.send_unique(args)
                 return queue.enqueue_prepared(batch, False, level)
             marks = [(e.id, e.data, gens[start + i]) for i, e in enumerate(batch)]
-            return send_marked(queue, enqueue_args(batch, False, level), marks, ttl + delay)
+            return send_marked(queue, args, marks, ttl + delay)
 
         def send() -> None:
             for start in range(0, len(entries), batch_size):
-                flags = send_batch(entries[start : start + batch_size], start)
-                for result, flag in zip(results[start:], flags, strict=False):
-                    result.queued = flag
+                codes = send_batch(entries[start : start + batch_size], start)
+                for result, code in zip(results[start:], codes, strict=False):
+                    result._set_code(code)
 
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             transaction.on_commit(send)

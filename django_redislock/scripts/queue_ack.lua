@@ -4,17 +4,20 @@
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
--- ARGV[1..] "<claim token>:<task id>" (token "" for whatever claim is current); at most a
+-- ARGV[1..] "<claim token>:<task id>" (token "" for whatever claim is current; the token
+-- may end "+<ms>", see KEYS[13]); at most a
 -- few thousand (they are passed to single commands)
 -- returns how many were acknowledged; a claim that is no longer current (its lease expired,
 -- or a newer copy was queued with replace=True) changes nothing
 -- KEYS[12] (optional) this request's key: a resent call (same key) answers the first call's
 --         count and changes nothing
+-- KEYS[13] (optional, after KEYS[12]) the unique zset: "<token>+<ms>:<id>" opens the id's
+--         unique_for window there (see the claims fragment)
 -- include: claims
 if #KEYS >= 12 then
   local seen = redis.call('GET', KEYS[12])
   if seen then return tonumber(seen) end
 end
-local done = ack(ARGV, 1)
+local done = ack(ARGV, 1, KEYS[13])
 if #KEYS >= 12 then redis.call('SET', KEYS[12], done, 'PX', 60000) end
 return done

@@ -10,10 +10,15 @@
 -- KEYS[12] rates hash (the enqueued count goes to its time buckets; see the rates fragment)
 -- KEYS[13] (optional, sent with replace) this request's key: a resent call (same key) answers
 --         the first call's reply and changes nothing
+--         With the "u" flag (below) KEYS[13] is the unique zset (id -> server µs its
+--         unique_for window ends; written by the ack scripts, see the claims fragment) and
+--         the request key, if any, is KEYS[14].
 -- ARGV[1] "1": reschedule ids that are already queued (replace); "0": keep the first copy;
---         followed by the tasks' priority level when it is not 0 ("05": level 5)
+--         followed by the tasks' priority level when it is not 0 ("05": level 5); the whole
+--         flag prefixed with "u" ("u0", "u15") refuses ids whose unique_for window is open
 -- ARGV[2..] triples: id, delay in microseconds (>= 0), serialized payload
--- returns one integer per task: 1 queued (or rescheduled), 0 an earlier copy was kept
+-- returns one integer per task: 1 queued (or rescheduled), 0 an earlier copy was kept,
+--         2 refused: the id completed within its unique_for window (nothing written)
 --
 -- A replaced in-flight task leaves the in-flight set and its claim is forgotten: the new copy
 -- is a task of its own, and the run of the old one can no longer ack, retry, release or
@@ -25,8 +30,11 @@
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
 -- include: priority
 -- include: rates
-if #KEYS >= 13 then
-  local seen = redis.call('LRANGE', KEYS[13], 0, -1)
+local unique = string.byte(ARGV[1]) == 117  -- "u"
+local flag = unique and string.sub(ARGV[1], 2) or ARGV[1]
+local req = unique and 14 or 13
+if #KEYS >= req then
+  local seen = redis.call('LRANGE', KEYS[req], 0, -1)
   if #seen > 0 then
     for i = 1, #seen do seen[i] = tonumber(seen[i]) end
     return seen
@@ -34,8 +42,8 @@ if #KEYS >= 13 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local replace = string.sub(ARGV[1], 1, 1) == '1'
-local level = tonumber(string.sub(ARGV[1], 2)) or 0
+local replace = string.sub(flag, 1, 1) == '1'
+local level = tonumber(string.sub(flag, 2)) or 0
 local out = {}
 local added = 0
 local stamps = {}  -- id, enqueue time, ... of the tasks queued anew (one HSET at the end)
@@ -46,8 +54,10 @@ for i = 2, #ARGV, 3 do
   -- one microsecond per position keeps a batch in order, its scores distinct and not
   -- later than now + delay
   local score = now - total + (i + 1) / 3 + tonumber(ARGV[i + 1])
-  local queued = 1
-  if redis.call('HSETNX', KEYS[4], id, ARGV[i + 2]) == 1 then
+  local queued, code = 1, nil
+  if unique and tonumber(redis.call('ZSCORE', KEYS[13], id) or '0') > now then
+    queued, code = 0, 2
+  elseif redis.call('HSETNX', KEYS[4], id, ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[1], score, id)
     if level > 0 then prio_set(id, score, level) end
     stamps[#stamps + 1] = id
@@ -71,7 +81,7 @@ for i = 2, #ARGV, 3 do
     end
   end
   added = added + queued
-  out[#out + 1] = queued
+  out[#out + 1] = code or queued
 end
 for i = 1, #stamps, 1000 do
   redis.call('HSET', KEYS[11], unpack(stamps, i, math.min(i + 999, #stamps)))
@@ -80,10 +90,10 @@ if added > 0 and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
 if added > 0 then rate_count(KEYS[12], tonumber(t[1]), 'enqueued', added) end
-if #KEYS >= 13 then
+if #KEYS >= req then
   for i = 1, #out, 1000 do
-    redis.call('RPUSH', KEYS[13], unpack(out, i, math.min(i + 999, #out)))
+    redis.call('RPUSH', KEYS[req], unpack(out, i, math.min(i + 999, #out)))
   end
-  redis.call('PEXPIRE', KEYS[13], 60000)
+  redis.call('PEXPIRE', KEYS[req], 60000)
 end
 return out

@@ -10,7 +10,9 @@
 -- KEYS[13] (optional) this request's key: a resent call (same key) answers what the first
 --         call claimed, those of its claims that are still current, and claims nothing new
 --         (kept 60 s)
--- KEYS[14] (optional) the request key of the caller's previous claim, deleted: its answer
+-- KEYS[14] (optional) the unique zset: acks "<token>+<ms>:<id>" open the id's unique_for
+--         window there (see the claims fragment)
+-- KEYS[15] (optional) the request key of the caller's previous claim, deleted: its answer
 --         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
@@ -42,8 +44,8 @@ local lease = tonumber(ARGV[2])
 local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
-local acked = ack(ARGV, 7)
-if #KEYS >= 14 then redis.call('DEL', KEYS[14]) end
+local acked = ack(ARGV, 7, KEYS[14])
+if #KEYS >= 15 then redis.call('DEL', KEYS[15]) end
 local quota, paused, limit = flow_quota(now, count)
 
 -- the claimed tasks as the reply's last two strings (see "returns" above)

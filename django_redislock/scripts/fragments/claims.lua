@@ -35,23 +35,36 @@ local function limit_of(v, default)
   if n and n > 0 then return n end
   return default
 end
--- ack(args, from): args[from..] are "<token>:<id>" (tokens are digits; "" for any claim),
--- at most a few thousand (they are passed to single commands); the tasks still held under
--- those claims leave the in-flight set and never come back; a stale claim changes nothing;
--- returns how many were acknowledged
-local function ack(args, from)
-  local ids, tokens = {}, {}
+-- ack(args, from, unique): args[from..] are "<token>:<id>" (tokens are digits; "" for any
+-- claim), at most a few thousand (they are passed to single commands); the tasks still held
+-- under those claims leave the in-flight set and never come back; a stale claim changes
+-- nothing; returns how many were acknowledged.
+-- "<token>+<ms>:<id>" also opens the id's unique_for window of <ms> milliseconds: it goes
+-- to the unique zset (key unique: id -> server µs the window ends; see queue_enqueue.lua),
+-- whose ended entries are dropped here and which expires by itself after its longest window
+local function ack(args, from, unique)
+  local ids, tokens, windows = {}, {}, nil
   for i = from, #args do
     local colon = string.find(args[i], ':', 1, true)
-    tokens[#tokens + 1] = string.sub(args[i], 1, colon - 1)
+    local token = string.sub(args[i], 1, colon - 1)
+    local plus = string.find(token, '+', 1, true)
+    if plus then
+      windows = windows or {}
+      windows[#ids + 1] = tonumber(string.sub(token, plus + 1))
+      token = string.sub(token, 1, plus - 1)
+    end
+    tokens[#tokens + 1] = token
     ids[#ids + 1] = string.sub(args[i], colon + 1)
   end
   if #ids == 0 then return 0 end
   local flying = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   local held = redis.call('HMGET', KEYS[8], unpack(ids))
-  local done = {}
+  local done, opened = {}, {}
   for i, id in ipairs(ids) do
-    if flying[i] and owns(held[i], tokens[i]) then done[#done + 1] = id end
+    if flying[i] and owns(held[i], tokens[i]) then
+      done[#done + 1] = id
+      if windows and windows[i] then opened[#opened + 1] = i end
+    end
   end
   if #done > 0 then
     redis.call('ZREM', KEYS[2], unpack(done))
@@ -61,6 +74,18 @@ local function ack(args, from)
     redis.call('HDEL', KEYS[8], unpack(done))
     if redis.call('EXISTS', KEYS[10]) == 1 then redis.call('HDEL', KEYS[10], unpack(done)) end
     redis.call('HDEL', KEYS[11], unpack(done))
+  end
+  if #opened > 0 and unique then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('ZREMRANGEBYSCORE', unique, '-inf', now)
+    local longest = 0
+    for _, i in ipairs(opened) do
+      local ms = windows[i]
+      redis.call('ZADD', unique, string.format('%d', now + ms * 1000), ids[i])
+      if ms > longest then longest = ms end
+    end
+    if redis.call('PTTL', unique) < longest then redis.call('PEXPIRE', unique, longest) end
   end
   return #done
 end

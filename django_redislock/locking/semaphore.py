@@ -76,6 +76,7 @@ class Permit(BaseLock):
         self._signal_key = semaphore.keys[3]
         self._scripts = semaphore.scripts
         self._queued = False
+        self._id = ""
 
     def __repr__(self) -> str:
         state = f"id={self._hold.owner!r} fence={self._hold.fence}" if self._hold else "not held"
@@ -83,11 +84,11 @@ class Permit(BaseLock):
 
     @property
     def id(self) -> str:
-        """This permit's id (``<owner>@<fence>``); raises :class:`LockNotOwned` if never held."""
-        hold = self._hold or self._lost_hold
-        if hold is None:
+        """This permit's id (``<owner>@<fence>``), also once released; raises
+        :class:`LockNotOwned` if never held."""
+        if not self._id:
             raise LockNotOwned(f"permit of {self.name!r} was never held", name=self.name)
-        return hold.owner
+        return self._id
 
     def _check_user(self, user: str, action: str) -> Hold | None:
         # A permit may be handed to another thread or task of the process and released
@@ -105,7 +106,7 @@ class Permit(BaseLock):
 
     def _granted(self, owner: str, user: str, result: Any) -> bool:
         if int(result[0]) == 1:
-            owner = f"{owner}@{int(result[1])}"  # the permit's member (semaphore_acquire.lua)
+            owner = self._id = f"{owner}@{int(result[1])}"  # its member (semaphore_acquire)
         return super()._granted(owner, user, result)
 
     def _max_block(self) -> float:

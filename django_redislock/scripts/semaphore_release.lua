@@ -50,13 +50,16 @@ if mode == 't' then
   end
   member, fence = member .. '@' .. seen, seen
 end
-if redis.call('ZREM', KEYS[1], member) == 0 then
+local deadline = redis.call('ZSCORE', KEYS[1], member)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)  -- expired permits (this one too) go
+if not deadline or tonumber(deadline) <= now then
   if redis.call('ZSCORE', KEYS[6], fence) then
     return {2, 0}
   end
+  if deadline then wake() end  -- it expired a moment ago: its permit is free now
   return {0, 0}
 end
+redis.call('ZREM', KEYS[1], member)
 remember(KEYS[6], fence, counter, now)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 wake()
 return {1, redis.call('ZCARD', KEYS[1])}

@@ -31,6 +31,7 @@ object whose hold is one permit.
 
 from __future__ import annotations
 
+import weakref
 from contextvars import ContextVar
 from typing import Any
 
@@ -57,6 +58,33 @@ WAKE_CAP = 64
 _entered: ContextVar[tuple[tuple[Semaphore, Permit], ...]] = ContextVar(
     "redislock_semaphores", default=()
 )
+
+
+#: Most semaphore names whose keys one backend keeps (then it starts over).
+MAX_SPECS = 1024
+_specs: weakref.WeakKeyDictionary[Any, dict[str, tuple[list[str], ScriptCalls]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _spec(backend: Backend, name: str) -> tuple[list[str], ScriptCalls]:
+    """The keys (never changed after this) and prepared calls of semaphore ``name``, built once.
+
+    ``with locks[alias].semaphore(name, 5):`` builds a semaphore per call, as the README's
+    lock idiom does; as for the mutex (:func:`.mutex._spec`), its keys are worked out once.
+    """
+    known = _specs.get(backend)
+    if known is None:
+        known = _specs.setdefault(backend, {})
+    found = known.get(name)
+    if found is None:
+        ix = bucket_keys(backend, name)
+        keys = [lock_key(backend, name, part) for part in ("sp", "sq", "sd", "ss")]
+        found = ([*keys, ix.fence, ix.released], ScriptCalls())
+        if len(known) >= MAX_SPECS:
+            known.clear()
+        known[name] = found
+    return found
 
 
 class Permit(BaseLock):
@@ -184,11 +212,7 @@ class Semaphore:
         if unknown:
             raise InvalidArgument(f"semaphore() got unknown argument(s) {sorted(unknown)}")
         self.defaults = defaults
-        ix = bucket_keys(backend, self.name)
-        parts = ("sp", "sq", "sd", "ss")
-        self.keys = [*(lock_key(backend, self.name, part) for part in parts)]
-        self.keys += [ix.fence, ix.released]
-        self.scripts = ScriptCalls()
+        self.keys, self.scripts = _spec(backend, self.name)
         Permit(self, **defaults)  # validate the defaults where they were written
 
     def __repr__(self) -> str:

@@ -93,9 +93,8 @@ def test_a_permit_is_a_context_manager_and_so_is_the_semaphore(target: RedisTarg
     sem = semaphore(target, 1)
     with sem as permit:
         assert permit.held_by_me() and sem.held() == 1
-        with pytest.raises(LockNotAcquired, match="no free permit"):
-            with sem.permit(timeout=0):
-                pass
+        with pytest.raises(LockNotAcquired, match="no free permit"), sem.permit(timeout=0):
+            pass
     assert sem.held() == 0
     with sem.permit() as permit:
         permit.ensure_held()
@@ -123,7 +122,7 @@ def test_bad_arguments_name_the_argument_and_write_nothing(target: RedisTarget) 
     with pytest.raises(InvalidArgument, match="permits"):
         backend.semaphore("exports", -1)
     with pytest.raises(InvalidArgument, match="permits"):
-        backend.semaphore("exports", "5")
+        backend.semaphore("exports", "5")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="ttl"):
         backend.semaphore("exports", 5, ttl=-1)
     with pytest.raises(InvalidArgument, match="name"):
@@ -132,7 +131,7 @@ def test_bad_arguments_name_the_argument_and_write_nothing(target: RedisTarget) 
         backend.semaphore("exports", 5, reentrant=True)
     sem = backend.semaphore("exports", 5)
     with pytest.raises(InvalidArgument, match="permits"):
-        sem.permits = 2.5
+        sem.permits = 2.5  # type: ignore[assignment]
     assert sem.permits == 5
     assert target.raw.keys("*") == []
 
@@ -231,6 +230,7 @@ def test_the_watchdog_renews_a_permit_taken_without_a_ttl(target: RedisTarget) -
     sem = backend.semaphore("exports", 1)
     permit = sem.acquire(timeout=5)
     assert permit is not None and permit.watchdog
+
     def deadline_of() -> float:
         return float(target.raw.zscore(sem.keys[0], permit.id) or 0)
 
@@ -468,4 +468,3 @@ def test_distributed_lock_with_permits_admits_n_and_answers_423(target: RedisTar
             thread.join(20)
         assert results == [200, 200]
         assert view(request, "t1").status_code == 200
-

@@ -350,17 +350,30 @@ def test_a_dead_waiter_is_passed_over_once_its_lease_lapses(target: RedisTarget)
 # -- cancellation -----------------------------------------------------------------------------
 
 
-def test_a_cancelled_async_waiter_leaves_no_permit_and_no_place(target: RedisTarget) -> None:
+@pytest.mark.parametrize("when", ["queued", "blocked"])
+def test_a_cancelled_async_waiter_leaves_no_permit_and_no_place(
+    target: RedisTarget, when: str
+) -> None:
+    """Cancelled once it is queued (its try's reply may still be on its way), or once it
+    is blocked for its wake-up; 8 times each. A cancellation redis-py lost while a reply
+    was awaited let the waiter go on and take a permit later (about one run in three
+    before the guard in ``LockCalls._acall``)."""
     sem = semaphore(target, 1)
 
-    async def main() -> tuple[int, int, int]:
+    async def ready() -> bool:
+        # polled from a thread: the waiter's task runs meanwhile, so the cancellation
+        # lands wherever the waiter is (a blocking poll would hold it at one await)
+        if await asyncio.to_thread(sem.waiting) == 0:
+            return False
+        return when == "queued" or await asyncio.to_thread(blocked_clients, target) > 0
+
+    async def once() -> tuple[int, int, int]:
         held = await sem.acquire_async()
         assert held is not None
-        task = asyncio.ensure_future(sem.acquire_async(timeout=30))
+        task = asyncio.ensure_future(sem.acquire_async(timeout=3))
         deadline = time.monotonic() + 10
-        while sem.waiting() == 0 or await asyncio.to_thread(blocked_clients, target) == 0:
-            assert time.monotonic() < deadline  # queued, and blocked for its wake-up
-            await asyncio.sleep(0.005)
+        while not await ready():
+            assert time.monotonic() < deadline
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -368,8 +381,11 @@ def test_a_cancelled_async_waiter_leaves_no_permit_and_no_place(target: RedisTar
         await held.release_async()
         return waiting, during, await sem.held_async()
 
-    assert asyncio.run(main()) == (0, 1, 0)
-    assert keys_left(target) == []
+    async def main() -> list[tuple[int, int, int]]:
+        return [await once() for _ in range(8)]
+
+    assert asyncio.run(main()) == [(0, 1, 0)] * 8
+    assert keys_left(target) == [] or all(b":ss:" in key for key in keys_left(target))
 
 
 def test_cancelled_at_any_moment_an_async_acquire_leaves_nothing(target: RedisTarget) -> None:

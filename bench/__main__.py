@@ -28,6 +28,7 @@ SUITES: list[str] = [
     "pickup",
     "limiter",
     "chord",
+    "semaphore",
 ]
 
 

@@ -46,6 +46,12 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[str, ...] | None]]]] = [
         ],
     ),
     (
+        "Coordination",
+        [
+            ("django_redislock.locking.semaphore", ("Semaphore", "Permit")),
+        ],
+    ),
+    (
         "Queue",
         [
             ("django_redislock.queue:Queue", None),

@@ -25,6 +25,7 @@ from ..exceptions import ConfigurationError
 if TYPE_CHECKING:
     from ..locking import HeldLock, Lock, LockPage, ReadWriteLock
     from ..locking.limiter import RateLimiter
+    from ..locking.semaphore import Semaphore
     from ..queue.queue import Queue
 
 #: The keys an alias's dict may have.
@@ -128,6 +129,12 @@ class BaseLockBackend(BaseBackend):
     def rate_limiter(self, name: str, rate: str, *, burst: int | None = None) -> RateLimiter:
         """Return a rate limiter ``name`` admitting ``rate`` (``"20/s"``) across processes."""
         raise NotImplementedError(f"{type(self).__name__} does not support rate limiters")
+
+    def semaphore(
+        self, name: str, permits: int = 5, *, ttl: float | None = None, **defaults: Any
+    ) -> Semaphore:
+        """Return a semaphore ``name`` of ``permits`` leased permits across processes."""
+        raise NotImplementedError(f"{type(self).__name__} does not support semaphores")
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended.

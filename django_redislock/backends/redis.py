@@ -39,6 +39,7 @@ from .base import BaseLockBackend, BaseQueueBackend
 if TYPE_CHECKING:
     from ..locking import Lock, LockPage, ReadWriteLock
     from ..locking.limiter import RateLimiter
+    from ..locking.semaphore import Semaphore
     from ..queue.queue import Queue
 
 
@@ -173,6 +174,20 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         from ..locking.limiter import RateLimiter
 
         return RateLimiter(self, name, rate, burst=burst)
+
+    def semaphore(
+        self, name: str, permits: int = 5, *, ttl: float | None = None, **defaults: Any
+    ) -> Semaphore:
+        """A semaphore ``name`` of ``permits`` leased permits shared by every process.
+
+        ``acquire()`` returns a :class:`~django_redislock.locking.Permit` with its own id,
+        ``ttl`` (default ``OPTIONS['DEFAULT_TTL']``, renewed by the watchdog when not given)
+        and fence; ``defaults`` (``timeout``, ``blocking``, ``watchdog``, ``on_lost``,
+        ``owner``) apply to its permits as to a lock.
+        """
+        from ..locking.semaphore import Semaphore
+
+        return Semaphore(self, name, permits, ttl=ttl, **defaults)
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` (with ``fence``: only that hold), bumping the fence.

@@ -224,8 +224,42 @@ async def wait_on_async(
 
     Cancellation-safe: cancelled at any ``await``, the connection is closed before
     the cancellation goes on (the close itself does not wait), so it never goes
-    back to the pool with a ``BLPOP`` in flight.
+    back to the pool with a ``BLPOP`` in flight. A cancellation that something below
+    swallowed (the wait then returns as if it ended) is raised here: see
+    :func:`raise_swallowed_cancel`.
     """
+    task = asyncio.current_task()
+    before = cancels(task)
+    try:
+        return await _wait_on_async(node, keys, seconds, keep)
+    finally:
+        raise_swallowed_cancel(task, before)
+
+
+def cancels(task: asyncio.Task[Any] | None) -> int:
+    """How many cancellations of ``task`` are pending (0 before Python 3.11: not counted)."""
+    cancelling = getattr(task, "cancelling", None)
+    return int(cancelling()) if cancelling is not None else 0
+
+
+def raise_swallowed_cancel(task: asyncio.Task[Any] | None, before: int) -> None:
+    """Raise ``CancelledError`` if ``task`` was cancelled during a wait that then returned.
+
+    Seen on Python 3.11 with redis-py 8.1: a ``cancel()`` that lands while a command's
+    reply is awaited can be lost inside redis-py's asyncio ``execute_command``, which then
+    returns the reply; a lock waiter cancelled so went on waiting and could be granted a
+    hold nobody owned any more. The task's pending-cancellation count still says it was
+    cancelled, so the cancellation goes on from the caller's guard (a lock's script call,
+    a wait). Raising from ``finally`` keeps a ``CancelledError`` already on its way as it
+    is (the count is the same one).
+    """
+    if task is not None and cancels(task) > before:
+        raise asyncio.CancelledError
+
+
+async def _wait_on_async(
+    node: Node, keys: Sequence[str], seconds: float, keep: bool
+) -> Popped | None:
     deadline = time.monotonic() + seconds
     client = node.async_client()
     _check(node, client, keys, keep)

@@ -46,6 +46,10 @@ Conflict, the view's own status in ``X-Lock-Lost-Status``) or a callable
 function itself is never replaced by the ``LockLost`` of its release. As a context manager the
 lock always raises when it is not acquired: a ``with`` body cannot be skipped.
 
+``permits=N`` makes the name a semaphore's: up to N calls hold a permit at once (see
+:mod:`django_redislock.locking.semaphore`); the same ``on_locked`` answers when none is free
+for the whole wait, and a 423's ``Retry-After`` is the time until the first permit ends.
+
 ``owner`` names the holder instead of a random per-hold token: a string, a
 callable given the call's arguments, or ``"celery"`` for the id of the Celery
 task being run (see :mod:`django_redislock.contrib.celery`). Anyone who knows the owner

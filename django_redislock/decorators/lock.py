@@ -14,7 +14,8 @@ from asgiref.sync import iscoroutinefunction
 from ..exceptions import InvalidArgument, LockLost
 from ..locking.base import BaseLock
 from ..locking.names import fill, safe_name
-from ..validation import check_bool
+from ..locking.semaphore import MAX_PERMITS
+from ..validation import check_bool, check_int
 from .names import BadLockName, bound_arguments, check_template, named_owners
 from .responses import (
     has_request,
@@ -50,6 +51,7 @@ class distributed_lock:
         watchdog: bool | None = None,
         owner: str | Callable[..., str] | None = None,
         on_release_lost: str | Callable[..., Any] | None = None,
+        permits: int | None = None,
     ) -> None:
         if not callable(name):
             check_template(name)
@@ -71,6 +73,11 @@ class distributed_lock:
         check_bool(blocking, "blocking")
         if owner is not None and not callable(owner) and (not isinstance(owner, str) or not owner):
             raise InvalidArgument(f"owner must be a string, a callable or 'celery', not {owner!r}")
+        if permits is not None:
+            check_int(permits, "permits", 0, MAX_PERMITS)
+            if reentrant:
+                raise InvalidArgument("permits and reentrant cannot go together")
+        self.permits = permits
         self.owner = owner
         self.name = name
         self.using = using
@@ -95,6 +102,9 @@ class distributed_lock:
         from ..handlers import locks
 
         kwargs = self.lock_kwargs if owner is None else {**self.lock_kwargs, "owner": owner}
+        if self.permits is not None:  # a permit of the semaphore ``name``
+            kwargs = {key: value for key, value in kwargs.items() if key != "reentrant"}
+            return locks[self.using].semaphore(name, self.permits, **kwargs).permit()
         return locks[self.using].lock(name, **kwargs)
 
     def resolve_owner(self, args: Any, kwargs: Any) -> str | None:

@@ -11,6 +11,7 @@ Build them from a backend::
     rw = locks["default"].read_write_lock("doc:7")
     with rw.read(): ...
     with rw.write(): ...
+    with locks["default"].semaphore("exports", permits=5) as permit: ...
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__)
     from .index import HeldLock, LockPage
     from .mutex import Lock
     from .readwrite import ReadLock, ReadWriteLock, WriteLock
+    from .semaphore import Permit, Semaphore
 
 #: exported name -> its submodule, imported on first use: a worker process (which imports
 #: this package for ``locking.keys`` and ``locking.pipeline``) needs none of the lock classes
@@ -37,8 +39,10 @@ _EXPORTS = {
     "HeldLock": ".index",
     "Lock": ".mutex",
     "LockPage": ".index",
+    "Permit": ".semaphore",
     "ReadLock": ".readwrite",
     "ReadWriteLock": ".readwrite",
+    "Semaphore": ".semaphore",
     "WriteLock": ".readwrite",
     "fenced_update": ".fencing",
 }
@@ -52,8 +56,10 @@ __all__ = [
     "HeldLock",
     "Lock",
     "LockPage",
+    "Permit",
     "ReadLock",
     "ReadWriteLock",
+    "Semaphore",
     "WriteLock",
     "fenced_update",
     "watchdog",

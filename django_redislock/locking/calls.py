@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from ..calls.script import Call
-from ..calls.wait import Popped
+from ..calls.wait import Popped, cancels, raise_swallowed_cancel
 from ..exceptions import ConnectionFailed
 from .holding import HoldKeeping
 from .owners import Hold
@@ -110,12 +110,19 @@ class LockCalls(HoldKeeping):
                 raise
 
     async def _acall(self, call: Call) -> Any:
-        script, keys, args = call
-        if wants_ack(self.backend, script):
-            return await asyncio.to_thread(call_with_ack, self, call)
-        client = self.backend.async_client()
-        with self.backend.errors():
-            return await self.backend.script(script, client)(keys=keys, args=args)
+        # a cancellation redis-py lost while the reply was awaited is raised here, so that
+        # the acquire loop takes back what the call may have granted (see calls/wait.py)
+        task = asyncio.current_task()
+        before = cancels(task)
+        try:
+            script, keys, args = call
+            if wants_ack(self.backend, script):
+                return await asyncio.to_thread(call_with_ack, self, call)
+            client = self.backend.async_client()
+            with self.backend.errors():
+                return await self.backend.script(script, client)(keys=keys, args=args)
+        finally:
+            raise_swallowed_cancel(task, before)
 
     def _resend(self, call: Call) -> Any:
         """Resend a resend-safe call whose reply was lost; the last error wins."""

@@ -29,7 +29,7 @@ from ..exceptions import ReplicaAckTimeout
 logger = logging.getLogger("django_redislock.locks")
 
 #: The scripts that grant a hold (their ARGV[1] is the owner, result {1, fence, ...}).
-GRANT_SCRIPTS = frozenset({"lock_acquire", "lock_rw_read", "lock_rw_write"})
+GRANT_SCRIPTS = frozenset({"lock_acquire", "lock_rw_read", "lock_rw_write", "semaphore_acquire"})
 
 
 def wants_ack(backend: Node, script: str) -> bool:

@@ -348,7 +348,12 @@ def test_a_stock_per_request_reads_its_number_of_buckets_once(
     client: Any = backend.client
     reads: list[Any] = []
     hget = client.hget
-    monkeypatch.setattr(client, "hget", lambda *a: reads.append(a) or hget(*a))
+
+    def counted(*args: Any) -> Any:
+        reads.append(args)
+        return hget(*args)
+
+    monkeypatch.setattr(client, "hget", counted)
     for item in ("per-request-s", "per-request-1"):
         for n in range(5):
             stock = Stock(item, order_task=inventory_tasks.record_order, using=backend)

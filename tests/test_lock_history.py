@@ -2,10 +2,11 @@
 
 Four worker processes run seeded random lock operations (mutex, reentrant with inner
 levels, read-write with downgrades, ``owner=`` reuse, asyncio acquires cancelled once or
-again and again, watchdog on and off, short TTLs) through fault proxies while the test
-applies faults (lost replies, resends, lost requests, stalls past the timeout, cuts,
-``SIGSTOP`` past the TTL, ``SCRIPT FLUSH``, ``CLIENT PAUSE``, restarts with AOF); every hold
-makes a fenced write to one database row per name. :mod:`tests.lockhistory.checker` then
+again and again, permits of semaphores of 1 and 2, watchdog on and off, short TTLs)
+through fault proxies while the test applies faults (lost replies, resends, lost requests,
+stalls past the timeout, cuts, ``SIGSTOP`` past the TTL, ``SCRIPT FLUSH``, ``CLIENT
+PAUSE``, restarts with AOF); every exclusive hold makes a fenced write to one database row
+per name. :mod:`tests.lockhistory.checker` then
 verifies the whole history. ``python3 dev.py soak locks --minutes N`` runs it longer.
 
 The assertions are counts (operations, holds, faults, violations), never durations.

@@ -161,3 +161,18 @@ def test_grants_no_holder_had_are_counted_by_what_may_explain_them() -> None:
         "other (e.g. a resent acquire whose first grant expired meanwhile)": 1,
     }
     assert report.violations == []
+
+
+def test_more_permits_believed_at_once_than_the_semaphore_has_is_found() -> None:
+    def permit(op: str, ok: float, end: float, fence: int) -> dict[str, Any]:
+        return hold(op, ok, end, fence, mode="p", permits=2, name="s")
+
+    two = [permit("a", 1.0, 3.0, 1), permit("b", 1.5, 2.0, 2)]
+    assert types(two) == []  # two of two: no overlap violation either
+    handed_on = [*two, permit("c", 2.0, 2.5, 3)]  # starts as b's ends: still two
+    assert types(handed_on) == []
+    assert types([*two, permit("c", 1.9, 2.5, 3)]) == ["more holders than permits"]
+    # a permit believed only until its deadline does not count past it
+    late = permit("c", 2.5, 4.0, 3)
+    expired = {**permit("a", 1.0, 9.0, 1), "until": 2.4 + MARGIN}
+    assert types([expired, permit("b", 1.5, 4.0, 2), late]) == []

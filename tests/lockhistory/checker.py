@@ -1,4 +1,4 @@
-"""Verify a lock history: exclusion, fences, fenced writes, leftovers, the row values.
+"""Verify a lock history: exclusion, permits, fences, fenced writes, leftovers, the row values.
 
 Pure Python on the records the workers and the coordinator wrote (one JSON object a line).
 All times are ``time.monotonic()`` seconds, which on Linux is one system-wide clock, so the
@@ -47,8 +47,9 @@ class Hold:
     ``identity`` is who holds it for the purpose of exclusion: an explicit ``owner=`` label
     (two holds of one owner are one holder: a reentrant count) or the grant's own id (a
     re-entry and a downgrade share the grant of the hold they continue). ``mode`` is ``"x"``
-    (mutex, reentrant, write) or ``"r"`` (read). ``fresh`` says the fence was issued for this
-    hold's own acquire (not a re-entry or a downgrade), which the fence order is checked on.
+    (mutex, reentrant, write), ``"r"`` (read) or ``"p"`` (a semaphore's permit: at most
+    ``permits`` believed at once). ``fresh`` says the fence was issued for this hold's own
+    acquire (not a re-entry or a downgrade), which the fence order is checked on.
     """
 
     worker: str
@@ -64,6 +65,7 @@ class Hold:
     lost_at: float | None = None
     fresh: bool = True
     kind: str = "mutex"
+    permits: int = 0
 
     @property
     def end(self) -> float:
@@ -88,6 +90,7 @@ class Hold:
             lost_at=rec.get("lost_at"),
             fresh=bool(rec.get("fresh", True)),
             kind=rec.get("kind", "mutex"),
+            permits=int(rec.get("permits", 0)),
         )
 
 
@@ -180,7 +183,7 @@ def _overlaps(holds: list[Hold]) -> list[Violation]:
     found: list[Violation] = []
     by_name: dict[str, list[Hold]] = defaultdict(list)
     for hold in holds:
-        if hold.end > hold.ok:
+        if hold.end > hold.ok and hold.mode != "p":
             by_name[hold.name].append(hold)
     for name, items in by_name.items():
         items.sort(key=lambda h: h.ok)
@@ -201,6 +204,43 @@ def _overlaps(holds: list[Hold]) -> list[Violation]:
                             [a, b],
                         )
                     )
+    return found
+
+
+def _permits(holds: list[Hold]) -> list[Violation]:
+    """A semaphore's permits: never more believed at once than its ``permits``.
+
+    A sweep over the believed intervals of each semaphore's permits; at equal times an end
+    comes before a start (a permit handed on at the instant it ended is not an excess).
+    """
+    found: list[Violation] = []
+    by_name: dict[str, list[Hold]] = defaultdict(list)
+    for hold in holds:
+        if hold.mode == "p" and hold.end > hold.ok:
+            by_name[hold.name].append(hold)
+    for name, items in by_name.items():
+        events = sorted(
+            [(h.end, 0, i) for i, h in enumerate(items)]
+            + [(h.ok, 1, i) for i, h in enumerate(items)]
+        )
+        live: set[int] = set()
+        for _, starts, i in events:
+            if not starts:
+                live.discard(i)
+                continue
+            live.add(i)
+            limit = min(items[j].permits for j in live)
+            if len(live) > limit:
+                both = sorted(live, key=lambda j: items[j].ok)
+                who = ", ".join(f"fence {items[j].fence} ({items[j].worker})" for j in both)
+                found.append(
+                    Violation(
+                        "more holders than permits",
+                        name,
+                        f"{len(live)} permits believed held at once, of {limit}: {who}",
+                        [items[j] for j in both],
+                    )
+                )
     return found
 
 
@@ -361,6 +401,7 @@ def check(records: Iterable[dict[str, Any]]) -> Report:
         elif ev == "final":
             final = rec
     report.violations += _overlaps(holds)
+    report.violations += _permits(holds)
     report.violations += _fences(holds)
     report.violations += _writes(writes, final.get("rows") if final else None)
     report.violations += _leftovers(final)

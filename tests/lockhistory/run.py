@@ -47,6 +47,9 @@ TTLS = (0.6, 1.0, 2.0)
 DEFAULT_TTL = 1.0
 NAMES = ("m0", "m1", "m2")
 RW_NAMES = ("rw0", "rw1")
+#: Semaphores and their permits (issue 30: never more holders than permits). Four workers
+#: rarely hold three permits at once; one permit is a crowd they meet often.
+SEMAPHORES = {"s1": 1, "s2": 2}
 AOF = ("--appendonly", "yes", "--appendfsync", "always")
 POSTGRES_DSN = os.environ.get(
     "REDISLOCK_TEST_POSTGRES", "host=127.0.0.1 port=5432 dbname=test user=postgres"
@@ -158,6 +161,7 @@ def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str,
         "resend": run.kind != "cluster" and index % 2 == 1,  # a redis-py Retry: resends
         "names": list(NAMES),
         "rw_names": list(RW_NAMES),
+        "semaphores": {} if run.kind == "redlock" else dict(SEMAPHORES),
         "ttls": list(TTLS),
         "seconds": seconds,
         "max_ops": max_ops,
@@ -336,8 +340,10 @@ def leftovers(run: Run) -> list[dict[str, Any]]:
             if len(part) < 4:
                 continue
             kind, name = part[2], ":".join(part[3:])
-            if kind in ("l", "rw"):
+            if kind in ("l", "rw", "sp"):  # a hold, a writer, a semaphore's permits
                 found.append({"name": name, "key": text, "pttl": client.pttl(key)})
+            elif kind in ("sq", "sd") and client.pttl(key) == -1:  # a semaphore's waiters
+                found.append({"name": name, "key": text, "pttl": -1})
             elif kind == "rr":
                 late = client.zrangebyscore(key, "-inf", now_ms)
                 if late or client.pttl(key) == -1:

@@ -158,6 +158,7 @@ class Worker:
         self.kind = args["kind"]
         self.names = args["names"]
         self.rw_names = args.get("rw_names", [])
+        self.semaphores: dict[str, int] = args.get("semaphores", {})
         self.ttls = args["ttls"]
         self.hist = History(args["history"], args["worker"])
         self.rows = Rows(args["db"])
@@ -398,6 +399,20 @@ class Worker:
         self.work(reader, rrec)
         self.release(reader, rrec, "read release")
 
+    def permit(self) -> None:
+        """A permit of a semaphore: never more holders than its permits (issue 30)."""
+        op = self.hist.op_id()
+        name = self.rng.choice(sorted(self.semaphores))
+        permits = self.semaphores[name]
+        permit = self.backend.semaphore(name, permits).permit(**self.lock_args())
+        got, invoke = self.acquire(permit, op, "permit")
+        if got:
+            rec = self.record(
+                permit, op, "permit", invoke, now(), identity=op, mode="p", permits=permits
+            )
+            self.work(permit, rec)
+            self.release(permit, rec, "permit release")
+
     def cancelled(self) -> None:
         """An asyncio acquire cancelled once, or again and again, at a random moment."""
         op = self.hist.op_id()
@@ -458,6 +473,8 @@ class Worker:
         if self.kind != "redlock":
             ops += [(self.reentrant, 3), (self.read_write, 3)]
             ops += [(self.shortened, 2), (self.lost_owner, 2)]
+            if self.semaphores:  # a Redlock alias has no semaphore
+                ops += [(self.permit, 3)]
         funcs, weights = zip(*ops, strict=True)
         deadline = now() + self.args["seconds"]
         for _ in range(self.args["max_ops"]):

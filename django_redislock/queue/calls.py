@@ -29,7 +29,7 @@ from .arguments import (
     parse_flags,
 )
 from .flow import FLOW_PART
-from .history import worker_id
+from .history import function_of, worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
     DEAD,
@@ -92,6 +92,8 @@ class QueueCalls:
         #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
         self.history_key = backend.key(f"q:{name}", "history")
         self.history_index_key = backend.key(f"q:{name}", "history-index")
+        #: per task function counts and runtimes (:mod:`.fnstats`), written by the worker
+        self.fnstats_key = backend.key(f"q:{name}", "fnstats")
         #: id -> enqueue time of the copy to cancel (see queue_cancel.lua): read by renewals
         self.cancel_key = backend.key(f"q:{name}", "cancel")
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
@@ -306,8 +308,8 @@ class QueueCalls:
         if final:
             if final not in FINAL_OUTCOMES:
                 raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
-            args.append(final)
             extra += (self.cancel_key,)
+        args += [final, function_of(task)]
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:

@@ -12,7 +12,8 @@
 -- the task's history (see the history fragment), with ARGV[6] the worker ("host:pid") and
 -- ARGV[7] the run's duration in µs ("" when unknown)
 -- ARGV[8] (optional) a final outcome instead of a failure: "cancelled" or "expired" dead-letters
--- the task whatever its attempts and is the outcome its history shows
+-- the task whatever its attempts and is the outcome its history shows ("" for none)
+-- ARGV[9] (optional) the task function its payload names, for its history
 -- KEYS[14] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
 -- task's request, if any, is dropped (its run ended)
 -- The failed run counts as an attempt (here, unless its start was recorded already).
@@ -35,7 +36,7 @@ if #KEYS >= 14 then redis.call('HDEL', KEYS[14], id) end
 if #KEYS >= 13 then
   local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
   history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
-    ARGV[4])
+    ARGV[4], ARGV[9])
 end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)

@@ -7,11 +7,11 @@ laid out in ``scripts/fragments/fnstats.lua``: 12 five-minute slots (the hour) a
 runtime histogram of 4 bins per doubling (a bin spans a factor of 2^(1/4), about
 1.19: a percentile is the geometric middle of its bin, within 9 % of the true
 value). Runtimes are clamped to [16 µs, 2^34 µs (4.8 h)], so a histogram has at
-most :data:`MAX_BINS` bins. A slot is cleared when its time comes round again,
-so the hash is bounded whatever the queue does: at most 36 slots x 20 functions x
-(3 + 121 bins) fields in the worst case (a function whose runs spread over every
-bin); about 36 x functions x (3 + the bins its runtimes cover) in practice (see
-docs/admin.md for measured bytes).
+most :data:`MAX_BINS` bins. One field per function and slot holds its runs, failed
+runs and histogram as a JSON array (``[runs, failed, bin, count, ...]``), so a slot is at most
+22 fields and the hash at most 36 x 22. A slot is cleared when its time comes round
+again, so the hash is bounded whatever the queue does (bytes measured in
+docs/admin.md).
 
 "The last hour" is the current five-minute slot and the 11 before it (55 to 60
 minutes), "the last day" the current hour and the 23 before it (23 to 24 hours).

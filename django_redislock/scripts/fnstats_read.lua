@@ -5,6 +5,7 @@
 -- returns {server time s, then per function (at most 20 per slot; 36 slots):
 --   name, hour runs, hour failed, day runs, day failed, runs with a runtime in the hour,
 --   in the day, then the hour's bin of each percentile, then the day's (-1: no runtime)}
+-- include: fnstats
 local now = tonumber(redis.call('TIME')[1])
 local out = {now}
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return out end
@@ -28,21 +29,14 @@ for w, ring in ipairs({{'h', 300, 12}, {'d', 3600, 24}}) do
           stats[name] = s
           order[#order + 1] = name
         end
-        local v = redis.call('HMGET', KEYS[1], p .. ':n', p .. ':x', p .. ':l')
+        local n, x, h = fn_decode(redis.call('HGET', KEYS[1], p))
         local win = s[w]
-        win[1] = win[1] + (tonumber(v[1]) or 0)
-        win[2] = win[2] + (tonumber(v[2]) or 0)
-        if v[3] then
-          local names = {}
-          for bin in string.gmatch(v[3], '[^,]+') do names[#names + 1] = p .. ':b' .. bin end
-          local counts = redis.call('HMGET', KEYS[1], unpack(names))
-          for k = 1, #names do
-            local bin = tonumber(string.sub(names[k], #p + 3))
-            local c = tonumber(counts[k]) or 0
-            if bin and c > 0 then
-              win[3] = win[3] + c
-              win[4][bin] = (win[4][bin] or 0) + c
-            end
+        win[1] = win[1] + n
+        win[2] = win[2] + x
+        for bin, c in pairs(h) do
+          if c > 0 then
+            win[3] = win[3] + c
+            win[4][bin] = (win[4][bin] or 0) + c
           end
         end
       end

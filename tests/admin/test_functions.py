@@ -122,7 +122,8 @@ def test_names_are_capped_per_slot_and_escaped(dashboard: Dashboard, admin_clien
     html = admin_client.get(Q).content.decode()
     assert HOSTILE not in html and "&lt;script&gt;alert(&#x27;fn&#x27;)&lt;/script&gt;" in html
     raw = dashboard.target.raw
-    assert raw.hlen(q.fnstats_key) < 36 * (fnstats.NAMES + 1) * (3 + fnstats.MAX_BINS)
+    # a slot: its bucket, its names and one field per function (the histogram in it)
+    assert raw.hlen(q.fnstats_key) == 2 * (2 + fnstats.NAMES + 1)
 
 
 def test_an_old_slot_is_cleared_when_its_time_comes_round(single: Dashboard) -> None:
@@ -131,14 +132,17 @@ def test_an_old_slot_is_cleared_when_its_time_comes_round(single: Dashboard) -> 
     now = int(raw.time()[0])
     # what the hash would hold had a worker written this five-minute slot an hour ago
     slot = f"h{(now // 300) % 12}"
-    old = {slot: now // 300 - 12, f"{slot}:f": "shop.tasks.gone\n", f"{slot}:1:n": 50}
-    old |= {f"{slot}:1:x": 5, f"{slot}:1:l": "60", f"{slot}:1:b60": 50}
+    old = {slot: now // 300 - 12, f"{slot}:f": "shop.tasks.gone\nshop.tasks.old\n"}
+    old |= {f"{slot}:1": "[50,5,60,50]", f"{slot}:2": "[7,0,61,7]"}
     raw.hset(q.fnstats_key, mapping=old)
     assert "shop.tasks.gone" not in {s.name for s in fnstats.read(q)}  # stale: not counted
     send(q, {"shop.tasks.new": tally([(0.01, False)])})
     fields = {k.decode() for k in raw.hkeys(q.fnstats_key)}
-    assert not {f"{slot}:1:x", f"{slot}:1:b60"} & fields  # cleared, not left behind
+    assert f"{slot}:2" not in fields  # cleared, not left behind
     assert raw.hget(q.fnstats_key, f"{slot}:f") == b"shop.tasks.new\n"
+    assert raw.hget(q.fnstats_key, f"{slot}:1") == f"[1,0,{bin_of(0.01)},1]".encode()
+    (new,) = fnstats.read(q)
+    assert (new.name, new.hour.runs, new.day.runs) == ("shop.tasks.new", 1, 1)
     assert raw.pttl(q.fnstats_key) > 0
 
 

@@ -30,7 +30,6 @@ function (``?`` when it names none) without a runtime.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,11 +47,15 @@ PERCENTILES = (500, 950)
 
 
 def bin_of(seconds: float) -> int:
-    """The histogram bin of a runtime (clamped to [16 µs, 4.8 h])."""
+    """The histogram bin of a runtime (clamped to [16 µs, 4.8 h]); on the worker's hot path."""
     micros = seconds * 1e6
-    if micros <= 1:
+    if micros < 16:
         return LOW_BIN
-    return min(max(int(math.log2(micros) * PER_DOUBLING), LOW_BIN), HIGH_BIN)
+    bin = int(_log2(micros) * PER_DOUBLING)
+    return bin if bin < HIGH_BIN else HIGH_BIN
+
+
+_log2 = math.log2
 
 
 def bin_seconds(bin: int) -> float:
@@ -67,13 +70,23 @@ class Tally:
 
     runs: int = 0
     failed: int = 0
-    bins: Counter[int] = field(default_factory=Counter)
+    #: histogram bin -> runs
+    bins: dict[int, int] = field(default_factory=dict)
 
     def add(self, runtime: float | None, failed: bool) -> None:
         self.runs += 1
-        self.failed += failed
+        if failed:
+            self.failed += 1
         if runtime is not None:
-            self.bins[bin_of(runtime)] += 1
+            bin = bin_of(runtime)
+            self.bins[bin] = self.bins.get(bin, 0) + 1
+
+    def merge(self, other: Tally) -> None:
+        """Add ``other``'s counts (a batch that was not sent, counted again next time)."""
+        self.runs += other.runs
+        self.failed += other.failed
+        for bin, n in other.bins.items():
+            self.bins[bin] = self.bins.get(bin, 0) + n
 
 
 def add_to_pipeline(batch: Batch, queue: Any, tallies: dict[str, Tally]) -> None:

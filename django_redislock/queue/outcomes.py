@@ -354,10 +354,7 @@ class Outcomes:
                     self._types[queue.name].update(types)
                     self._runs[queue.name][:0] = runs
                     for name, tally in fns.items():
-                        mine = self._fns[queue.name].setdefault(name, Tally())
-                        mine.runs += tally.runs
-                        mine.failed += tally.failed
-                        mine.bins.update(tally.bins)
+                        self._fns[queue.name].setdefault(name, Tally()).merge(tally)
             raise
         for reply in replies:
             if isinstance(reply, Exception):

@@ -54,6 +54,7 @@ from typing import Any
 
 from .control import Control
 from .database import close_old_connections, note_open_connections
+from .fnstats import Tally
 from .heartbeat import register
 from .idle import IdleWait
 from .keeper import LeaseKeeper

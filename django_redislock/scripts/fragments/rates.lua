@@ -21,13 +21,14 @@ local RATE_RINGS = {{'m', 60, 60}, {'s', 1, 180}}
 local RATE_TYPES = 20
 local RATE_TTL = 612000000
 local RATE_OUTCOMES = {'enqueued', 'succeeded', 'failed', 'retried', 'dead'}
-local RATE_LONG = {{'q', 900, 96}, {'w', 7200, 84}}
 -- rate_rollup(key, fields, old, minute): add the counts of minute slot fields (the five
 -- outcome fields of a slot that held minute old) to the coarse rings, minute being the new one
+-- (the rings' table is built here, not at the top: the enqueue script runs its top on every
+-- call and this once a minute)
 local function rate_rollup(key, fields, old, minute)
   local values = redis.call('HMGET', key, unpack(fields))
   local start = tonumber(old) * 60
-  for _, ring in ipairs(RATE_LONG) do
+  for _, ring in ipairs({{'q', 900, 96}, {'w', 7200, 84}}) do
     local bucket = math.floor(start / ring[2])
     if bucket > math.floor(tonumber(minute) * 60 / ring[2]) - ring[3] then
       local slot = ring[1] .. string.format('%d', bucket % ring[3])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from html import unescape
 from typing import Any
 
@@ -51,7 +52,7 @@ def send(queue: Any, tallies: dict[str, Tally]) -> None:
     batch.execute()
 
 
-def tally(runs: list[tuple[float | None, bool]]) -> Tally:
+def tally(runs: Sequence[tuple[float | None, bool]]) -> Tally:
     out = Tally()
     for runtime, failed in runs:
         out.add(runtime, failed)

@@ -18,8 +18,9 @@ from django_redislock import task
 from django_redislock.calls.batch import Batch
 from django_redislock.calls.script import Script
 from django_redislock.exceptions import ConnectionFailed
-from django_redislock.queue import Queue
+from django_redislock.queue import Queue, fnstats
 from django_redislock.queue import outcomes as outcomes_module
+from django_redislock.queue.fnstats import Tally, bin_of
 from django_redislock.queue.history import read as read_history
 from django_redislock.queue.rates import read as read_rates
 from django_redislock.queue.worker import Worker, counters_key
@@ -141,7 +142,8 @@ def test_a_batch_that_was_not_sent_keeps_its_counts(
     queue = backend.queue("outcomes-kept")
     worker = Worker([queue], burst=True)
     worker._counts[queue.name].update(succeeded=2)
-    worker._runs[queue.name].append(("a", 2, 0.5))
+    worker._runs[queue.name].append(("a", 2, 0.5, "shop.tasks.a"))
+    worker._fns[queue.name]["shop.tasks.a"] = Tally(runs=3, failed=1, bins={bin_of(0.5): 3})
 
     def unreachable(self: Any, positions: list[int]) -> list[Any]:
         raise redis.ConnectionError("Redis is away")
@@ -151,7 +153,17 @@ def test_a_batch_that_was_not_sent_keeps_its_counts(
         with pytest.raises(ConnectionFailed):
             worker._flush_counters(force=True)
     assert worker._counts[queue.name] == {"succeeded": 2}
-    assert worker._runs[queue.name] == [("a", 2, 0.5)]
+    assert worker._runs[queue.name] == [("a", 2, 0.5, "shop.tasks.a")]
+    assert worker._fns[queue.name]["shop.tasks.a"].runs == 3
     worker._flush_counters(force=True)
     assert target.raw.hget(counters_key(queue), "succeeded") == b"2"
-    assert [(r.attempt, r.outcome) for r in read_history(queue, "a")] == [(2, "succeeded")]
+    assert [(r.attempt, r.outcome, r.function) for r in read_history(queue, "a")] == [
+        (2, "succeeded", "shop.tasks.a")
+    ]
+    (stats,) = fnstats.read(queue)
+    assert (stats.name, stats.hour.runs, stats.hour.failed, stats.hour.timed) == (
+        "shop.tasks.a",
+        3,
+        1,
+        3,
+    )

@@ -35,10 +35,14 @@ LABELS = {
 }
 
 
-def clock(epoch: int, seconds: bool = False) -> str:
-    """``HH:MM`` (or ``HH:MM:SS``) UTC of an epoch second."""
+def clock(epoch: int, seconds: bool = False, date: bool = False) -> str:
+    """``HH:MM`` (or ``HH:MM:SS``, or ``Sun 29 Nov HH:MM``) UTC of an epoch second."""
     moment = datetime.fromtimestamp(epoch, dt_timezone.utc)
-    return moment.strftime("%H:%M:%S" if seconds else "%H:%M")
+    return moment.strftime("%H:%M:%S" if seconds else "%a %d %b %H:%M" if date else "%H:%M")
+
+
+#: What one bar of a chart spans, by its seconds.
+UNITS = {1: "second", 60: "minute", 900: "15 minutes", 7200: "2 hours"}
 
 
 def spark(trend: Trend, outcomes: tuple[str, ...], width: int = 180, height: int = 28) -> str:
@@ -86,14 +90,16 @@ def bars(
     *,
     width: int = 360,
     height: int = 60,
+    css: str = "rate-bars",
 ) -> str:
     """A bar chart of one outcome, one bar per bucket, each with its own ``<title>``."""
     top = max(values, default=0) or 1
     bar = width / max(len(values), 1)
     label = LABELS[outcome]
     rects = []
+    long = step >= 900
     for i, value in enumerate(values):
-        moment = clock(start + i * step, seconds=step < 60)
+        moment = clock(start + i * step, seconds=step < 60, date=long)
         h = (height - 1) * value / top
         tip = escape(f"{moment} UTC: {value:,} {label}")
         rects.append(
@@ -101,13 +107,13 @@ def bars(
             f'height="{max(h, 0.5 if value else 0):.1f}" fill="{COLOURS[outcome]}">'
             f"<title>{tip}</title></rect>"
         )
-    unit = "second" if step < 60 else "minute"
+    unit = UNITS.get(step, f"{step} s")
     text = escape(
-        f"{label} per {unit} from {clock(start, step < 60)} UTC: {sum(values):,} in all, "
-        f"at most {max(values, default=0):,} in one {unit}"
+        f"{label} per {unit} from {clock(start, step < 60, long)} UTC: {sum(values):,} in all, "
+        f"at most {max(values, default=0):,} in one {'bar' if long else unit}"
     )
     return (
-        f'<svg class="rate-bars" role="img" aria-label="{text}" width="{width}" '
+        f'<svg class="{css}" role="img" aria-label="{text}" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" preserveAspectRatio="none" '
         'xmlns="http://www.w3.org/2000/svg">'
         f'<title>{text}</title><line x1="0" y1="{height - 0.5}" x2="{width}" '
@@ -130,3 +136,8 @@ def minute_bars(trend: Trend, outcome: str) -> SafeString:
 def second_bars(trend: Trend, outcome: str) -> SafeString:
     values = trend.seconds.get(outcome, [])
     return mark_safe(bars(values, trend.second_start, 1, outcome))
+
+
+def long_bars(values: list[int], start: int, step: int, outcome: str) -> SafeString:
+    """A day's or a week's bars of one outcome (15-minute or two-hour buckets)."""
+    return mark_safe(bars(values, start, step, outcome, css="rate-bars-long"))

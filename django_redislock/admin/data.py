@@ -27,7 +27,9 @@ from ..calls.node import Node
 from ..exceptions import ConfigurationError, InvalidArgument, RedisLockError
 from ..locking.index import HeldLock
 from ..locking.pipeline import run_scripts
+from ..queue import fnstats
 from ..queue.flow import parse_flow
+from ..queue.rates import LongTrend, long_call, parse_long
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
 from ..wire import to_text
 from .common import parse_int
@@ -86,6 +88,11 @@ class TaskPage:
     #: ``{"paused": bool, "rate_limit": str | None}`` (:mod:`~django_redislock.queue.flow`),
     #: or None when it could not be read.
     flow: dict[str, Any] | None = None
+    #: Per task function numbers (:mod:`~django_redislock.queue.fnstats`), or why they could
+    #: not be read.
+    functions: Any = None
+    #: The day's and the week's rates (:mod:`~django_redislock.queue.rates`), or why not.
+    long_trend: Any = None
 
     @property
     def first_row(self) -> int:
@@ -119,8 +126,15 @@ def task_page(
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
     flow_call = ("queue_flow", [*queue.script_keys, queue.flow_key], ["read"])
-    reply, trend, flow = run_scripts(
-        queue.backend, [("queue_page", queue.script_keys, args), trend_call(queue), flow_call]
+    reply, trend, flow, functions, long = run_scripts(
+        queue.backend,
+        [
+            ("queue_page", queue.script_keys, args),
+            trend_call(queue),
+            flow_call,
+            fnstats.read_call(queue),
+            long_call(queue),
+        ],
     )
     if isinstance(reply, Exception):
         raise reply
@@ -155,7 +169,29 @@ def task_page(
         start - low,
         trend_of(trend),
         None if isinstance(flow, Exception) else parse_flow(flow),
+        functions_of(functions),
+        long_of(long),
     )
+
+
+def long_of(reply: Any) -> LongTrend | Exception:
+    """The day and week in a ``rates_long`` reply, or the error that replaced them."""
+    if isinstance(reply, Exception):
+        return reply
+    try:
+        return parse_long(reply)
+    except (ValueError, IndexError, TypeError) as exc:
+        return exc
+
+
+def functions_of(reply: Any) -> list[fnstats.FunctionStats] | Exception:
+    """The per function numbers in a read script's reply, or the error that replaced them."""
+    if isinstance(reply, Exception):
+        return reply
+    try:
+        return fnstats.parse(reply)
+    except (ValueError, IndexError, TypeError) as exc:  # not the app's reply: shown as such
+        return exc
 
 
 def find_task(

@@ -40,12 +40,13 @@ from .data import (
     task_page,
 )
 from .flow import FLOW_ACTIONS
+from .functions import function_context
 from .history import function_name
 from .keytypes import explain
 from .lookup import queue_exists, queue_of
 from .rows import TaskRow
 from .runs import runs_url
-from .trends import outcome_rows
+from .trends import long_rows, outcome_rows
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -200,6 +201,8 @@ def queue_page(
         actions=[a for a, states in ACTIONS.items() if state in states],
         runs_url=url("runs", queue.backend.alias, queue.name),
         **trend_context(page.trend if page else None, queue),
+        **function_context(page.functions if page else None, queue),
+        **long_context(page.long_trend if page else None),
     )
 
 
@@ -311,3 +314,12 @@ def gone_task(
         task={"runs": runs},
         back=back,
     )
+
+
+def long_context(trend: Any) -> dict[str, Any]:
+    """The queue page's day and week charts (or why they are missing)."""
+    if trend is None:
+        return {"long_rows": [], "long_error": ""}
+    if isinstance(trend, Exception):
+        return {"long_rows": [], "long_error": str(trend)}
+    return {"long_rows": long_rows(trend), "long_error": ""}

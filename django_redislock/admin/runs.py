@@ -83,15 +83,35 @@ def type_matches(run: RecentRun, wanted: str) -> bool:
     return have == wanted or have.endswith("." + wanted) or wanted.endswith("." + have)
 
 
+def parse_moment(text: str) -> datetime | None:
+    """A UTC time from the filter (``2026-11-29T01:30``, seconds optional); None if not one."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=dt_timezone.utc) if moment.tzinfo is None else moment
+
+
 @dataclass
 class RunFilter:
+    function: str = ""
     error: str = ""
     worker: str = ""
     outcome: str = ""
     within: str = ""
+    #: Ended at or after / before this UTC time (``YYYY-MM-DDTHH:MM``), "" for no bound.
+    since: str = ""
+    until: str = ""
 
     def keeps(self, row: RecentRun, now: datetime) -> bool:
+        if self.function and self.function.casefold() not in row.run.function.casefold():
+            return False
         if self.error and not type_matches(row, self.error):
+            return False
+        since, until = parse_moment(self.since), parse_moment(self.until)
+        if since is not None and row.run.ended < since:
+            return False
+        if until is not None and row.run.ended >= until:
             return False
         if self.worker and self.worker.casefold() not in row.run.worker.casefold():
             return False
@@ -107,7 +127,8 @@ class RunFilter:
 
 
 def runs_url(alias: str, name: str, **filters: str) -> str:
-    """The recent-runs page of a queue, with ``filters`` (error, worker, outcome, within)."""
+    """The recent-runs page of a queue, with ``filters`` (function, error, worker, outcome,
+    within, since, until)."""
     return url("runs", alias, name, query=RunFilter(**filters).query())
 
 
@@ -117,11 +138,18 @@ def runs_page(
     """The queue's tasks with recent recorded runs, newest first, 50 a page, with filters."""
     require(request)
     queue = queue_of(alias, name)
+    moments = {
+        bound: request.GET.get(bound, "").strip()[:32]
+        for bound in ("since", "until")
+        if parse_moment(request.GET.get(bound, "").strip()[:32]) is not None
+    }
     chosen = RunFilter(
+        function=request.GET.get("function", "").strip()[:200],
         error=request.GET.get("error", "").strip()[:200],
         worker=request.GET.get("worker", "").strip()[:200],
         outcome=request.GET.get("outcome", "") if request.GET.get("outcome") in OUTCOMES else "",
         within=request.GET.get("within", "") if request.GET.get("within") in WITHIN else "",
+        **moments,
     )
     number = parse_int(request.GET.get("page"), 1, 10**6) or 1
     rows: list[dict[str, Any]] = []
@@ -151,6 +179,9 @@ def runs_page(
                     "runtime": duration(row.run.runtime) if row.run.runtime is not None else "",
                     "type_url": runs_url(alias, name, error=row.error_type)
                     if row.error_type
+                    else "",
+                    "function_url": runs_url(alias, name, function=row.run.function)
+                    if row.run.function
                     else "",
                 }
             )

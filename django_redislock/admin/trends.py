@@ -13,8 +13,8 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from ..queue.rates import OUTCOMES, Trend, parse
-from .charts import LABELS, minute_bars, second_bars, spark_html
+from ..queue.rates import DAY, OUTCOMES, WEEK, LongTrend, Trend, parse
+from .charts import LABELS, long_bars, minute_bars, second_bars, spark_html
 
 #: What the sparklines draw.
 SPARK_OUTCOMES = ("enqueued", "succeeded", "failed")
@@ -73,6 +73,36 @@ def outcome_rows(trend: Trend) -> list[OutcomeRow]:
                 sum(recent) / 60,
                 minute_bars(trend, outcome),
                 second_bars(trend, outcome),
+            )
+        )
+    return rows
+
+
+@dataclass
+class LongRow:
+    """One outcome's day and week on the queue page."""
+
+    outcome: str
+    label: str
+    last_day: int
+    last_week: int
+    day: SafeString
+    week: SafeString
+
+
+def long_rows(trend: LongTrend) -> list[LongRow]:
+    """The queue page's day and week charts, one row per outcome."""
+    rows = []
+    for outcome in OUTCOMES:
+        day, week = trend.counts[DAY[0]][outcome], trend.counts[WEEK[0]][outcome]
+        rows.append(
+            LongRow(
+                outcome,
+                LABELS[outcome],
+                sum(day),
+                sum(week),
+                long_bars(day, trend.starts[DAY[0]], DAY[1], outcome),
+                long_bars(week, trend.starts[WEEK[0]], WEEK[1], outcome),
             )
         )
     return rows

@@ -30,7 +30,7 @@ from .arguments import (
     parse_flags,
 )
 from .flow import FLOW_PART
-from .history import worker_id
+from .history import function_of, worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
     DEAD,
@@ -94,6 +94,8 @@ class QueueCalls:
         #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
         self.history_key = backend.key(f"q:{name}", "history")
         self.history_index_key = backend.key(f"q:{name}", "history-index")
+        #: per task function counts and runtimes (:mod:`.fnstats`), written by the worker
+        self.fnstats_key = backend.key(f"q:{name}", "fnstats")
         #: id -> enqueue time of the copy to cancel (see queue_cancel.lua): read by renewals
         self.cancel_key = backend.key(f"q:{name}", "cancel")
         #: id -> server µs its ``unique_for`` window ends: written by the acks, read by the
@@ -320,12 +322,11 @@ class QueueCalls:
         if final:
             if final not in FINAL_OUTCOMES:
                 raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
-            args.append(final)
             extra += (self.cancel_key,)
+        args += [final, function_of(task)]
         member = retry_extras(self, task)  # type: ignore[arg-type]
         if member is not None:  # a workflow member: its death ends its step (.workflows)
             if not final:
-                args.append("")
                 extra += (self.cancel_key,)
             extra += member[0]
             args += member[1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,6 +39,30 @@ from ..calls.batch import Batch
 #: Runs kept per task, tasks kept per queue (as in ``fragments/history.lua``).
 RUNS = 10
 TASKS = 1000
+
+
+#: The head of a JSON ``@task`` envelope: the function it names.
+_HEAD = re.compile(rb'^\{"(?:django_)?task": ?"([^"\\]{1,200})"')
+
+
+def function_of(task: Any) -> str:
+    """The task function ``task``'s payload names, for its history; "" when it names none.
+
+    Never decodes a payload for this (a pickled one would run code): a payload the
+    worker decoded already is read as such, another one only if it is a JSON envelope
+    whose first field is ``task`` (what ``@task`` writes).
+    """
+    decoded = getattr(task, "_decoded", None)
+    if isinstance(decoded, dict):
+        for key in ("task", "django_task"):
+            if isinstance(decoded.get(key), str):
+                return str(decoded[key])[:200]
+        return ""
+    raw = getattr(task, "raw_payload", b"")
+    if isinstance(raw, str):
+        raw = raw.encode()
+    found = _HEAD.match(raw[:300]) if isinstance(raw, bytes) else None
+    return found[1].decode("utf-8", "replace") if found else ""
 
 
 @cache
@@ -60,6 +85,9 @@ class Run:
     worker: str
     outcome: str
     error: str
+    #: The task function its payload named ("" when not known: recorded before it was kept,
+    #: or by a caller of ``retry`` whose payload names none).
+    function: str = ""
 
     @property
     def started(self) -> datetime | None:
@@ -91,6 +119,7 @@ def parse(raw: Any) -> list[Run]:
                     worker=str(item.get("worker", "")),
                     outcome=str(item.get("outcome", "")),
                     error=str(item.get("error", "")),
+                    function=str(item.get("fn", "")),
                 )
             )
         except (KeyError, ValueError, TypeError, AttributeError, OverflowError, OSError):
@@ -98,8 +127,8 @@ def parse(raw: Any) -> list[Run]:
     return runs
 
 
-def add_to_pipeline(batch: Batch, queue: Any, runs: list[tuple[str, int, float]]) -> None:
-    """Add the call that records ``runs`` (id, attempt, seconds) as succeeded to ``batch``.
+def add_to_pipeline(batch: Batch, queue: Any, runs: list[tuple[str, int, float, str]]) -> None:
+    """Add the call that records ``runs`` (id, attempt, seconds, function) as succeeded.
 
     An ``EVALSHA`` like every script call: the worker sends its outcome batch with
     ``resend="missing"``, so after ``NOSCRIPT`` only the calls that did not run are
@@ -108,8 +137,8 @@ def add_to_pipeline(batch: Batch, queue: Any, runs: list[tuple[str, int, float]]
     if not runs:
         return
     args: list[Any] = [worker_id()]
-    for id, attempt, seconds in runs:
-        args += [id, attempt, round(seconds * 1e6)]
+    for id, attempt, seconds, function in runs:
+        args += [id, attempt, round(seconds * 1e6), function]
     keys = [queue.history_key, queue.history_index_key]
     batch.add("history_add", keys, args)
 

@@ -243,7 +243,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         else:
             args = worker._retry_args(queue, task, fn, exc, runtime)
             outcome = await queue.retry_async(task, **args)
-            worker._log_failure(queue, task, outcome, exc)
+            worker._log_failure(queue, task, outcome, exc, runtime)
     else:
         await returned_async(worker, queue, task, control, result, began=began)
     finally:

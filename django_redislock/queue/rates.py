@@ -7,7 +7,13 @@ described in ``scripts/fragments/rates.lua``). A slot remembers which bucket
 cleared when a later bucket reuses it, so the hash stays bounded (a few
 thousand fields at most) and an idle hour leaves no stale counts behind: the
 reader skips every slot whose bucket is not one of the last 60 minutes or 180
-seconds, and the hash expires two hours after its last write.
+seconds, and the hash expires a week and two hours after its last write.
+
+For the day and the week, a minute slot's counts are rolled up into two coarser
+rings when the slot is reused (96 slots of 15 minutes, 84 of two hours: 1,080
+more fields at most, about 30 KB measured; see docs/admin.md); :func:`read_long`
+adds the minute slots not rolled up yet, so the counts are exact at that scale.
+The roll-up runs once per minute slot, not per task.
 
 Who writes what, at no round trip of its own:
 
@@ -161,3 +167,60 @@ def _int(value: str | None) -> int:
         return int(value) if value is not None else 0
     except ValueError:  # another writer's junk: shown as nothing, never a crash
         return 0
+
+
+#: The coarse rings (as in ``fragments/rates.lua``): (name, seconds per bucket, buckets).
+DAY = ("day", 900, 96)
+WEEK = ("week", 7200, 84)
+
+
+@dataclass
+class LongTrend:
+    """A queue's counts per outcome over the day (96 x 15 min) and the week (84 x 2 h).
+
+    ``starts`` gives the epoch second of each ring's first bucket; the last bucket of
+    each is the current one, still filling. Downsampled in Redis from the minute slots
+    (see ``fragments/rates.lua``): failure types are not kept at this scale.
+    """
+
+    now: int
+    starts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def total(self, ring: str, outcome: str) -> int:
+        return sum(self.counts.get(ring, {}).get(outcome, ()))
+
+
+def long_call(queue: Any) -> tuple[str, list[str], list[Any]]:
+    """The day-and-week script of ``queue``, to send in a page's pipeline."""
+    return ("rates_long", [queue.rates_key], [])
+
+
+def parse_long(reply: list[Any]) -> LongTrend:
+    """The ``rates_long`` reply (a key of another type gives empty rings)."""
+    now = int(reply[0])
+    trend = LongTrend(now)
+    at = 1
+    for name, width, size in (DAY, WEEK):
+        if at >= len(reply):
+            first = (now // width - size + 1) * width
+            trend.starts[name] = first
+            trend.counts[name] = {outcome: [0] * size for outcome in OUTCOMES}
+            continue
+        trend.starts[name] = int(reply[at])
+        at += 1
+        trend.counts[name] = {}
+        for outcome in OUTCOMES:
+            trend.counts[name][outcome] = [int(v) for v in reply[at : at + size]]
+            if len(trend.counts[name][outcome]) != size:
+                raise ValueError(f"short rates_long reply for {name}")
+            at += size
+    return trend
+
+
+def read_long(queue: Any) -> LongTrend:
+    """The queue's day and week now (one script call)."""
+    backend = queue.backend
+    with backend.errors():
+        reply = backend.script("rates_long")(keys=[queue.rates_key])
+    return parse_long(reply)

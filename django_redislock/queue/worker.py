@@ -54,6 +54,7 @@ from typing import Any
 
 from .control import Control
 from .database import close_old_connections, note_open_connections
+from .fnstats import Tally
 from .heartbeat import register
 from .idle import IdleWait
 from .keeper import LeaseKeeper
@@ -146,7 +147,9 @@ class Worker(IdleWait):
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         #: failures by exception type and the runs that end a task's history (see .outcomes)
         self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
-        self._runs: dict[str, list[tuple[str, int, float]]] = {q.name: [] for q in queues}
+        self._runs: dict[str, list[tuple[str, int, float, str]]] = {q.name: [] for q in queues}
+        #: runs per task function (see .fnstats)
+        self._fns: dict[str, dict[str, Tally]] = {q.name: {} for q in queues}
         self._last_counted = time.monotonic()
         self._claim_lost = False
         self._outage = Outage(self.give_up)

@@ -12,13 +12,14 @@
 -- the task's history (see the history fragment), with ARGV[6] the worker ("host:pid") and
 -- ARGV[7] the run's duration in µs ("" when unknown)
 -- ARGV[8] (optional) a final outcome instead of a failure: "cancelled" or "expired" dead-letters
--- the task whatever its attempts and is the outcome its history shows
+-- the task whatever its attempts and is the outcome its history shows ("" for none)
+-- ARGV[9] (optional) the task function its payload names, for its history
 -- KEYS[14] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
 -- task's request, if any, is dropped (its run ended)
 -- KEYS[15], KEYS[16] (optional, with KEYS[14]) the task is a workflow member: its workflow
--- hash and the queue's workflow dependency hash; ARGV[9] the workflow id, ARGV[10] its time to
--- live (ms), ARGV[11] the member's role, ARGV[12] its index: a dead-lettered member ends its
--- workflow's step as failed (see the workflow fragment), in this call
+-- hash and the queue's workflow dependency hash; ARGV[10] the workflow id, ARGV[11] its time
+-- to live (ms), ARGV[12] the member's role, ARGV[13] its index: a dead-lettered member ends
+-- its workflow's step as failed (see the workflow fragment), in this call
 -- The failed run counts as an attempt (here, unless its start was recorded already).
 -- include: claims
 -- include: workflow
@@ -40,12 +41,12 @@ if #KEYS >= 14 and final ~= '' then redis.call('HDEL', KEYS[14], id) end
 if #KEYS >= 13 then
   local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
   history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
-    ARGV[4])
+    ARGV[4], ARGV[9])
 end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)
   if #KEYS >= 16 then
-    wf_end(KEYS[15], KEYS[16], ARGV[10], ARGV[9], ARGV[11], ARGV[12], false, '', ARGV[4], id, '')
+    wf_end(KEYS[15], KEYS[16], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
   end
   return 2
 end

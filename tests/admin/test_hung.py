@@ -43,6 +43,7 @@ PAGES = [
     Q + "purge/",
     Q + "requeue-dead/",
     Q + "flow/pause/",
+    Q + "runs/?function=shop.tasks.create_order&since=2026-01-01T00:00",  # recent runs, searched
     BASE + "task:default:orders:t1/change/",  # the audit trail's link to a task
     "/admin/shop/sale/",  # the example shop's own list, with each sale's Redis numbers
 ]

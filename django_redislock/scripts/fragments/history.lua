@@ -2,13 +2,15 @@
 -- HISTORY_RUNS runs) and a zset (id -> time of its last recorded run, µs) that bounds the hash
 -- to the HISTORY_TASKS tasks with the most recent runs (see django_redislock/queue/history.py).
 -- A run: {attempt, end (ms since the epoch, server TIME), runtime (µs, measured by the worker's
--- monotonic clock; absent when unknown), worker ("host:pid"), outcome, error (capped)}.
+-- monotonic clock; absent when unknown), worker ("host:pid"), outcome, error (capped), fn (the
+-- task function its payload names, capped at 200 characters; absent when unknown)}.
 local HISTORY_RUNS = 10
 local HISTORY_TASKS = 1000
 local HISTORY_ERROR = 1500
 local HISTORY_TTL = 604800000
--- history_add(hash, index, id, attempt, now µs, runtime µs or '', worker, outcome, error)
-local function history_add(hkey, zkey, id, attempt, now, runtime, worker, outcome, err)
+-- history_add(hash, index, id, attempt, now µs, runtime µs or '', worker, outcome, error, function
+-- or nil)
+local function history_add(hkey, zkey, id, attempt, now, runtime, worker, outcome, err, fn)
   -- keys of another type (another program's): record nothing rather than fail the retry
   for _, key in ipairs({hkey, zkey}) do
     local kind = redis.call('TYPE', key).ok
@@ -30,6 +32,7 @@ local function history_add(hkey, zkey, id, attempt, now, runtime, worker, outcom
   local run = {attempt = attempt, ['end'] = math.floor(now / 1000), worker = worker,
     outcome = outcome, error = err}
   if tonumber(runtime) then run.runtime = tonumber(runtime) end
+  if fn and fn ~= '' then run.fn = string.sub(fn, 1, 200) end
   runs[#runs + 1] = run
   while #runs > HISTORY_RUNS do table.remove(runs, 1) end
   redis.call('HSET', hkey, id, cjson.encode(runs))

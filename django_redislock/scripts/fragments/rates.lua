@@ -8,18 +8,52 @@
 -- Minute slots also count failures per exception type: "m<k>:t" = the type names seen in
 -- that minute (newline-separated, at most RATE_TYPES), "m<k>:t:<name>" = how many; further
 -- names of that minute are counted as "(other)".
--- The hash expires RATE_TTL ms after the last second it was written in: an idle queue
--- leaves nothing behind.
+-- Downsampled for the day and the week: when a minute slot is cleared for a later minute, its
+-- counts are first added to two coarser rings (the minute is rolled up, once), "q" 96 slots of
+-- 15 minutes and "w" 84 slots of two hours, each slot "<r><k>" = its bucket and
+-- "<r><k>:<outcome>" its counts (failure types are not kept there). A reader adds the minute
+-- slots not rolled up yet (every minute slot still in the hash) to the coarse buckets they
+-- belong to: exact counts, never counted twice, and 1,080 more fields at most.
+-- The hash expires RATE_TTL ms (a week and two hours) after the last minute it was written in:
+-- an idle queue leaves nothing behind.
 -- A key of another type is left alone (nothing is counted), so it never fails an enqueue.
 local RATE_RINGS = {{'m', 60, 60}, {'s', 1, 180}}
 local RATE_TYPES = 20
-local RATE_TTL = 7200000
+local RATE_TTL = 612000000
 local RATE_OUTCOMES = {'enqueued', 'succeeded', 'failed', 'retried', 'dead'}
--- rate_reset(key, slot, bucket): clear a slot that holds an older bucket and give it bucket;
--- the hash's expiry is renewed here (at most once a second), not on every write
-local function rate_reset(key, slot, bucket)
+-- rate_rollup(key, fields, old, minute): add the counts of minute slot fields (the five
+-- outcome fields of a slot that held minute old) to the coarse rings, minute being the new one
+-- (the rings' table is built here, not at the top: the enqueue script runs its top on every
+-- call and this once a minute)
+local function rate_rollup(key, fields, old, minute)
+  local values = redis.call('HMGET', key, unpack(fields))
+  local start = tonumber(old) * 60
+  for _, ring in ipairs({{'q', 900, 96}, {'w', 7200, 84}}) do
+    local bucket = math.floor(start / ring[2])
+    if bucket > math.floor(tonumber(minute) * 60 / ring[2]) - ring[3] then
+      local slot = ring[1] .. string.format('%d', bucket % ring[3])
+      local mark = string.format('%d', bucket)
+      if redis.call('HGET', key, slot) ~= mark then
+        local stale = {}
+        for _, outcome in ipairs(RATE_OUTCOMES) do stale[#stale + 1] = slot .. ':' .. outcome end
+        redis.call('HDEL', key, unpack(stale))
+        redis.call('HSET', key, slot, mark)
+      end
+      for i, outcome in ipairs(RATE_OUTCOMES) do
+        if values[i] then redis.call('HINCRBY', key, slot .. ':' .. outcome, values[i]) end
+      end
+    end
+  end
+end
+-- rate_reset(key, slot, bucket, old): clear a slot that holds an older bucket (old, or nil when
+-- none, or a second slot) and give it bucket, a minute slot's counts rolled up first; the
+-- hash's expiry is renewed here (at most once a second), not on every write
+local function rate_reset(key, slot, bucket, old)
   local stale = {}
   for _, outcome in ipairs(RATE_OUTCOMES) do stale[#stale + 1] = slot .. ':' .. outcome end
+  if old and tonumber(old) and string.sub(slot, 1, 1) == 'm' then
+    rate_rollup(key, stale, old, bucket)
+  end
   local seen = redis.call('HGET', key, slot .. ':t')
   if seen then
     stale[#stale + 1] = slot .. ':t'
@@ -38,7 +72,7 @@ local function rate_count(key, now_s, outcome, n)
   local held = redis.pcall('HMGET', key, m, s)
   if held.err then return end
   local mb, sb = tostring(minute), tostring(now_s)
-  if held[1] ~= mb then rate_reset(key, m, mb) end
+  if held[1] ~= mb then rate_reset(key, m, mb, held[1]) end
   if held[2] ~= sb then rate_reset(key, s, sb) end
   redis.call('HINCRBY', key, m .. ':' .. outcome, n)
   redis.call('HINCRBY', key, s .. ':' .. outcome, n)
@@ -58,7 +92,7 @@ local function rate_add(key, now_s, counts, types)
   local held = redis.pcall('HMGET', key, slots[1], slots[2])
   if held.err then return end
   for i = 1, #slots do
-    if held[i] ~= buckets[i] then rate_reset(key, slots[i], buckets[i]) end
+    if held[i] ~= buckets[i] then rate_reset(key, slots[i], buckets[i], held[i]) end
   end
   for i = 1, #slots do
     for outcome, n in pairs(counts) do

@@ -238,3 +238,29 @@ def test_a_claimed_task_cancelled_before_it_started_is_not_started(alias: RedisT
     assert recorded("run", "second") == []  # never started
     assert [run.outcome for run in history.read(control(), second)] == ["cancelled"]
     assert [run.outcome for run in history.read(control(), first)] == ["cancelled"]
+
+
+def test_a_cancel_request_its_run_never_read_does_not_stay_behind(alias: RedisTarget) -> None:
+    """A run that ended before its next lease renewal never read its cancel request.
+
+    The request stayed in the queue's cancel hash for good (one field per such task); each
+    later cancel now drops requests of tasks no longer in flight.
+    """
+    q = control()
+    client = queues["default"].client  # type: ignore[attr-defined]
+    first = ct.noted.enqueue(args=["first"], id="first")
+    [running] = q.pop(1)
+    assert q.cancel(first) == "requested"
+    assert q.ack(running) == 1  # it finished before a renewal read the request
+    assert client.hexists(q.cancel_key, "first")
+    second = ct.noted.enqueue(args=["second"], id="second")
+    [also_running] = q.pop(1)
+    assert q.cancel(second) == "requested"
+    assert set(client.hkeys(q.cancel_key)) == {b"second"}  # the stale request is gone
+    # a request whose run failed and was retried stays for the next run to read
+    assert q.retry(also_running, delay=60, error="boom") == "retried"
+    third = ct.noted.enqueue(args=["third"], id="third")
+    [running_third] = q.pop(1)
+    assert q.cancel(third) == "requested"
+    assert set(client.hkeys(q.cancel_key)) == {b"second", b"third"}
+    q.ack(running_third)

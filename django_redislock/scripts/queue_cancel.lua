@@ -5,7 +5,10 @@
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- KEYS[12] cancel requests hash (id -> the enqueue time of the copy to cancel): read by the
---          lease renewals of the worker running it (queue_extend.lua), dropped by its retry
+--          lease renewals of the worker running it (queue_extend.lua), dropped by its retry;
+--          a run that ended before a renewal read its request leaves it behind, so each
+--          request sent here first drops up to PRUNE requests of tasks that are neither in
+--          flight nor pending (a retried or recovered task keeps its request for its next run)
 -- KEYS[13] the task's result hash, KEYS[14] its done list (see result_store.lua)
 -- KEYS[15], KEYS[16] the queue's history hash and index (see the history fragment)
 -- ARGV[1] id, ARGV[2] the reason (recorded as its error), ARGV[3] who asked ("host:pid")
@@ -13,8 +16,14 @@
 --         its next lease renewal), 0 nothing to cancel (finished, dead-lettered or unknown)
 -- include: priority
 -- include: history
+local PRUNE = 20
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
+  for _, asked in ipairs(redis.call('HRANDFIELD', KEYS[12], PRUNE)) do
+    if not (redis.call('ZSCORE', KEYS[2], asked) or redis.call('ZSCORE', KEYS[1], asked)) then
+      redis.call('HDEL', KEYS[12], asked)
+    end
+  end
   redis.call('HSET', KEYS[12], id, redis.call('HGET', KEYS[11], id) or '')
   return 2
 end

@@ -24,6 +24,8 @@ from ..exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from ..locking import HeldLock, Lock, LockPage, ReadWriteLock
+    from ..locking.fair import FairLock
+    from ..locking.latch import CountDownLatch
     from ..locking.limiter import RateLimiter
     from ..queue.queue import Queue
 
@@ -128,6 +130,14 @@ class BaseLockBackend(BaseBackend):
     def rate_limiter(self, name: str, rate: str, *, burst: int | None = None) -> RateLimiter:
         """Return a rate limiter ``name`` admitting ``rate`` (``"20/s"``) across processes."""
         raise NotImplementedError(f"{type(self).__name__} does not support rate limiters")
+
+    def fair_lock(self, name: str, **kwargs: Any) -> FairLock:
+        """Return a fair lock ``name`` (a mutex granted in arrival order)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support fair locks")
+
+    def latch(self, name: str, *, count: int, ttl: float | None = None) -> CountDownLatch:
+        """Return a count-down latch ``name`` opening after ``count`` count-downs."""
+        raise NotImplementedError(f"{type(self).__name__} does not support latches")
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended.

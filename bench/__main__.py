@@ -26,6 +26,7 @@ SUITES: list[str] = [
     "pool",
     "pickup",
     "limiter",
+    "fair",
 ]
 
 

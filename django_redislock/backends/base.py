@@ -131,7 +131,17 @@ class BaseLockBackend(BaseBackend):
         """Return a rate limiter ``name`` admitting ``rate`` (``"20/s"``) across processes."""
         raise NotImplementedError(f"{type(self).__name__} does not support rate limiters")
 
-    def fair_lock(self, name: str, **kwargs: Any) -> FairLock:
+    def fair_lock(
+        self,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+        wait_lease: float | None = None,
+    ) -> FairLock:
         """Return a fair lock ``name`` (a mutex granted in arrival order)."""
         raise NotImplementedError(f"{type(self).__name__} does not support fair locks")
 

@@ -69,6 +69,8 @@ def test_every_waiter_is_released_once_at_zero(real_target: RedisTarget) -> None
     assert opened == [True, True, True]
     assert done.count_down() == 0 and done.count() == 0  # stays open, never below zero
     assert latch(real_target, count=9).wait(0) is True  # an existing latch keeps its count
+    done.delete()
+    assert latch(real_target, count=9).count() == 9  # forgotten: created again
 
 
 def test_asyncio_waiters_are_released_at_zero(real_target: RedisTarget) -> None:

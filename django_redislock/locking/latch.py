@@ -119,6 +119,20 @@ class CountDownLatch:
         """The asyncio twin of :meth:`count`."""
         return int(await self._arun(self._read_call()))
 
+    def delete(self) -> None:
+        """Forget the latch now (its count and its wake-up). A later call creates it again
+        with ``count``, and a waiter still waiting then waits on that new latch."""
+        with self.backend.errors():
+            self.backend.client.delete(self._key)
+            self.backend.client.delete(self._signal_key)
+
+    async def delete_async(self) -> None:
+        """The asyncio twin of :meth:`delete`."""
+        client = self.backend.async_client()
+        with self.backend.errors():
+            await client.delete(self._key)
+            await client.delete(self._signal_key)
+
     def _block(self, deadline: float | None) -> float | None:
         """Seconds the next block may last, or None when the caller's wait is over."""
         longest = float(self.backend.options["SOCKET_TIMEOUT"]) * BLOCK_FRACTION

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from django_redislock.backends.redis import RedisLockBackend
+from django_redislock.exceptions import InvalidArgument
 from django_redislock.locking.fair import FairLock
 
 from .conftest import RedisTarget
@@ -268,3 +269,10 @@ def test_async_context_manager_and_non_blocking_try(real_target: RedisTarget) ->
         assert not await lock.locked_async()
 
     asyncio.run(scenario())
+
+
+def test_bad_arguments_name_the_argument(real_target: RedisTarget) -> None:
+    with pytest.raises(InvalidArgument, match="wait_lease"):
+        fair(real_target, wait_lease=0)
+    with pytest.raises(InvalidArgument, match="ttl"):
+        fair(real_target, ttl=-1)

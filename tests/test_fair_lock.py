@@ -276,3 +276,61 @@ def test_bad_arguments_name_the_argument(real_target: RedisTarget) -> None:
         fair(real_target, wait_lease=0)
     with pytest.raises(InvalidArgument, match="ttl"):
         fair(real_target, ttl=-1)
+
+
+#: Found here, not a fair-lock defect: the mutex does the same on main. A cancel() that lands
+#: in the first turns of an acquire_async is swallowed inside the redis-py call (``_acall``
+#: returns normally with ``asyncio.current_task().cancelling() == 1``), so the acquire goes
+#: on waiting until its timeout. Left to the lead (locking/calls.py could re-raise when
+#: ``cancelling()`` is set after an await).
+SWALLOWED = pytest.mark.xfail(
+    reason="a cancel() in an acquire_async's first loop turns is swallowed by the redis-py "
+    "call (the mutex too, on main)",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [pytest.param(True, marks=SWALLOWED, id="lock-held"), pytest.param(False, id="lock-free")],
+)
+def test_cancelled_at_any_point_leaves_nothing_behind(real_target: RedisTarget, held: bool) -> None:
+    """A waiting or granting acquire_async cancelled after 0..24 loop turns (its client
+    already connected): afterwards the queue is empty and the lock is held by the holder
+    (or nobody), never by the cancelled call."""
+
+    async def one(turns: int) -> None:
+        holder = fair(real_target, ttl=300, wait_lease=600)
+        lock = fair(real_target, ttl=300, wait_lease=600, timeout=30)
+        assert not await lock.locked_async()  # connected: the sweep is of the acquire's awaits
+        if held:
+            assert await holder.acquire_async()
+
+        async def attempt() -> bool:
+            granted = await lock.acquire_async()
+            if granted:
+                await lock.release_async()
+            return granted
+
+        task = asyncio.ensure_future(attempt())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        assert done, f"the cancellation after {turns} turns did not end the acquire"
+        granted = not task.cancelled() and task.result()
+        raw = real_target.raw
+        assert raw.zcard(lock._queue_key) == 0, f"left queued after {turns} turns"
+        owner = raw.hget(lock._key, "o")
+        if held:
+            assert not granted
+            assert holder._hold is not None and owner == holder._hold.owner.encode()
+            await holder.release_async()
+        else:
+            assert owner is None, f"a cancelled call's grant was left after {turns} turns"
+
+    async def sweep() -> None:
+        for turns in range(25):
+            await one(turns)
+
+    asyncio.run(sweep())

@@ -29,6 +29,7 @@ SUITES: list[str] = [
     "limiter",
     "chord",
     "semaphore",
+    "fair",
 ]
 
 

@@ -32,6 +32,8 @@ SECTIONS: list[tuple[str, list[tuple[str, tuple[str, ...] | None]]]] = [
             ("django_redislock.locking.holding", ()),
             ("django_redislock.locking.mutex", ("Lock",)),
             ("django_redislock.locking.readwrite", ("ReadWriteLock", "ReadLock", "WriteLock")),
+            ("django_redislock.locking.fair", ("FairLock",)),
+            ("django_redislock.locking.latch", ("CountDownLatch",)),
             ("django_redislock.locking.fencing", ("fenced_update",)),
             ("django_redislock.locking.index", ("HeldLock", "LockPage")),
             ("django_redislock.locking.watchdog", ("Watchdog",)),

@@ -24,6 +24,8 @@ from ..exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from ..locking import HeldLock, Lock, LockPage, ReadWriteLock
+    from ..locking.fair import FairLock
+    from ..locking.latch import CountDownLatch
     from ..locking.limiter import RateLimiter
     from ..locking.semaphore import Semaphore
     from ..queue.queue import Queue
@@ -135,6 +137,24 @@ class BaseLockBackend(BaseBackend):
     ) -> Semaphore:
         """Return a semaphore ``name`` of ``permits`` leased permits across processes."""
         raise NotImplementedError(f"{type(self).__name__} does not support semaphores")
+
+    def fair_lock(
+        self,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+        wait_lease: float | None = None,
+    ) -> FairLock:
+        """Return a fair lock ``name`` (a mutex granted in arrival order)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support fair locks")
+
+    def latch(self, name: str, *, count: int, ttl: float | None = None) -> CountDownLatch:
+        """Return a count-down latch ``name`` opening after ``count`` count-downs."""
+        raise NotImplementedError(f"{type(self).__name__} does not support latches")
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` whoever owns it, bumping its fence; True if one ended.

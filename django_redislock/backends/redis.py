@@ -38,6 +38,8 @@ from .base import BaseLockBackend, BaseQueueBackend
 
 if TYPE_CHECKING:
     from ..locking import Lock, LockPage, ReadWriteLock
+    from ..locking.fair import FairLock
+    from ..locking.latch import CountDownLatch
     from ..locking.limiter import RateLimiter
     from ..locking.semaphore import Semaphore
     from ..queue.queue import Queue
@@ -188,6 +190,42 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
         from ..locking.semaphore import Semaphore
 
         return Semaphore(self, name, permits, ttl=ttl, **defaults)
+
+    def fair_lock(
+        self,
+        name: str,
+        *,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        blocking: bool = True,
+        watchdog: bool | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+        wait_lease: float | None = None,
+    ) -> FairLock:
+        """A fair lock ``name``: a mutex granted in arrival order across processes.
+
+        The arguments are the mutex's (see :meth:`lock`); ``wait_lease`` (seconds, default
+        2) is how long a queued waiter whose process died keeps its place.
+        """
+        from ..locking.fair import WAIT_LEASE, FairLock
+
+        return FairLock(
+            self,
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            blocking=blocking,
+            watchdog=watchdog,
+            on_lost=on_lost,
+            wait_lease=WAIT_LEASE if wait_lease is None else wait_lease,
+        )
+
+    def latch(self, name: str, *, count: int, ttl: float | None = None) -> CountDownLatch:
+        """A count-down latch ``name`` that opens after ``count`` count-downs; kept for
+        ``ttl`` seconds (default a day) after its last change."""
+        from ..locking.latch import LATCH_TTL, CountDownLatch
+
+        return CountDownLatch(self, name, count=count, ttl=LATCH_TTL if ttl is None else ttl)
 
     def force_release(self, name: str, fence: int | None = None) -> bool:
         """End any hold on ``name`` (with ``fence``: only that hold), bumping the fence.

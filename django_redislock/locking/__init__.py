@@ -1,4 +1,4 @@
-"""Distributed locks on Redis: mutex, reentrant, read-write; fencing, wake-up, watchdog.
+"""Distributed locks on Redis: mutex, reentrant, read-write, fair; fencing, wake-up, watchdog.
 
 Build them from a backend::
 
@@ -12,6 +12,8 @@ Build them from a backend::
     with rw.read(): ...
     with rw.write(): ...
     with locks["default"].semaphore("exports", permits=5) as permit: ...
+    with locks["default"].fair_lock("report"): ...  # granted in arrival order
+    locks["default"].latch("batch:7", count=10).wait(timeout=60)
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from .watchdog import watchdog
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__)
     from .base import BaseLock
+    from .fair import FairLock
     from .fencing import fenced_update
     from .index import HeldLock, LockPage
+    from .latch import CountDownLatch
     from .mutex import Lock
     from .readwrite import ReadLock, ReadWriteLock, WriteLock
     from .semaphore import Permit, Semaphore
@@ -36,6 +40,8 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__)
 #: this package for ``locking.keys`` and ``locking.pipeline``) needs none of the lock classes
 _EXPORTS = {
     "BaseLock": ".base",
+    "CountDownLatch": ".latch",
+    "FairLock": ".fair",
     "HeldLock": ".index",
     "Lock": ".mutex",
     "LockPage": ".index",
@@ -53,6 +59,8 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "BaseLock",
+    "CountDownLatch",
+    "FairLock",
     "HeldLock",
     "Lock",
     "LockPage",

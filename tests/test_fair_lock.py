@@ -278,21 +278,9 @@ def test_bad_arguments_name_the_argument(real_target: RedisTarget) -> None:
         fair(real_target, ttl=-1)
 
 
-#: Found here, not a fair-lock defect: the mutex does the same on main. A cancel() that lands
-#: in the first turns of an acquire_async is swallowed inside the redis-py call (``_acall``
-#: returns normally with ``asyncio.current_task().cancelling() == 1``), so the acquire goes
-#: on waiting until its timeout. Left to the lead (locking/calls.py could re-raise when
-#: ``cancelling()`` is set after an await).
-SWALLOWED = pytest.mark.xfail(
-    reason="a cancel() in an acquire_async's first loop turns is swallowed by the redis-py "
-    "call (the mutex too, on main)",
-    strict=False,
-)
-
-
 @pytest.mark.parametrize(
     "held",
-    [pytest.param(True, marks=SWALLOWED, id="lock-held"), pytest.param(False, id="lock-free")],
+    [pytest.param(True, id="lock-held"), pytest.param(False, id="lock-free")],
 )
 def test_cancelled_at_any_point_leaves_nothing_behind(real_target: RedisTarget, held: bool) -> None:
     """A waiting or granting acquire_async cancelled after 0..24 loop turns (its client

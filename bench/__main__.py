@@ -27,6 +27,7 @@ SUITES: list[str] = [
     "pool",
     "pickup",
     "limiter",
+    "limiter_peers",
     "chord",
     "semaphore",
     "fair",

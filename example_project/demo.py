@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -43,11 +44,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=PROJECT_DIR / "var")
     parser.add_argument("--seed", type=int, default=None, help="random seed for the buyer order")
     parser.add_argument(
-        "--shards", type=int, default=1, help="buckets the stock is split over (1: one key)"
+        "--shards",
+        type=int,
+        default=None,
+        help="buckets the stock is split over (1: one key; 3 with --cluster)",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run the sale on a 3-master Redis Cluster started for the demo (needs the repo's "
+        "tests/servers.py; stopped at the end)",
     )
     args = parser.parse_args(argv)
     if args.units < 1 or args.buyers < 1 or not 0 <= args.twice <= 1:
         parser.error("--units and --buyers must be >= 1 and --twice in [0, 1]")
+    if args.shards is None:
+        args.shards = 3 if args.cluster else 1
     if not 1 <= args.shards <= args.units:
         parser.error("--shards must be between 1 and --units")
     return args
@@ -219,8 +231,33 @@ def stop_embedded(location: str) -> None:
             stop_server(path)
 
 
+def start_cluster(data_dir: Path) -> list[Any]:
+    """Start a 3-master Redis Cluster (the tests' servers) and point the shop at it."""
+    sys.path.insert(0, str(PROJECT_DIR.parent))
+    from tests.servers import start_cluster as start
+
+    step("starting a 3-master Redis Cluster on 127.0.0.1")
+    directory = data_dir.resolve() / f"cluster-{os.getpid()}"
+    nodes = start(directory)
+    os.environ["SHOP_REDIS_URL"] = nodes[0].url
+    os.environ["SHOP_REDIS_CLUSTER"] = "1"
+    return nodes
+
+
+def bucket_masters(sale: Any) -> list[str]:
+    """The master (host:port) that holds each bucket of the sale's stock, on a cluster."""
+    client = sale.stock.backend.client
+    found = []
+    for index in range(sale.stock.shards()):
+        key = sale.stock.bucket(index).keys()[0]
+        node = client.get_node_from_key(key)
+        found.append(f"{node.host}:{node.port}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    nodes = start_cluster(args.data_dir) if args.cluster else []
     setup_django(args.data_dir)
     from django.conf import settings
 
@@ -231,13 +268,21 @@ def main(argv: list[str] | None = None) -> int:
         answers, seconds = fire(sale.pk, buyers, args.concurrency, args.workers)
         drained = drain(sale.stock.order_queues())
         failures = report(sale, answers, seconds, drained, failed_order_runs() - failed_before)
+        if nodes:
+            masters = bucket_masters(sale)
+            print(f"buckets on masters: {', '.join(masters)} ({len(set(masters))} distinct)")
     finally:
         stop_embedded(settings.REDISLOCK_QUEUES["default"]["LOCATION"])
+        for node in nodes:
+            node.stop()
+        if nodes:
+            shutil.rmtree(args.data_dir.resolve() / f"cluster-{os.getpid()}", ignore_errors=True)
     if failures:
         print("\nINVARIANTS FAILED: " + "; ".join(failures))
         return 1
     print("\nAll invariants hold: nothing oversold, one order per buyer, every sale has its order.")
-    farewell(args.data_dir)
+    if not nodes:  # the cluster is gone: nothing to try afterwards
+        farewell(args.data_dir)
     return 0
 
 

@@ -5,7 +5,12 @@ It migrates the shop's database, creates an admin user, opens a sale, starts the
 shop under gunicorn on 127.0.0.1, fires hundreds of concurrent buyers at it over
 HTTP (some of them twice), drains the order queue with ``drain_queue --burst``
 and prints what happened. It exits 1 when an invariant fails: units oversold,
-a buyer with two orders, or a sold unit without its order.
+a buyer with two orders, a sold unit without its order, or a unit left unsold
+after a buyer was told "sold out".
+
+``--shards N`` opens the sale over N buckets (``Stock.set(units, shards=N)``):
+the buyers are spread over the buckets, the demo drains every bucket's order
+queue and prints a table of the buckets under the report.
 
 Everything lives under ``--data-dir`` (default ``example_project/var``): the
 SQLite database and the embedded Redis, so the shop started afterwards with
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -37,9 +43,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (4)")
     parser.add_argument("--data-dir", type=Path, default=PROJECT_DIR / "var")
     parser.add_argument("--seed", type=int, default=None, help="random seed for the buyer order")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="buckets the stock is split over (1: one key; 3 with --cluster)",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run the sale on a 3-master Redis Cluster started for the demo (needs the repo's "
+        "tests/servers.py; stopped at the end)",
+    )
     args = parser.parse_args(argv)
     if args.units < 1 or args.buyers < 1 or not 0 <= args.twice <= 1:
         parser.error("--units and --buyers must be >= 1 and --twice in [0, 1]")
+    if args.shards is None:
+        args.shards = 3 if args.cluster else 1
+    if not 1 <= args.shards <= args.units:
+        parser.error("--shards must be between 1 and --units")
     return args
 
 
@@ -58,8 +80,8 @@ def step(text: str) -> None:
     print(f"==> {text}", flush=True)
 
 
-def prepare(units: int) -> Any:
-    """Migrate, make sure the admin user exists, open a sale of ``units``."""
+def prepare(units: int, shards: int = 1) -> Any:
+    """Migrate, make sure the admin user exists, open a sale of ``units`` (``shards`` buckets)."""
     from decimal import Decimal
 
     from django.contrib.auth.models import User
@@ -72,8 +94,11 @@ def prepare(units: int) -> Any:
     if not User.objects.filter(username=ADMIN[0]).exists():
         User.objects.create_superuser(ADMIN[0], "admin@example.com", ADMIN[1])
     product, _ = Product.objects.get_or_create(name="Phone X", defaults={"price": Decimal(999)})
-    sale = open_sale(product, units)
-    step(f"opened sale {sale.pk}: {units} x {product.name} (stock in Redis: {sale.item})")
+    sale = open_sale(product, units, shards=shards if shards > 1 else None)
+    where = f"stock in Redis: {sale.item}"
+    if shards > 1:
+        where += f", {shards} buckets, order queues {', '.join(sale.stock.order_queues())}"
+    step(f"opened sale {sale.pk}: {units} x {product.name} ({where})")
     return sale
 
 
@@ -102,10 +127,13 @@ def fire(sale_id: int, buyers: list[str], concurrency: int, workers: int) -> tup
         return answers, time.perf_counter() - start
 
 
-def drain() -> int:
-    """``manage.py drain_queue orders --burst`` (its progress bar shows on a terminal)."""
-    step("draining the order queue")
-    command = [sys.executable, str(PROJECT_DIR / "manage.py"), "drain_queue", "orders", "--burst"]
+def drain(queues: list[str]) -> int:
+    """``manage.py drain_queue <queues> --burst`` (its progress bar shows on a terminal).
+
+    ``queues``: the sale's order queues, one per bucket of its stock (``orders`` for one).
+    """
+    step(f"draining the order queue{'s' if len(queues) > 1 else ''} {', '.join(queues)}")
+    command = [sys.executable, str(PROJECT_DIR / "manage.py"), "drain_queue", *queues, "--burst"]
     return subprocess.run(command, check=False, timeout=300).returncode
 
 
@@ -133,6 +161,7 @@ def report(
     numbers = set(orders.values_list("number", flat=True))
     ordered_units = orders.aggregate(total=Sum("quantity"))["total"] or 0
     duplicates = orders.values("buyer").annotate(n=Count("pk")).filter(n__gt=1).count()
+    parts = sale.stock.bucket_stats()
     stats = sale.stock.stats()
     latencies = [answer.seconds * 1000 for answer in answers]
     errors = sum(1 for answer in answers if answer.status not in (202, 409))
@@ -142,6 +171,8 @@ def report(
         "sold units without an order": len(accepted - numbers),
         "orders without a sale": len(numbers - accepted),
         "stock that does not add up": abs(stats.remaining + stats.sold - sale.units),
+        # demand exceeded supply (someone was told "sold out"): no bucket may keep a unit
+        "units unsold after a sold-out": stats.remaining if results["sold_out"] else 0,
         "failed requests (not 202/409)": errors,
         "drain_queue exit code": drained,
     }
@@ -163,6 +194,15 @@ def report(
     print("\nFlash sale report\n-----------------")
     for name, value in rows:
         print(f"{name:<32}{value}")
+    if len(parts) > 1:
+        queues = sale.stock.order_queues()
+        print(f"\n{'bucket':<8}{'left':>6}{'taken':>7}{'restored':>10}{'buyers':>8}  order queue")
+        for index, part in enumerate(parts):
+            print(
+                f"{index:<8}{part.remaining:>6}{part.taken:>7}{part.restored:>10}"
+                f"{part.buyers:>8}  {queues[index]}"
+            )
+        print()
     return [f"{name} = {value}" for name, value in checks.items() if value]
 
 
@@ -191,25 +231,58 @@ def stop_embedded(location: str) -> None:
             stop_server(path)
 
 
+def start_cluster(data_dir: Path) -> list[Any]:
+    """Start a 3-master Redis Cluster (the tests' servers) and point the shop at it."""
+    sys.path.insert(0, str(PROJECT_DIR.parent))
+    from tests.servers import start_cluster as start
+
+    step("starting a 3-master Redis Cluster on 127.0.0.1")
+    directory = data_dir.resolve() / f"cluster-{os.getpid()}"
+    nodes = start(directory)
+    os.environ["SHOP_REDIS_URL"] = nodes[0].url
+    os.environ["SHOP_REDIS_CLUSTER"] = "1"
+    return nodes
+
+
+def bucket_masters(sale: Any) -> list[str]:
+    """The master (host:port) that holds each bucket of the sale's stock, on a cluster."""
+    client = sale.stock.backend.client
+    found = []
+    for index in range(sale.stock.shards()):
+        key = sale.stock.bucket(index).keys()[0]
+        node = client.get_node_from_key(key)
+        found.append(f"{node.host}:{node.port}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    nodes = start_cluster(args.data_dir) if args.cluster else []
     setup_django(args.data_dir)
     from django.conf import settings
 
     try:
-        sale = prepare(args.units)
+        sale = prepare(args.units, args.shards)
         buyers = buyer_list(args.buyers, args.twice, args.seed)
         failed_before = failed_order_runs()
         answers, seconds = fire(sale.pk, buyers, args.concurrency, args.workers)
-        drained = drain()
+        drained = drain(sale.stock.order_queues())
         failures = report(sale, answers, seconds, drained, failed_order_runs() - failed_before)
+        if nodes:
+            masters = bucket_masters(sale)
+            print(f"buckets on masters: {', '.join(masters)} ({len(set(masters))} distinct)")
     finally:
         stop_embedded(settings.REDISLOCK_QUEUES["default"]["LOCATION"])
+        for node in nodes:
+            node.stop()
+        if nodes:
+            shutil.rmtree(args.data_dir.resolve() / f"cluster-{os.getpid()}", ignore_errors=True)
     if failures:
         print("\nINVARIANTS FAILED: " + "; ".join(failures))
         return 1
     print("\nAll invariants hold: nothing oversold, one order per buyer, every sale has its order.")
-    farewell(args.data_dir)
+    if not nodes:  # the cluster is gone: nothing to try afterwards
+        farewell(args.data_dir)
     return 0
 
 

@@ -45,3 +45,50 @@ def test_the_demo_sells_exactly_its_units_and_reports_it(
         assert row(report, name) == "0"
     assert "All invariants hold" in report and "/admin/" in report
     assert not (data / "redis" / "redis.sock").exists()  # the embedded server was stopped
+
+
+@pytest.mark.parametrize(
+    "where", [["--shards", "3"], ["--cluster"]], ids=["one-server", "three-masters"]
+)
+def test_the_demo_over_three_buckets_sells_every_unit_of_every_bucket(
+    tmp_path_factory: pytest.TempPathFactory, where: list[str]
+) -> None:
+    """``--shards 3``: the sale is split over 3 buckets and every bucket's order queue drained.
+
+    ``--cluster`` (3 buckets by default) runs it on a 3-master cluster, a bucket per master.
+    """
+    data = tmp_path_factory.mktemp("demo-shards")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SHOP_"))}
+    env.pop("DATABASE_URL", None)
+    command = [sys.executable, str(ROOT / "example_project" / "demo.py"), *where]
+    command += ["--units", "15", "--buyers", "60", "--workers", "2", "--concurrency", "8"]
+    command += ["--data-dir", str(data), "--seed", "3"]
+    result = subprocess.run(
+        command, check=False, env=env, capture_output=True, text=True, timeout=240
+    )
+    report = result.stdout
+    assert result.returncode == 0, report + result.stderr[-3000:]
+    assert "order queues orders, orders.s1, orders.s2" in report
+    assert row(report, "sold (202)") == "15"
+    assert row(report, "orders in the database") == "15"
+    assert row(report, "units left in Redis") == "0"
+    for name in (
+        "oversold units",
+        "duplicate orders",
+        "sold units without an order",
+        "units unsold after a sold-out",
+        "drain_queue exit code",
+    ):
+        assert row(report, name) == "0"
+    buckets = re.findall(r"^(\d)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(orders\S*)$", report, re.M)
+    assert [(b[0], b[1], b[2], b[5]) for b in buckets] == [
+        ("0", "0", "5", "orders"),
+        ("1", "0", "5", "orders.s1"),
+        ("2", "0", "5", "orders.s2"),
+    ]
+    assert "All invariants hold" in report
+    assert not (data / "redis" / "redis.sock").exists()
+    if "--cluster" in where:
+        masters = re.search(r"^buckets on masters: .* \((\d) distinct\)$", report, re.M)
+        assert masters and masters.group(1) == "3", report
+        assert not list(data.glob("cluster-*"))  # the cluster was stopped and removed

@@ -10,7 +10,11 @@ The callable runs in the request's own thread (it usually queries the
 database, whose connection belongs to that thread), and whatever it raises or
 returns that is not a stock is shown on the page, never a 500. Then every
 stock costs one ``stock_stats`` script and each distinct order queue one
-summary script, all read within the request's deadline. A row shows only its
+summary script, all read within the request's deadline. A stock split over
+buckets (``set(units, shards=N)``) costs one ``stock_stats`` per bucket: its row
+shows the totals, a line per bucket under it (units left, taken, restored,
+buyers, order queue), and the queue table lists every bucket's order queue.
+A row shows only its
 own stock's numbers: several sales usually share one order queue, whose
 numbers are shown once under the table, not repeated on every sale.
 
@@ -34,6 +38,7 @@ from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
 from ..inventory import Stock
+from ..inventory.shards import bucket_queue, total_stats
 from .common import REDIS_ERRORS, duration, read, render, require, url
 from .summaries import queue_summaries
 
@@ -161,10 +166,18 @@ def listed_stocks(source: Callable[[], Iterable[Any]]) -> tuple[list[tuple[str, 
 
 
 def stock_row(label: str, stock: Stock) -> dict[str, Any]:
-    """One stock's own numbers (one round trip)."""
-    row: dict[str, Any] = {"item": stock.item, "label": label, "error": ""}
+    """One stock's own numbers (one round trip per bucket), and its buckets' when sharded."""
+    row: dict[str, Any] = {"item": stock.item, "label": label, "error": "", "buckets": []}
     try:
-        row["stats"] = stats = stock.stats()
+        parts = stock.bucket_stats()
+        row["stats"] = stats = parts[0] if len(parts) == 1 else total_stats(stock.item, parts)
+        if len(parts) > 1:
+            row["buckets"] = [
+                {"index": index, "stats": part, "queue": queue}
+                for index, (part, queue) in enumerate(
+                    zip(parts, bucket_queues(stock, len(parts)), strict=True)
+                )
+            ]
         row["open_for"] = (
             duration((stats.closes - stats.now).total_seconds()) if stats.closes else ""
         )
@@ -176,21 +189,34 @@ def stock_row(label: str, stock: Stock) -> dict[str, Any]:
     return row
 
 
+def bucket_queues(stock: Stock, shards: int) -> list[str]:
+    """The order queue name of each of ``stock``'s ``shards`` buckets ("" without an order task)."""
+    name = stock.queue_name
+    return ["" if name is None else bucket_queue(name, index) for index in range(shards)]
+
+
+def order_queues(stock: Stock) -> list[Any]:
+    """The order queues of every bucket of ``stock`` (the stock's own first; none without)."""
+    if stock.queue_name is None:
+        return []
+    found = [stock.bucket(index).queue for index in range(stock.shards())]
+    return [queue for queue in found if queue is not None]
+
+
 def queue_rows(stocks: list[tuple[str, Stock]]) -> list[dict[str, Any]]:
-    """The order queues of ``stocks``, each once, with the sales that feed it."""
+    """The order queues of ``stocks`` (every bucket's), each once, with the sales that feed it."""
     by_queue: dict[tuple[str, str], dict[str, Any]] = {}
     for _, stock in stocks:
         try:
-            queue = stock.queue
+            queues = order_queues(stock)
         except ConfigurationError:
             continue
         except REDIS_ERRORS:
             continue
-        if queue is None:
-            continue
-        key = (queue.backend.alias, queue.name)
-        entry = by_queue.setdefault(key, {"queue": queue, "sales": 0})
-        entry["sales"] += 1
+        for queue in queues:
+            key = (queue.backend.alias, queue.name)
+            entry = by_queue.setdefault(key, {"queue": queue, "sales": 0})
+            entry["sales"] += 1
     rows = []
     for (alias, name), entry in by_queue.items():
         row: dict[str, Any] = {"alias": alias, "name": name, "sales": entry["sales"], "error": ""}

@@ -27,8 +27,13 @@ def open_sale(
     opens: datetime | None = None,
     closes: datetime | None = None,
     pay_within: timedelta | None = None,
+    shards: int | None = None,
 ) -> Sale:
-    """Create a sale and put its units in Redis with the same window."""
+    """Create a sale and put its units in Redis with the same window.
+
+    ``shards`` splits the units over that many buckets, each with its own order queue
+    (``sale.stock.order_queues()``: a worker drains all of them; docs/seckill.md).
+    """
     opens = opens or timezone.now()
     sale = Sale.objects.create(
         product=product,
@@ -37,7 +42,7 @@ def open_sale(
         closes=closes or opens + timedelta(hours=1),
         pay_within=pay_within or pay_window(),
     )
-    sale.stock.set(units, opens=sale.opens, closes=sale.closes)
+    sale.stock.set(units, opens=sale.opens, closes=sale.closes, shards=shards)
     return sale
 
 

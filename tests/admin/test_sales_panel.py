@@ -159,3 +159,42 @@ def test_a_live_poll_of_a_failed_read_says_so(admin_client: Client) -> None:
         # the panel reads each stock on its own: its rows carry the error
         rows = admin_client.get(PANEL, {"live": "1"}).json()["regions"]["sale-rows"]
         assert "unreachable" in rows and 'class="trouble"' in rows
+
+
+def test_a_sharded_sale_shows_its_buckets_and_their_order_queues(
+    shop_on: RedisTarget, admin_client: Client
+) -> None:
+    """Issue 27 item 5: a stock split over buckets showed only its totals and queue 0."""
+    now = timezone.now()
+    sale = open_sale("Split phone", 7, opens=now - timedelta(minutes=1), shards=3)
+    buyers = [f"b{i}" for i in range(5)]
+    for buyer in buyers:
+        assert sale.stock.take(buyer=buyer, data={"sale": sale.pk}).ok
+    parts = sale.stock.bucket_stats()
+    assert [part.remaining + part.taken for part in parts] == [3, 2, 2]
+    plain = open_sale("Whole lamp", 4, opens=now - timedelta(minutes=1))
+    html = admin_client.get(PANEL).content.decode()
+    rows = html.split('id="sale-rows">', 1)[1].split("</tbody>", 1)[0]
+    total = row_of(html, "Split phone")
+    assert re.findall(r'<td class="numeric">(?:<strong>)?([\d,.]+)', total)[:2] == ["2", "5"]
+    lines = [r for r in rows.split("</tr>") if 'class="bucket"' in r]
+    assert len(lines) == 3  # the plain sale has none: it looks as before
+    for index, (line, part) in enumerate(zip(lines, parts, strict=True)):
+        assert f"bucket {index} of 3" in line
+        cells = re.findall(r'<td class="numeric">([\d,]+)', line)
+        assert cells[:2] == [str(part.remaining), str(part.taken)]
+        assert sale.stock.order_queues()[index] in line
+    assert sale.stock.order_queues() == ["orders", "orders.s1", "orders.s2"]
+    # every bucket's order queue in the queue table, each once, with what it holds
+    queues = html.split('id="sale-queues">', 1)[1].split("</tbody>", 1)[0]
+    for name in sale.stock.order_queues():
+        assert queues.count(f">{name}</a>") == 1
+    ready = {}
+    for line in queues.split("</tr>"):
+        named = re.search(r">([\w.]+)</a>", line)
+        if named:
+            ready[named.group(1)] = re.findall(r'<td class="numeric">(\d+)', line)[1]
+    assert ready == {
+        name: str(part.taken) for name, part in zip(sale.stock.order_queues(), parts, strict=True)
+    }
+    assert "bucket" not in row_of(html, "Whole lamp") and plain.stock.shards() == 1

@@ -70,12 +70,16 @@ DATABASES = {
 
 # One private Redis for locks and queues (embedded:// is for development and demos only).
 REDIS_LOCATION = os.environ.get("SHOP_REDIS_URL") or f"embedded://{DATA_DIR / 'redis'}"
-REDISLOCK_LOCKS = {"default": {"LOCATION": REDIS_LOCATION, "KEY_PREFIX": "shop"}}
+#: ``SHOP_REDIS_CLUSTER=1``: ``SHOP_REDIS_URL`` is a Redis Cluster node (``demo.py --cluster``).
+REDIS_CLUSTER = {"CLUSTER": True} if os.environ.get("SHOP_REDIS_CLUSTER") == "1" else {}
+REDISLOCK_LOCKS = {
+    "default": {"LOCATION": REDIS_LOCATION, "KEY_PREFIX": "shop", "OPTIONS": {**REDIS_CLUSTER}}
+}
 REDISLOCK_QUEUES = {
     "default": {
         "LOCATION": REDIS_LOCATION,
         "KEY_PREFIX": "shop",
-        "OPTIONS": {"VISIBILITY_TIMEOUT": 30.0, "MAX_ATTEMPTS": 5},
+        "OPTIONS": {"VISIBILITY_TIMEOUT": 30.0, "MAX_ATTEMPTS": 5, **REDIS_CLUSTER},
     }
 }
 

@@ -1,6 +1,7 @@
 """A shop process for the seckill tests: ``python -m tests.seckill_proc setup|buy|report``.
 
-``setup``   migrate the SQLite file in ``SHOP_TEST_DB`` and open a sale; prints its id
+``setup``   migrate the SQLite file in ``SHOP_TEST_DB`` and open a sale (``--shards N``:
+            over N buckets); prints its id
 ``buy``     take units for a range of buyers from several threads; prints one JSON line
             per answer (``--pause`` slows each thread down so a kill lands mid-flow)
 ``report``  print the orders in the database and the stock's reservations as JSON
@@ -19,7 +20,7 @@ from typing import Any
 import django
 
 
-def setup(units: int) -> None:
+def setup(units: int, shards: int) -> None:
     from decimal import Decimal
 
     from django.core.management import call_command
@@ -28,7 +29,7 @@ def setup(units: int) -> None:
 
     call_command("migrate", verbosity=0, run_syncdb=True)
     product = Product.objects.create(name="Phone X", price=Decimal(999))
-    print(open_sale(product, units).pk, flush=True)
+    print(open_sale(product, units, shards=shards).pk, flush=True)
 
 
 def buy(sale_id: int, buyers: list[str], threads: int, pause: float) -> None:
@@ -94,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["setup", "buy", "report"])
     parser.add_argument("--units", type=int, default=100)
+    parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--sale", type=int, default=0)
     parser.add_argument("--buyers", default="", help="comma-separated buyer ids")
     parser.add_argument("--threads", type=int, default=5)
@@ -102,7 +104,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.shop_process_settings")
     django.setup()
     if args.command == "setup":
-        setup(args.units)
+        setup(args.units, args.shards)
     elif args.command == "buy":
         buy(args.sale, args.buyers.split(","), args.threads, args.pause)
     else:

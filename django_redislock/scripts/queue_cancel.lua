@@ -19,7 +19,9 @@
 local PRUNE = 20
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
-  for _, asked in ipairs(redis.call('HRANDFIELD', KEYS[12], PRUNE)) do
+  local sample = redis.call('HRANDFIELD', KEYS[12], PRUNE)
+  -- a missing hash answers an empty array (fakeredis: nil)
+  for _, asked in ipairs(type(sample) == 'table' and sample or {}) do
     if not (redis.call('ZSCORE', KEYS[2], asked) or redis.call('ZSCORE', KEYS[1], asked)) then
       redis.call('HDEL', KEYS[12], asked)
     end

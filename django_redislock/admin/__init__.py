@@ -13,8 +13,9 @@ Permissions (``django_redislock.<codename>``):
 
 * ``view_dashboard``: every page;
 * ``release_locks``: force-release a held lock;
-* ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks, return
-  expired leases to ready, pause and resume queues, quiet, resume and stop workers;
+* ``manage_tasks``: run now, requeue, cancel and delete tasks, cancel workflows, requeue all
+  dead tasks, return expired leases to ready, pause and resume queues, quiet, resume and stop
+  workers;
 * ``purge_queues``: delete every task of a queue.
 """
 
@@ -80,6 +81,7 @@ class DashboardAdmin(ModelAdminBase):
             sales,
             worker_actions,
             workers,
+            workflows,
         )
 
         def page(view: Callable[..., HttpResponse], name: str, route: str, **kw: Any) -> URLPattern:
@@ -116,6 +118,12 @@ class DashboardAdmin(ModelAdminBase):
             page(queue_actions.queue_action, "purge", one + "purge/", purge=True),
             page(flow.flow_action, "flow", "queues/<str:alias>/<str:name>/flow/<str:action>/"),
             page(runs.runs_page, "runs", one + "runs/"),
+            page(workflows.workflow_page, "workflow", one + "workflows/<str:workflow_id>/"),
+            page(
+                workflows.workflow_cancel,
+                "workflow_cancel",
+                one + "workflows/<str:workflow_id>/cancel/",
+            ),
             page(queues.task_detail, "task", task),
             page(queues.task_payload, "payload", task + "payload/"),
             page(actions.task_action, "task_action", task + "<str:action>/"),

@@ -13,8 +13,9 @@ Permissions (``django_redislock.<codename>``):
 
 * ``view_dashboard``: every page;
 * ``release_locks``: force-release a held lock;
-* ``manage_tasks``: run now, requeue and delete tasks, requeue all dead tasks, return
-  expired leases to ready, pause and resume queues, quiet, resume and stop workers;
+* ``manage_tasks``: run now, requeue, cancel and delete tasks, cancel workflows, requeue all
+  dead tasks, return expired leases to ready, pause and resume queues, quiet, resume and stop
+  workers;
 * ``purge_queues``: delete every task of a queue.
 """
 
@@ -78,8 +79,10 @@ class DashboardAdmin(ModelAdminBase):
             queues,
             runs,
             sales,
+            semaphores,
             worker_actions,
             workers,
+            workflows,
         )
 
         def page(view: Callable[..., HttpResponse], name: str, route: str, **kw: Any) -> URLPattern:
@@ -99,6 +102,7 @@ class DashboardAdmin(ModelAdminBase):
                 "workers/<str:alias>/<str:worker_id>/<str:command>/",
             ),
             page(locks.locks_page, "locks", "locks/"),
+            page(semaphores.semaphore_page, "semaphore", "locks/semaphore/"),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),
             page(actions.bulk, "bulk", "queues/<str:alias>/<str:name>/actions/"),
@@ -116,6 +120,12 @@ class DashboardAdmin(ModelAdminBase):
             page(queue_actions.queue_action, "purge", one + "purge/", purge=True),
             page(flow.flow_action, "flow", "queues/<str:alias>/<str:name>/flow/<str:action>/"),
             page(runs.runs_page, "runs", one + "runs/"),
+            page(workflows.workflow_page, "workflow", one + "workflows/<str:workflow_id>/"),
+            page(
+                workflows.workflow_cancel,
+                "workflow_cancel",
+                one + "workflows/<str:workflow_id>/cancel/",
+            ),
             page(queues.task_detail, "task", task),
             page(queues.task_payload, "payload", task + "payload/"),
             page(actions.task_action, "task_action", task + "<str:action>/"),

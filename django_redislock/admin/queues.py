@@ -47,6 +47,7 @@ from .lookup import queue_exists, queue_of
 from .rows import TaskRow
 from .runs import runs_url
 from .trends import long_rows, outcome_rows
+from .workflows import mark_id, workflow_url
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -246,8 +247,18 @@ def task_detail(
         may_manage=can(request, MANAGE_TASKS),
         download_url=url("payload", queue.backend.alias, queue.name, task.id),
         function=function_name(task.payload),
+        workflow_url=workflow_link(queue, task),
         last_run=task.runs[-1] if task.runs else None,
     )
+
+
+def workflow_link(queue: Any, task: TaskRow) -> str:
+    """The page of the workflow the task belongs to ("" for other tasks, and for a payload
+    that is pickled or cut short: never deserialized here)."""
+    if queue.backend.options["SERIALIZER"] == "pickle" or task.truncated:
+        return ""
+    found = mark_id(task.payload)
+    return workflow_url(queue, found) if found else ""
 
 
 def task_payload(

@@ -8,6 +8,8 @@
 -- ARGV[6] callback id ("" for none), ARGV[7] callback payload, ARGV[8] how many dependencies
 -- (their ids follow, in the order of KEYS[14..]), then pairs: task id, payload (the tasks
 -- queued first)
+-- The first tasks' ids are recorded as m:<i> (i = 0, 1, ...: their member indices) for the
+-- admin's workflow page and its cancel.
 -- returns 1 queued, 2 deferred, 3 cancelled (a dependency failed, or is unknown: expired or
 --         never started), 0 a workflow with this id exists (nothing changed: a resend)
 -- include: workflow
@@ -18,6 +20,7 @@ redis.call('HSET', W, 'kind', ARGV[3], 'state', 'RUNNING', 'n', ARGV[4], 'left',
 redis.call('PEXPIRE', W, ARGV[2])
 local ndeps = tonumber(ARGV[8])
 local first = 9 + ndeps
+for i = first, #ARGV, 2 do redis.call('HSET', W, 'm:' .. ((i - first) / 2), ARGV[i]) end
 local left = 0
 for k = 1, ndeps do
   local dep = ARGV[8 + k]

@@ -5,7 +5,8 @@
 --   kind, state (RUNNING, SUCCESSFUL, FAILED), n (members), left (members not finished),
 --   allow ("1": a failed member does not fail a chord), cb/cbp (callback id and payload),
 --   s:<i> "ok" or "failed" per member (set once: the counter's guard), r:<i> its result,
---   e:<i> its error, result (the workflow's value), failed/error (the step that failed it)
+--   e:<i> its error, m:<i> its task id (set when it is queued: the first tasks by
+--   workflow_start.lua, a chain's later steps here; a chord's callback is cb), result (the workflow's value), failed/error (the step that failed it)
 -- The dependency hash D (<prefix>:{q:<queue>}:wfdeps, one per queue) has, per workflow id:
 --   w:<id> the ids of workflows waiting for it (space separated), l:<id> how many
 --   dependencies a deferred workflow still waits for, p:<id> its first tasks
@@ -88,7 +89,7 @@ local function wf_end(W, D, ttl, id, role, i, ok, data, err, next_id, next_paylo
   elseif not ok then
     wf_fail(W, D, id, next_id, err)
   elseif role == 'c' and next_id ~= '' then
-    redis.call('HSET', W, 'r:' .. i, data)
+    redis.call('HSET', W, 'r:' .. i, data, 'm:' .. (tonumber(i) + 1), next_id)
     wf_enqueue(next_id, next_payload)
   else
     wf_succeed(W, D, id, data)

@@ -191,7 +191,7 @@ def test_a_worker_sends_one_more_script_call_per_stored_task_only(
         plain = script_calls_to_drain(rt.forgetful, 50)
         stored = script_calls_to_drain(rt.keep, 50)
     # the claim of all 50, the claim that acks them and finds none, the workers registry's
-    # first heartbeat and leave, and the rates of the outcome flush (an EVALSHA since the
-    # flush is a call-layer batch; it was an EVAL, which this count left out, before)
-    assert plain == 5
+    # first heartbeat and leave, and in the outcome flush (one call-layer batch, one round
+    # trip) the rates and the task functions' tally (admin's per-function table, fnstats)
+    assert plain == 6
     assert stored == plain + 50  # plus the store of each

@@ -11,11 +11,15 @@ Modes (the backend comes from explicit parameters, as in ``tests.lock_worker``):
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from tests.lock_worker import backend_of, setup
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def fair(args: dict[str, Any]) -> dict[str, Any]:
@@ -45,6 +49,26 @@ def latch_wait(args: dict[str, Any]) -> dict[str, Any]:
 
 
 MODES = {"fair": fair, "count-down": count_down, "latch-wait": latch_wait}
+
+
+def start(mode: str, target: Any, **args: Any) -> subprocess.Popen[str]:
+    """Run this module as a child in ``mode`` against ``target`` (a tests ``RedisTarget``)."""
+    params = {"location": target.location, "options": target.options, **args}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.fair_worker", mode, json.dumps(params)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 90) -> dict[str, Any]:
+    """The child's last line (its JSON result), once it exited 0."""
+    out, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, out
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
 
 if __name__ == "__main__":
     mode, raw = sys.argv[1], json.loads(sys.argv[2])

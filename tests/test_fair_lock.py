@@ -10,12 +10,8 @@ than the test's own deadline.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +21,8 @@ from django_redislock.exceptions import InvalidArgument
 from django_redislock.locking.fair import FairLock
 
 from .conftest import RedisTarget
+from .fair_worker import finish, start
 from .processes import wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=["single", "cluster"])
@@ -44,23 +39,6 @@ def backend(target: RedisTarget) -> RedisLockBackend:
 def fair(target: RedisTarget, name: str = "fair", **kwargs: Any) -> FairLock:
     kwargs.setdefault("ttl", 10)
     return backend(target).fair_lock(name, **kwargs)
-
-
-def start(mode: str, target: RedisTarget, **args: Any) -> subprocess.Popen[str]:
-    params = {"location": target.location, "options": target.options, **args}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.fair_worker", mode, json.dumps(params)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    out, _ = process.communicate(timeout=timeout)
-    assert process.returncode == 0, out
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
 
 
 def order_of(target: RedisTarget, key: str = "{c}:order") -> list[int]:

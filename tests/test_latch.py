@@ -4,11 +4,7 @@ resent count-downs counted once, cancelled waits leave nothing (real server and 
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +14,8 @@ from django_redislock.exceptions import InvalidArgument
 from django_redislock.locking.latch import CountDownLatch
 
 from .conftest import RedisTarget
+from .fair_worker import finish, start
 from .processes import wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=["single", "cluster"])
@@ -32,23 +27,6 @@ def real_target(request: pytest.FixtureRequest) -> RedisTarget:
 def latch(target: RedisTarget, count: int = 3, name: str = "done") -> CountDownLatch:
     backend = RedisLockBackend("test", {**target.params(), "KEY_PREFIX": "test"})
     return backend.latch(name, count=count)
-
-
-def start(mode: str, target: RedisTarget, **args: Any) -> subprocess.Popen[str]:
-    params = {"location": target.location, "options": target.options, **args}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.fair_worker", mode, json.dumps(params)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish(process: subprocess.Popen[str], timeout: float = 90) -> dict[str, Any]:
-    out, _ = process.communicate(timeout=timeout)
-    assert process.returncode == 0, out
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
 
 
 def test_every_waiter_is_released_once_at_zero(real_target: RedisTarget) -> None:

@@ -76,8 +76,9 @@ def decider(spec: tuple[str, int, int | None], url: str, key: str) -> Callable[[
     return lambda: bool(limiter.hit(item, key))
 
 
-def worker(spec: Any, url: str, key: str, start: float, seconds: float, out: Any) -> None:
-    """Ask the limit without waiting through the window."""
+def worker(limit: tuple[Any, str, str], start: float, seconds: float, out: Any) -> None:
+    """Ask ``limit`` (spec, url, key) without waiting through the window."""
+    spec, url, key = limit
     decide = decider(spec, url, key)
     # connected and the scripts loaded before the window, on another limit
     decider(spec, url, key + "-warm")()
@@ -98,7 +99,7 @@ def one_window(spec: Any, url: str, seconds: float) -> tuple[float, float]:
     key = f"peer-{spec[0]}-{spec[2]}-{time.time_ns()}"
     start = time.time() + 1.0  # every process is up before the window opens
     procs = [
-        context.Process(target=worker, args=(spec, url, key, start, seconds, out))
+        context.Process(target=worker, args=((spec, url, key), start, seconds, out))
         for _ in range(PROCESSES)
     ]
     for proc in procs:

@@ -19,6 +19,13 @@ is the server's, not the moment a client comes back to ask). A caller cancelled 
 sleeps leaves its slot unused: a limit is never exceeded, at worst under-used. Every take
 carries a request id: a client that resends it after a lost reply is answered the same
 admission and charged once.
+
+Refusals are answered locally when they can be (``local_refusals=True``, the default):
+every answer tells a lower bound of the limit's state, which only a reset moves back, so
+a take that the bound says must wait is one Redis would refuse too, and this process
+answers it without a call (:mod:`django_redislock.locking.known`). Admissions always ask
+Redis, so no process ever admits more than the limit; a local refusal's ``retry_after``
+is at most the server's (the server also counts other processes' admissions since).
 """
 
 from __future__ import annotations
@@ -110,7 +117,8 @@ class RateLimiter:
         """The refusal Redis would answer, when this process knows it already (else None)."""
         if not self.local_refusals:
             return None
-        ahead = self._known.wait(self._which(key), time.monotonic(), self._seconds, self.burst, cost)
+        now = time.monotonic()
+        ahead = self._known.wait(self._which(key), now, self._seconds, self.burst, cost)
         return Admission(False, ahead) if ahead > wait else None
 
     def _admission(self, reply: Any, cost: int, key: Any, sent: float) -> Admission:

@@ -215,7 +215,10 @@ def test_a_bound_is_trusted_for_the_horizon_then_asks_the_server() -> None:
 
 def test_the_table_is_bounded() -> None:
     known = KnownLimits(capacity=100, horizon=1.0)
-    for n in range(1000):
+    for n in range(101):
+        known.learn(n, tat=1000.0, learned=5.0)
+    assert len(known) == 50  # trimmed to half: the next trim is 51 limits away
+    for n in range(101, 1000):
         known.learn(n, tat=1000.0, learned=5.0)  # all trusted: the oldest half goes
     assert 50 <= len(known) <= 100
     assert known.wait(999, now=5.5, interval=1.0, burst=1, cost=1) > 0  # the newest kept

@@ -37,7 +37,8 @@ from typing import Any
 #: How long a learned bound is trusted (seconds): a reset made elsewhere is seen by then.
 HORIZON = 1.0
 
-#: Most limits (name and key) a process keeps a bound for; past it the oldest half goes.
+#: Most limits (name and key) a process keeps a bound for; past it, the table is trimmed to
+#: half of it (the stale bounds, then those learned longest ago).
 CAPACITY = 10_000
 
 
@@ -78,12 +79,15 @@ class KnownLimits:
 
     def _trim(self, now: float) -> None:
         with self._trimming:
+            if len(self._bounds) <= self.capacity:  # another thread trimmed it meanwhile
+                return
             for which, (_, learned) in list(self._bounds.items()):
                 if now - learned >= self.horizon:  # no longer trusted: worth nothing
                     self._bounds.pop(which, None)
-            if len(self._bounds) > self.capacity:  # the oldest half of the trusted ones
-                for which in list(self._bounds)[: len(self._bounds) - self.capacity // 2]:
-                    self._bounds.pop(which, None)
+            # down to half the capacity, so that trimming stays rare however many limits
+            # are in use (the bounds learned longest ago go first)
+            for which in list(self._bounds)[: len(self._bounds) - self.capacity // 2]:
+                self._bounds.pop(which, None)
 
 
 def known_limits(backend: Any) -> KnownLimits:

@@ -136,7 +136,7 @@ class RateLimiter:
         return Admission(bool(admitted), wait)
 
     def try_acquire(self, cost: int = 1, *, key: Any = None, wait: float = 0.0) -> Admission:
-        """Take ``cost`` units now if the limit admits them (one round trip); never sleeps.
+        """Take ``cost`` units now if the limit admits them (one round trip at most); never sleeps.
 
         With ``wait`` (seconds), a slot at most that far away is reserved instead: the
         answer is admitted with ``retry_after`` = when the slot begins, which the caller

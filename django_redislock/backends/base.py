@@ -128,7 +128,9 @@ class BaseLockBackend(BaseBackend):
         """Return a read-write lock for ``name``; see ``supports_read_write``."""
         raise NotImplementedError(f"{type(self).__name__} does not support read-write locks")
 
-    def rate_limiter(self, name: str, rate: str, *, burst: int | None = None) -> RateLimiter:
+    def rate_limiter(
+        self, name: str, rate: str, *, burst: int | None = None, local_refusals: bool = True
+    ) -> RateLimiter:
         """Return a rate limiter ``name`` admitting ``rate`` (``"20/s"``) across processes."""
         raise NotImplementedError(f"{type(self).__name__} does not support rate limiters")
 

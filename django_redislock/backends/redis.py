@@ -170,12 +170,15 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
 
         return ReadWriteLock(self, name, **defaults)
 
-    def rate_limiter(self, name: str, rate: str, *, burst: int | None = None) -> RateLimiter:
+    def rate_limiter(
+        self, name: str, rate: str, *, burst: int | None = None, local_refusals: bool = True
+    ) -> RateLimiter:
         """A rate limiter ``name`` admitting ``rate`` (``"20/s"``, ``"100/m"``) per key across
-        every process; ``burst`` units at once (default: a tenth of a second's worth)."""
+        every process; ``burst`` units at once (default: a tenth of a second's worth).
+        ``local_refusals=False`` asks Redis for every decision (see :mod:`.locking.known`)."""
         from ..locking.limiter import RateLimiter
 
-        return RateLimiter(self, name, rate, burst=burst)
+        return RateLimiter(self, name, rate, burst=burst, local_refusals=local_refusals)
 
     def semaphore(
         self, name: str, permits: int = 5, *, ttl: float | None = None, **defaults: Any

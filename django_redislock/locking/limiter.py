@@ -19,6 +19,13 @@ is the server's, not the moment a client comes back to ask). A caller cancelled 
 sleeps leaves its slot unused: a limit is never exceeded, at worst under-used. Every take
 carries a request id: a client that resends it after a lost reply is answered the same
 admission and charged once.
+
+Refusals are answered locally when they can be (``local_refusals=True``, the default):
+every answer tells a lower bound of the limit's state, which only a reset moves back, so
+a take that the bound says must wait is one Redis would refuse too, and this process
+answers it without a call (:mod:`django_redislock.locking.known`). Admissions always ask
+Redis, so no process ever admits more than the limit; a local refusal's ``retry_after``
+is at most the server's (the server also counts other processes' admissions since).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..calls.requests import request_id
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_name, check_seconds, parse_rate
+from .known import known_limits
 from .names import safe_name
 
 if TYPE_CHECKING:
@@ -56,7 +64,13 @@ class RateLimiter:
     """A rate limit shared by every process on one Redis (see the module docs)."""
 
     def __init__(
-        self, backend: RedisLockBackend, name: str, rate: str, *, burst: int | None = None
+        self,
+        backend: RedisLockBackend,
+        name: str,
+        rate: str,
+        *,
+        burst: int | None = None,
+        local_refusals: bool = True,
     ) -> None:
         self.backend = backend
         self.name = check_name(name)
@@ -65,11 +79,15 @@ class RateLimiter:
             burst = self.rate.burst
         self.burst = check_count(burst, "burst", allow_zero=False)
         self.interval = self.rate.interval
+        #: refusals this process can tell without Redis are answered locally (module docs)
+        self.local_refusals = bool(local_refusals)
+        self._seconds = self.interval / 1_000_000
+        self._known = known_limits(backend)
 
     def __repr__(self) -> str:
         return f"<RateLimiter {self.name!r} {self.rate.text} burst={self.burst}>"
 
-    def _call(self, cost: int, key: Any, wait: float = 0.0) -> tuple[str, list[str], list[Any]]:
+    def _checked(self, cost: int, wait: float) -> tuple[int, float]:
         cost = check_count(cost, "cost", allow_zero=False)
         wait = check_seconds(wait, "wait", allow_zero=True)
         if cost > self.burst:
@@ -77,43 +95,86 @@ class RateLimiter:
                 f"cost must be at most the burst ({self.burst}): a take of {cost} units "
                 "would never be admitted"
             )
-        tag = f"rl:{self.name}" if key is None else f"rl:{self.name}:{safe_name(str(key), 'key')}"
+        return cost, wait
+
+    def _tag(self, key: Any) -> str:
+        return f"rl:{self.name}" if key is None else f"rl:{self.name}:{safe_name(str(key), 'key')}"
+
+    def _call(self, cost: int, key: Any, wait: float = 0.0) -> tuple[str, list[str], list[Any]]:
+        return self._script_call(*self._checked(cost, wait), key)
+
+    def _script_call(self, cost: int, wait: float, key: Any) -> tuple[str, list[str], list[Any]]:
+        tag = self._tag(key)
         keys = [self.backend.key(tag, "tat"), self.backend.key(tag, "req", request_id())]
         longest = round(min(wait, MAX_WAIT) * 1_000_000)
         return "rate_take", keys, [self.interval, self.burst, cost, REQUEST_TTL_MS, longest]
 
-    @staticmethod
-    def _admission(reply: Any) -> Admission:
-        admitted, wait = (int(value) for value in reply)
-        return Admission(bool(admitted), wait / 1_000_000)
+    def _which(self, key: Any) -> tuple[str, str | None]:
+        """The limit's entry in this process's table (one per Redis key)."""
+        return (self.name, None if key is None else str(key))
+
+    def _known_refusal(self, cost: int, key: Any, wait: float) -> Admission | None:
+        """The refusal Redis would answer, when this process knows it already (else None)."""
+        if not self.local_refusals:
+            return None
+        now = time.monotonic()
+        ahead = self._known.wait(self._which(key), now, self._seconds, self.burst, cost)
+        return Admission(False, ahead) if ahead > wait else None
+
+    def _admission(self, reply: Any, cost: int, key: Any, sent: float) -> Admission:
+        """The server's answer, and what it tells of the limit's tat (see :mod:`.known`)."""
+        admitted, micros = (int(value) for value in reply)
+        wait = micros / 1_000_000
+        if self.local_refusals:
+            if not admitted:
+                tat = sent + wait + (self.burst - cost) * self._seconds
+            elif wait > 0:
+                tat = sent + wait + self.burst * self._seconds
+            else:
+                tat = sent + cost * self._seconds
+            self._known.learn(self._which(key), tat, sent)
+        return Admission(bool(admitted), wait)
 
     def try_acquire(self, cost: int = 1, *, key: Any = None, wait: float = 0.0) -> Admission:
-        """Take ``cost`` units now if the limit admits them (one round trip); never sleeps.
+        """Take ``cost`` units now if the limit admits them (one round trip at most); never sleeps.
 
         With ``wait`` (seconds), a slot at most that far away is reserved instead: the
         answer is admitted with ``retry_after`` = when the slot begins, which the caller
-        must wait for (what :meth:`acquire` does).
+        must wait for (what :meth:`acquire` does). A refusal that an earlier answer already
+        implies is answered without Redis (see the module docs).
         """
-        script, keys, args = self._call(cost, key, wait)
+        cost, wait = self._checked(cost, wait)
+        known = self._known_refusal(cost, key, wait)
+        if known is not None:
+            return known
+        script, keys, args = self._script_call(cost, wait, key)
+        sent = time.monotonic()
         with self.backend.errors():
-            return self._admission(self.backend.script(script)(keys=keys, args=args))
+            reply = self.backend.script(script)(keys=keys, args=args)
+        return self._admission(reply, cost, key, sent)
 
     async def try_acquire_async(
         self, cost: int = 1, *, key: Any = None, wait: float = 0.0
     ) -> Admission:
         """The asyncio twin of :meth:`try_acquire`."""
-        script, keys, args = self._call(cost, key, wait)
+        cost, wait = self._checked(cost, wait)
+        known = self._known_refusal(cost, key, wait)
+        if known is not None:
+            return known
+        script, keys, args = self._script_call(cost, wait, key)
         client = self.backend.async_client()
+        sent = time.monotonic()
         with self.backend.errors():
             reply = await self.backend.script(script, client)(keys=keys, args=args)
-        return self._admission(reply)
+        return self._admission(reply, cost, key, sent)
 
     def acquire(self, cost: int = 1, *, key: Any = None, timeout: float | None = None) -> bool:
         """Take ``cost`` units at the first slot within ``timeout`` seconds and wait for it.
 
         True once the units are admitted; False at once when the first slot is further away
         than ``timeout`` (nothing is charged then). ``timeout=None`` accepts any wait;
-        ``0`` is :meth:`try_acquire`. One round trip: the slot is reserved by the call.
+        ``0`` is :meth:`try_acquire`. One round trip: the slot is reserved by the call
+        (none when this process already knows the slot is too far).
         """
         answer = self.try_acquire(cost, key=key, wait=self._longest(timeout))
         if answer.admitted and answer.retry_after > 0:
@@ -128,6 +189,26 @@ class RateLimiter:
         if answer.admitted and answer.retry_after > 0:
             await asyncio.sleep(answer.retry_after)
         return answer.admitted
+
+    def reset(self, key: Any = None) -> None:
+        """Forget the limit's state: its full burst is admitted again at once.
+
+        This process forgets what it knew of the limit at once; other processes trust what
+        they learned for at most :data:`~django_redislock.locking.known.HORIZON` seconds
+        (until then they may still refuse locally: a limit is never exceeded, at worst
+        under-used).
+        """
+        tat = self.backend.key(self._tag(key), "tat")
+        with self.backend.errors():
+            self.backend.client.delete(tat)
+        self._known.forget(self._which(key))
+
+    async def reset_async(self, key: Any = None) -> None:
+        """The asyncio twin of :meth:`reset`."""
+        tat = self.backend.key(self._tag(key), "tat")
+        with self.backend.errors():
+            await self.backend.async_client().delete(tat)
+        self._known.forget(self._which(key))
 
     @staticmethod
     def _longest(timeout: float | None) -> float:

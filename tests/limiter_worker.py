@@ -1,0 +1,68 @@
+"""A child process for the rate limiter tests: ``python -m tests.limiter_worker JSON``.
+
+In each of ``threads`` threads, ``rounds`` times, take ``cost`` units (the costs cycle
+through ``costs``) of limit ``name`` (``rate``, ``burst``) with ``try_acquire()``; prints
+one JSON line: the units admitted, the decisions made and the script calls sent to Redis
+(counted by a wrapper around the backend's ``script``). The backend is built from explicit
+parameters, never from settings.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+def counting(backend: Any, calls: list[int]) -> None:
+    """Count the script calls ``backend`` sends (one per round trip of the limiter)."""
+    original: Callable[..., Any] = backend.script
+
+    def script(*args: Any, **kwargs: Any) -> Any:
+        run = original(*args, **kwargs)
+
+        def call(**call_kwargs: Any) -> Any:
+            calls.append(1)
+            return run(**call_kwargs)
+
+        return call
+
+    backend.script = script
+
+
+def main(args: dict[str, Any]) -> None:
+    from django_redislock.backends.redis import RedisLockBackend
+
+    params = {"LOCATION": args["location"], "OPTIONS": args.get("options", {})}
+    backend = RedisLockBackend("worker", params)
+    calls: list[int] = []
+    counting(backend, calls)
+    limit = backend.rate_limiter(args["name"], args["rate"], burst=args["burst"])
+    admitted: list[int] = []
+    decisions: list[int] = []
+    errors: list[BaseException] = []
+    costs = args["costs"]
+
+    def run() -> None:
+        try:
+            for n in range(args["rounds"]):
+                cost = costs[n % len(costs)]
+                if limit.try_acquire(cost).admitted:
+                    admitted.append(cost)
+                decisions.append(1)
+        except BaseException as exc:  # reported below, the test fails on it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(args["threads"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    report = {"admitted": sum(admitted), "decisions": len(decisions), "calls": len(calls)}
+    print(json.dumps({**report, "errors": [repr(e) for e in errors[:1]]}), flush=True)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

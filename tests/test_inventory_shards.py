@@ -67,6 +67,16 @@ def test_one_bucket_keeps_the_old_key_names(redis_target: RedisTarget) -> None:
 KEY_PARTS = ("units", "meta", "buyers", "reservations")
 
 
+def test_a_sharded_set_lists_every_bucket_order_queue_before_any_take(
+    redis_target: RedisTarget,
+) -> None:
+    """``drain_queue orders orders.s1 orders.s2`` started before the first take (workers run
+    before a sale opens) must find its queues listed: it refuses a name it does not know."""
+    stock = make_stock(redis_target, item="listed")
+    stock.set(6, shards=3)
+    assert make_stock(redis_target).backend.queue_names() == ["orders", "orders.s1", "orders.s2"]
+
+
 def test_units_split_over_buckets_each_in_its_own_slot(redis_target: RedisTarget) -> None:
     stock = make_stock(redis_target)
     assert stock.set(10, shards=3) == 10

@@ -22,6 +22,7 @@ SUITES: list[str] = [
     "seckill",
     "sold_out",
     "shards",
+    "shards_server",
     "periodic",
     "workers",
     "pool",

@@ -21,6 +21,7 @@ SUITES: list[str] = [
     "locks",
     "seckill",
     "sold_out",
+    "shop_sold_out",
     "shards",
     "shards_server",
     "periodic",

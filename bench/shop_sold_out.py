@@ -92,7 +92,8 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
                 found[case], sent = one_pass(swarms[case], client, requests, f"r{n}-{case[:4]}")
                 rates[case].append(found[case])
                 per_request[case].append(sent)
-            ratios.append(found[list(CASES)[0]] / found[list(CASES)[1]])
+            flag, bypassed = CASES
+            ratios.append(found[flag] / found[bypassed])
             loads.append(os.getloadavg()[0])
     rows = [
         {

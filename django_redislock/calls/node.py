@@ -27,6 +27,10 @@ from ..connections import CLIENT_ERRORS, AsyncClient, Client
 from ..exceptions import ConnectionFailed, ServerOutOfMemory
 from .script import BoundScript, script
 
+#: What :meth:`NodeBase.errors` turns into ``ConnectionFailed``: the client errors, and
+#: ``CLUSTERDOWN`` (a slot whose master is restarting; the command did not run).
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, ClusterDownError)
+
 
 class Keys(Protocol):
     """Anything that builds this app's key names (a node, a Redlock alias)."""
@@ -128,7 +132,7 @@ class NodeBase(KeyNames):
                 f"Redis refused the write: it is at its maxmemory ({exc}); nothing was changed. "
                 "Free memory (drain or purge queues) or raise maxmemory, then try again"
             ) from exc
-        except (*CLIENT_ERRORS, ClusterDownError) as exc:
+        except OUTAGE_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise
             raise ConnectionFailed(self.unreachable(exc)) from exc

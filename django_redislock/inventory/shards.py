@@ -294,6 +294,9 @@ def total_stats(item: str, parts: list[StockStats]) -> StockStats:
         restored=sum(part.restored for part in parts),
         buyers=sum(part.buyers for part in parts),
         reservations=sum(part.reservations for part in parts),
+        refused={
+            reason: sum(part.refused.get(reason, 0) for part in parts) for reason in first.refused
+        },
     )
 
 

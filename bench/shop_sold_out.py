@@ -8,8 +8,7 @@ Redis for every buyer, as the shop did before the flag. Both shops run at once u
 gunicorn (``WORKERS`` sync workers each) on the suite's server, on the same sold-out sale;
 each pass posts ``requests`` buy requests of new buyers from ``THREADS`` client threads
 (``shop.swarm.Swarm``), in 3+ interleaved rounds (order alternated). Redis commands per
-request are counted by ``INFO commandstats`` around each pass (INFO's own excluded); the
-shop's database reads (the sale row) are the same in both.
+request are counted by ``INFO commandstats`` around each pass (INFO's own excluded).
 
 Reproduce: ``python3 dev.py bench shop_sold_out`` (``--quick`` for a smoke run).
 """

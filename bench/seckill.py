@@ -255,12 +255,13 @@ def shop_row(server: Any, requests: int, tmp: Path) -> dict[str, Any]:
     }
 
 
-def open_shop_sale(env: dict[str, str]) -> int:
+def open_shop_sale(env: dict[str, str], units: int = UNITS) -> int:
+    """Migrate the shop's database and open a sale of ``units``; its id."""
     code = (
         "from decimal import Decimal; from django.core.management import call_command; "
         "from shop.models import Product; from shop.services import open_sale; "
         "call_command('migrate', verbosity=0); "
-        f"print(open_sale(Product.objects.create(name='bench', price=Decimal(1)), {UNITS}).pk)"
+        f"print(open_sale(Product.objects.create(name='bench', price=Decimal(1)), {units}).pk)"
     )
     manage = str(ROOT / "example_project" / "manage.py")
     out = subprocess.run(

@@ -3,8 +3,11 @@
 ``setup``   migrate the SQLite file in ``SHOP_TEST_DB`` and open a sale (``--shards N``:
             over N buckets); prints its id
 ``buy``     take units for a range of buyers from several threads; prints one JSON line
-            per answer (``--pause`` slows each thread down so a kill lands mid-flow)
-``report``  print the orders in the database and the stock's reservations as JSON
+            per answer (``--pause`` slows each thread down so a kill lands mid-flow;
+            ``--retries N``: a take that fails with ``ConnectionFailed`` prints an
+            ``error`` line and is tried again, up to N times, 0.1 s apart)
+``report``  print the orders in the database, the stock's reservations, its buckets
+            (units key, units left) and whether ``reconcile()`` finds it clean, as JSON
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ def setup(units: int, shards: int) -> None:
     print(open_sale(product, units, shards=shards).pk, flush=True)
 
 
-def buy(sale_id: int, buyers: list[str], threads: int, pause: float) -> None:
+def buy(sale_id: int, buyers: list[str], threads: int, pause: float, retries: int = 0) -> None:
     from shop.tasks import sale_stock
+
+    from django_redislock.exceptions import ConnectionFailed
 
     stock = sale_stock(sale_id)
     lock = threading.Lock()
@@ -42,7 +47,16 @@ def buy(sale_id: int, buyers: list[str], threads: int, pause: float) -> None:
 
     def work(chunk: list[str]) -> None:
         for buyer in chunk:
-            take = stock.take(buyer=buyer, data={"sale": sale_id})
+            for attempt in range(retries + 1):
+                try:
+                    take = stock.take(buyer=buyer, data={"sale": sale_id})
+                    break
+                except ConnectionFailed:
+                    if attempt == retries:
+                        raise
+                    with lock:
+                        print(json.dumps([buyer, "error", None]), flush=True)
+                    time.sleep(0.1)
             reservation = take.reservation.id if take.reservation else None
             with lock:
                 print(json.dumps([buyer, take.result.value, reservation]), flush=True)
@@ -83,9 +97,21 @@ def report(sale_id: int) -> None:
     orders_queue = queues["default"].queue("orders")
     queue = {k: v for k, v in orders_queue.stats().items() if k != "queue"}
     queue["delayed_orders"] = delayed_order_tasks(orders_queue)
+    buckets = [
+        {"units_key": stock.bucket(index).keys()[0], "remaining": part.remaining}
+        for index, part in enumerate(stock.bucket_stats())
+    ]
+    clean = stock.reconcile().clean
     print(
         json.dumps(
-            {"orders": orders, "reservations": reservations, "stats": stats, "queue": queue},
+            {
+                "orders": orders,
+                "reservations": reservations,
+                "stats": stats,
+                "queue": queue,
+                "buckets": buckets,
+                "clean": clean,
+            },
             default=str,
         )
     )
@@ -100,13 +126,14 @@ def main() -> None:
     parser.add_argument("--buyers", default="", help="comma-separated buyer ids")
     parser.add_argument("--threads", type=int, default=5)
     parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--retries", type=int, default=0)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.shop_process_settings")
     django.setup()
     if args.command == "setup":
         setup(args.units, args.shards)
     elif args.command == "buy":
-        buy(args.sale, args.buyers.split(","), args.threads, args.pause)
+        buy(args.sale, args.buyers.split(","), args.threads, args.pause, args.retries)
     else:
         report(args.sale)
     sys.stdout.flush()

@@ -206,9 +206,17 @@ class RedisProcess:
         return str(self.client().info("server")["run_id"])
 
 
-def start_cluster(directory: Path, masters: int = 3) -> list[RedisProcess]:
-    """Start ``masters`` cluster nodes, split the 16384 slots between them and join them."""
-    nodes = [RedisProcess(directory / f"node{i}", cluster=True).start() for i in range(masters)]
+def start_cluster(
+    directory: Path, masters: int = 3, extra: Sequence[str] = ()
+) -> list[RedisProcess]:
+    """Start ``masters`` cluster nodes, split the 16384 slots between them and join them.
+
+    ``extra`` are more server arguments for every node (``--appendonly yes``, ...).
+    """
+    nodes = [
+        RedisProcess(directory / f"node{i}", cluster=True, extra=extra).start()
+        for i in range(masters)
+    ]
     try:
         step = 16384 // masters
         for i, node in enumerate(nodes):
@@ -216,7 +224,7 @@ def start_cluster(directory: Path, masters: int = 3) -> list[RedisProcess]:
             node.client().execute_command("CLUSTER", "ADDSLOTS", *range(i * step, last + 1))
         for node in nodes[1:]:
             nodes[0].client().execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
-        _wait_cluster_ok(nodes)
+        wait_cluster_ok(nodes)
     except BaseException:
         for node in nodes:
             node.stop()
@@ -241,7 +249,8 @@ def start_sentinel(
     return sentinel.start()
 
 
-def _wait_cluster_ok(nodes: list[RedisProcess]) -> None:
+def wait_cluster_ok(nodes: list[RedisProcess]) -> None:
+    """Wait until every node says ``cluster_state:ok`` and knows all the others."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         infos = [node.client().cluster("info") for node in nodes]

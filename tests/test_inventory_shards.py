@@ -67,6 +67,29 @@ def test_one_bucket_keeps_the_old_key_names(redis_target: RedisTarget) -> None:
 KEY_PARTS = ("units", "meta", "buyers", "reservations")
 
 
+def test_a_sharded_set_lists_every_bucket_order_queue_before_any_take(
+    redis_target: RedisTarget,
+) -> None:
+    """``drain_queue orders orders.s1 orders.s2`` started before the first take (workers run
+    before a sale opens) must find its queues listed: it refuses a name it does not know."""
+    stock = make_stock(redis_target, item="listed")
+    stock.set(6, shards=3)
+    assert make_stock(redis_target).backend.queue_names() == ["orders", "orders.s1", "orders.s2"]
+
+
+def test_refusals_are_counted_in_the_bucket_that_refused(redis_target: RedisTarget) -> None:
+    """The admin's per-bucket refusals: a duplicate found by a bucket's take or by the claim
+    of a sweep counts in that bucket; a sold-out answer is not counted (one read, no write)."""
+    stock = make_stock(redis_target, item="refusals")
+    stock.set(3, shards=3)  # one unit per bucket
+    first = homed(1, 3, 2)
+    assert stock.take(buyer=first[0]).ok
+    assert stock.take(buyer=first[0]).result is TakeResult.ALREADY_BOUGHT  # by the claim
+    assert stock.take(buyer=first[1]).ok  # swept to another bucket
+    assert [part.refused["duplicate"] for part in stock.bucket_stats()] == [0, 1, 0]
+    assert stock.stats().refused == {"duplicate": 1, "not_open": 0, "ended": 0, "admission": 0}
+
+
 def test_units_split_over_buckets_each_in_its_own_slot(redis_target: RedisTarget) -> None:
     stock = make_stock(redis_target)
     assert stock.set(10, shards=3) == 10

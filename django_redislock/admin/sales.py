@@ -21,8 +21,11 @@ numbers are shown once under the table, not repeated on every sale.
 Takes per minute come from the ``taken`` counter the take script keeps: the
 difference between two readings of this process (the live refresh reads
 every few seconds) over the last minute, else the mean since the sale
-opened. Refusals (sold out, already bought, window closed) are not recorded
-by the take script, so the panel cannot show them (see docs/admin.md).
+opened; a sharded stock's buckets get their own rate and estimate. Refusals
+come from the counters the take script keeps in each bucket's meta hash (already
+bought, not open, ended, not admitted). Sold-out refusals are not counted, and
+the page says so: the take answers them from one read (no write), and a process
+that remembers the stock sold out answers from memory (docs/admin.md).
 """
 
 from __future__ import annotations
@@ -135,6 +138,24 @@ def sale_numbers(stats: Any, sale: str = "") -> dict[str, Any]:
     return {"rate": rate, "rate_basis": basis if rate is not None else "", "sold_out_in": estimate}
 
 
+#: The refusal counters of ``StockStats.refused``, as the panel names them.
+REFUSAL_LABELS = {
+    "duplicate": "already bought",
+    "not_open": "not open",
+    "ended": "ended",
+    "admission": "not admitted",
+}
+
+
+def refusals(stats: Any) -> list[tuple[str, int]]:
+    """The non-zero refusal counters of a stock or bucket, labelled, in a fixed order."""
+    return [
+        (label, stats.refused[key])
+        for key, label in REFUSAL_LABELS.items()
+        if stats.refused.get(key)
+    ]
+
+
 def as_stock(entry: Any) -> tuple[str, Stock]:
     """``(label, stock)`` from one of the callable's entries; ValueError for anything else."""
     if isinstance(entry, Stock):
@@ -173,7 +194,13 @@ def stock_row(label: str, stock: Stock) -> dict[str, Any]:
         row["stats"] = stats = parts[0] if len(parts) == 1 else total_stats(stock.item, parts)
         if len(parts) > 1:
             row["buckets"] = [
-                {"index": index, "stats": part, "queue": queue}
+                {
+                    "index": index,
+                    "stats": part,
+                    "queue": queue,
+                    "refusals": refusals(part),
+                    **sale_numbers(part, stock.bucket(index).keys()[0]),
+                }
                 for index, (part, queue) in enumerate(
                     zip(parts, bucket_queues(stock, len(parts)), strict=True)
                 )
@@ -181,7 +208,10 @@ def stock_row(label: str, stock: Stock) -> dict[str, Any]:
         row["open_for"] = (
             duration((stats.closes - stats.now).total_seconds()) if stats.closes else ""
         )
-        row.update(sale_numbers(stats, stock.keys()[0]))
+        # a sharded stock's totals keep readings apart from its bucket 0's (the same key)
+        sale = stock.keys()[0] + ("" if len(parts) == 1 else "#total")
+        row.update(sale_numbers(stats, sale))
+        row["refusals"] = refusals(stats)
         queue = stock.queue
         row["queue"] = (queue.backend.alias, queue.name) if queue is not None else None
     except REDIS_ERRORS as exc:

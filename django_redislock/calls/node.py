@@ -16,11 +16,20 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from redis.exceptions import OutOfMemoryError, RedisClusterException, SlotNotCoveredError
+from redis.exceptions import (
+    ClusterDownError,
+    OutOfMemoryError,
+    RedisClusterException,
+    SlotNotCoveredError,
+)
 
 from ..connections import CLIENT_ERRORS, AsyncClient, Client
 from ..exceptions import ConnectionFailed, ServerOutOfMemory
 from .script import BoundScript, script
+
+#: What :meth:`NodeBase.errors` turns into ``ConnectionFailed``: the client errors, and
+#: ``CLUSTERDOWN`` (a slot whose master is restarting; the command did not run).
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, ClusterDownError)
 
 
 class Keys(Protocol):
@@ -111,7 +120,10 @@ class NodeBase(KeyNames):
         """Turn redis-py connection errors into :class:`ConnectionFailed` naming the setting.
 
         A cluster error that is not about reaching a node (a script error on a
-        cluster, for example) is raised as it is.
+        cluster, for example) is raised as it is. ``CLUSTERDOWN`` (a master of the slot
+        restarting, or the cluster not yet agreeing it is back, after redis-py's own
+        retries) is a node out of reach too: the command did not run, and a caller that
+        rides out outages (a worker, a buyer trying again) must see the same error.
         """
         try:
             yield
@@ -120,7 +132,7 @@ class NodeBase(KeyNames):
                 f"Redis refused the write: it is at its maxmemory ({exc}); nothing was changed. "
                 "Free memory (drain or purge queues) or raise maxmemory, then try again"
             ) from exc
-        except CLIENT_ERRORS as exc:
+        except OUTAGE_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise
             raise ConnectionFailed(self.unreachable(exc)) from exc

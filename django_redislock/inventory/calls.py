@@ -211,11 +211,17 @@ def clear_call() -> StockCall[bool]:
     return StockCall("stock_clear", [REQUEST_TTL_MS], bool, request=request_id(), announces=True)
 
 
+#: The take's refusals the stock's meta hash counts (``refused_<name>``), in the stats
+#: script's order. Sold out is not one of them: a sold-out take stays one read at the server
+#: (docs/guarantees.md), and most sold-out answers never reach Redis (the local flag).
+REFUSALS = ("duplicate", "not_open", "ended", "admission")
+
+
 def stats_call(item: str) -> StockCall[StockStats]:
     """The stats script, parsed into a :class:`StockStats`."""
 
     def parse(reply: list[Any]) -> StockStats:
-        units, opens, closes, taken, restored, buyers, live, now = (int(v) for v in reply)
+        units, opens, closes, taken, restored, buyers, live, now = (int(v) for v in reply[:8])
         return StockStats(
             item=item,
             exists=units >= 0,
@@ -227,6 +233,7 @@ def stats_call(item: str) -> StockCall[StockStats]:
             opens=from_micros(opens) if opens else None,
             closes=from_micros(closes) if closes else None,
             now=from_micros(now),
+            refused=dict(zip(REFUSALS, (int(v) for v in reply[8:]), strict=False)),
         )
 
     return StockCall("stock_stats", [], parse)

@@ -152,6 +152,11 @@ class StockStats:
     opens: datetime | None
     closes: datetime | None
     now: datetime
+    #: takes refused in Redis, by reason (``duplicate``, ``not_open``, ``ended``,
+    #: ``admission``): counters the take script keeps in the stock's meta hash. Sold out is
+    #: not counted: the take answers it from one read (no write), and a process that saw the
+    #: stock sold out answers from memory or with one GET, without the script.
+    refused: dict[str, int] = field(default_factory=dict)
 
     @property
     def sold(self) -> int:

@@ -243,12 +243,18 @@ def chosen(stock: Stock, shards: int | None) -> int:
 
 
 def set_units(stock: Stock, shards: int, units: int, opens: Any, closes: Any) -> int:
-    """Set a stock of ``shards > 1`` buckets: the count first, bucket 0 last (module doc)."""
+    """Set a stock of ``shards > 1`` buckets: the count first, bucket 0 last (module doc).
+
+    Every bucket's order queue is listed for ``drain_queue`` at once (a take lists it too,
+    but a worker started before the first take, naming the bucket queues, would be refused).
+    """
     parts = split(units, shards)
     calls = [set_call("set", part, opens, closes) for part in parts]
     with stock.backend.errors():
         stock.backend.client.hset(stock._built_keys().own[1], FIELD, shards)
     stock._known_shards(shards)
+    for index in range(shards):
+        stock.bucket(index)._register_queue()
     return sum(stock.bucket(index)._run(calls[index]) for index in reversed(range(shards)))
 
 
@@ -288,6 +294,9 @@ def total_stats(item: str, parts: list[StockStats]) -> StockStats:
         restored=sum(part.restored for part in parts),
         buyers=sum(part.buyers for part in parts),
         reservations=sum(part.reservations for part in parts),
+        refused={
+            reason: sum(part.refused.get(reason, 0) for part in parts) for reason in first.refused
+        },
     )
 
 

@@ -3,7 +3,8 @@
 -- so the home bucket's buyers set stays the one place that says whether the buyer bought: a
 -- second take of that buyer (at once, or later from yet another bucket) finds it there.
 -- KEYS[1] units string, KEYS[2] meta hash, KEYS[3] buyers set, KEYS[4] reservations hash
---   (only the buyers set is touched; all four are declared as every stock script's are)
+--   (the buyers set is changed, and a refused claim counts in the meta hash's
+--   refused_duplicate; all four are declared as every stock script's are)
 -- KEYS[5] this request's key: the call records its answer there, so a resent call (same key)
 --   answers exactly what the first answered and changes nothing
 -- ARGV[1] buyer id
@@ -16,6 +17,7 @@ if seen then return tonumber(seen) end
 local done
 if ARGV[2] == 'claim' then
   done = redis.call('SADD', KEYS[3], ARGV[1])
+  if done == 0 then redis.call('HINCRBY', KEYS[2], 'refused_duplicate', 1) end
 else
   done = redis.call('SREM', KEYS[3], ARGV[1])
 end

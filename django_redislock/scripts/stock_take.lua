@@ -18,8 +18,11 @@
 --   2 the buyer already holds a reservation, 3 the sale has not opened, 4 the sale has ended,
 --   5 no such stock (never set), 6 not admitted (a rate limit: the third element is then the
 --   µs until it would be); a resend of a take that took answers {0, the same units left,
---   the same time}. A refusal changes nothing and records nothing: its resend is simply a new
---   take. The server time is 0 in the answers that did not need it (sold out, no such stock).
+--   the same time}. A refusal changes nothing but its counter in the meta hash
+--   (refused_duplicate, refused_not_open, refused_ended, refused_admission: the admin's
+--   per-bucket refusals; sold out is not counted, it stays one read) and records no answer:
+--   its resend is simply a new take (counted again). The server time is 0 in the answers
+--   that did not need it (sold out, no such stock).
 -- Sold out is answered first, from the one read of the units and the request's record (a
 -- resent take that took finds its record in that read): two commands, the MGET included,
 -- before any window or buyer check, and no Lua of the rates fragment. (A client that saw the
@@ -43,8 +46,14 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local stamp = t[1] .. string.format('%06d', tonumber(t[2]))
 local window = redis.call('HMGET', KEYS[2], 'opens', 'closes')
 local opens, closes = tonumber(window[1] or '0'), tonumber(window[2] or '0')
-if opens > 0 and now < opens then return {3, units, now} end
-if closes > 0 and now >= closes then return {4, units, now} end
+if opens > 0 and now < opens then
+  redis.call('HINCRBY', KEYS[2], 'refused_not_open', 1)
+  return {3, units, now}
+end
+if closes > 0 and now >= closes then
+  redis.call('HINCRBY', KEYS[2], 'refused_ended', 1)
+  return {4, units, now}
+end
 -- the buyer check is the buyer's entry itself: SADD answers 0 for a buyer already in the set
 -- (every check that can refuse is above it, so a buyer added here always takes)
 local admission = ARGV[6] and ARGV[6] ~= '' and tonumber(ARGV[6])
@@ -56,12 +65,18 @@ if admission then
       local key = KEYS[admission + i]
       local ok, tat, wait = gcra(tonumber(redis.call('GET', key)), now, tonumber(interval),
         tonumber(ARGV[8 + 2 * i]), 1)
-      if not ok then return {6, units, wait} end
+      if not ok then
+        redis.call('HINCRBY', KEYS[2], 'refused_admission', 1)
+        return {6, units, wait}
+      end
       admitted[#admitted + 1] = {key, tat}
     end
   end
 end
-if redis.call('SADD', KEYS[3], ARGV[2]) == 0 then return {2, units, now} end
+if redis.call('SADD', KEYS[3], ARGV[2]) == 0 then
+  redis.call('HINCRBY', KEYS[2], 'refused_duplicate', 1)
+  return {2, units, now}
+end
 for _, charge in ipairs(admitted) do
   redis.call('SET', charge[1], string.format('%d', charge[2]), 'PX',
     math.ceil((charge[2] - now) / 1000) + 1)

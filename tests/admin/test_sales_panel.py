@@ -78,7 +78,7 @@ def test_each_sale_shows_its_own_numbers(shop_on: RedisTarget, admin_client: Cli
     queues = html.split('id="sale-queues">', 1)[1].split("</tbody>", 1)[0]
     assert queues.count(">orders</a>") == 1
     assert re.findall(r'<td class="numeric">(\d+)', queues)[:2] == ["2", "30"]
-    assert "not recorded by the take script" in html  # refusals: said, not invented
+    assert "Sold-out refusals are not counted" in html  # said, not invented
 
 
 def test_the_take_rate_is_the_last_minute_of_readings() -> None:
@@ -198,3 +198,55 @@ def test_a_sharded_sale_shows_its_buckets_and_their_order_queues(
         name: str(part.taken) for name, part in zip(sale.stock.order_queues(), parts, strict=True)
     }
     assert "bucket" not in row_of(html, "Whole lamp") and plain.stock.shards() == 1
+
+
+def test_a_sharded_sale_shows_each_buckets_rate_refusals_and_estimate(
+    shop_on: RedisTarget, admin_client: Client
+) -> None:
+    """Issue 27 item 5: per bucket, takes/min, the refusals counted in Redis (already bought,
+    not open, ended, not admitted) and a sold-out estimate; sold-out refusals (one read in
+    Redis, or none with the local flag) are said not to be counted."""
+    from django_redislock.inventory import TakeResult, sold_out
+    from django_redislock.inventory.shards import home_bucket
+
+    now = timezone.now()
+    sale = open_sale("Counted phone", 3, opens=now - timedelta(minutes=2), shards=3)
+    stock = sale.stock
+    homes: dict[int, str] = {}  # one buyer homed in each bucket
+    for n in range(200):
+        homes.setdefault(home_bucket(f"c{n}", 3), f"c{n}")
+    assert stock.take(buyer=homes[1], data={"sale": sale.pk}).ok
+    # bucket 1's buyer again: its bucket (1 unit) answers sold out, then the claim there
+    # finds the buyer: a duplicate, counted in bucket 1
+    assert stock.take(buyer=homes[1]).result is TakeResult.ALREADY_BOUGHT
+    for buyer in (homes[0], homes[2]):
+        assert stock.take(buyer=buyer, data={"sale": sale.pk}).ok
+    sold_out.memory.clear()
+    assert stock.take(buyer="late-1").result is TakeResult.SOLD_OUT  # not counted
+    parts = stock.bucket_stats()
+    assert [part.refused["duplicate"] for part in parts] == [0, 1, 0]
+    assert stock.stats().refused == {
+        "duplicate": 1,
+        "not_open": 0,
+        "ended": 0,
+        "admission": 0,
+    }
+    later = open_sale("Later lamp", 2, opens=now + timedelta(hours=1))
+    assert later.stock.take(buyer="early").result is TakeResult.NOT_OPEN
+
+    html = admin_client.get(PANEL).content.decode()
+    rows = html.split('id="sale-rows">', 1)[1].split("</tbody>", 1)[0]
+    total = row_of(html, "Counted phone")
+    assert "already bought 1" in total and "sold out" not in total.split("refusals")[1]
+    lines = [r for r in rows.split("</tr>") if 'class="bucket"' in r]
+    assert len(lines) == 3
+    for index, line in enumerate(lines):
+        refused = line.split('class="refusals">', 1)[1].split("</td>", 1)[0]
+        want = "already bought 1" if index == 1 else '<span class="muted">none</span>'
+        assert refused == want
+        # its own takes/min (the mean since it opened: 1 unit in about 2 minutes)
+        rate = re.findall(r'<td class="numeric">([\d.]+)<br><span class="muted">since', line)
+        assert len(rate) == 1 and 0 < float(rate[0]) < 1
+        assert "<td>sold out</td>" in line  # its estimate: every bucket is sold out
+    assert "not open 1" in row_of(html, "Later lamp")
+    assert "sold out not counted" in html

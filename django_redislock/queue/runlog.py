@@ -91,25 +91,48 @@ def parse_entry(raw: Any) -> LoggedRun | None:
         return None
 
 
+def entry_json(id: str, attempt: int, seconds: float, function: str, worker: str) -> str:
+    """A success's entry (without its end time, which the script prefixes), as the runlog
+    fragment writes one: made here, in the worker, where it costs about 2 µs of a process
+    that scales out, instead of 5 µs of the server's one thread."""
+    return _encode(
+        {
+            "i": id,
+            "a": attempt,
+            "r": round(seconds * 1e6),
+            "w": worker,
+            "o": "succeeded",
+            "f": function[:200],
+        }
+    )
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def add_to_pipeline(batch: Batch, queue: Any, runs: list[Success]) -> None:
     """Add the call that records the successes ``runs`` (oldest first) to ``batch``.
 
-    Of more than :data:`KEEP` runs (a busy second) only the last :data:`KEEP` are sent,
-    and the older ones that end a task's history: the list would drop the others at once.
-
-    An ``EVALSHA`` like every call of the worker's outcome batch (sent with
-    ``resend="missing"``: after ``NOSCRIPT`` only the calls that did not run are sent
-    again, so no run is recorded twice; see ``docs/calls.md``).
+    Of more than :data:`KEEP` runs (a busy second) only the last :data:`KEEP` are entered
+    in the log (the list would drop the others at once); every run that ends a task's
+    history is sent for it. An ``EVALSHA`` like every call of the worker's outcome batch
+    (sent with ``resend="missing"``: after ``NOSCRIPT`` only the calls that did not run
+    are sent again, so no run is recorded twice; see ``docs/calls.md``).
     """
     if not runs:
         return
-    if len(runs) > KEEP:  # the list keeps KEEP: older ones matter only to a task's history
-        runs = [run for run in runs[:-KEEP] if run[4]] + runs[-KEEP:]
     sent = time.monotonic()
-    args: list[Any] = [worker_id()]
-    for id, attempt, seconds, function, recovered, ended in runs:
-        ago = max(0, round((sent - ended) * 1000))
-        args += [id, attempt, round(seconds * 1e6), function, int(recovered), ago]
+    worker = worker_id()
+    logged = runs[-KEEP:]
+    args: list[Any] = [worker, len(logged)]
+    for id, attempt, seconds, function, _, ended in logged:
+        args += [
+            max(0, round((sent - ended) * 1000)),
+            entry_json(id, attempt, seconds, function, worker),
+        ]
+    for id, attempt, seconds, function, recovered, _ in runs:
+        if recovered:
+            args += [id, attempt, round(seconds * 1e6), function]
     keys = [queue.history_key, queue.history_index_key, queue.runs_ok_key]
     batch.add("history_add", keys, args)
 

@@ -29,13 +29,20 @@ pytestmark = [
 
 LONG = "x" * 300  # one unbroken word
 
-#: For each ``td.numeric`` cell, the count of distinct line tops of its text (1: one line).
-LINES = """() => Array.from(document.querySelectorAll("td.numeric")).map((cell) => {
-  const range = document.createRange();
-  range.selectNodeContents(cell);
-  const tops = new Set(Array.from(range.getClientRects()).map((r) => Math.round(r.top)));
-  return [cell.textContent.trim(), tops.size];
-}).filter(([text]) => /\\d/.test(text))"""
+#: Each text with a digit inside a ``td.numeric`` cell (its number, a red count in its
+#: ``strong``), and the count of distinct line tops it is drawn on (1: one line).
+LINES = """() => Array.from(document.querySelectorAll("td.numeric")).flatMap((cell) => {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  const found = [];
+  for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+    if (!/\\d/.test(node.textContent)) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const tops = new Set(Array.from(range.getClientRects()).map((r) => Math.round(r.top)));
+    found.push([node.textContent.trim(), tops.size]);
+  }
+  return found;
+})"""
 
 
 def log_in(page: Any, live_server: Any, to: str) -> None:

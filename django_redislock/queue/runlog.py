@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone as dt_timezone
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..calls.batch import Batch
@@ -91,23 +92,18 @@ def parse_entry(raw: Any) -> LoggedRun | None:
         return None
 
 
-def entry_json(id: str, attempt: int, seconds: float, function: str, worker: str) -> str:
+def entry_json(id: str, attempt: int, micros: int, function_json: str, worker_json: str) -> str:
     """A success's entry (without its end time, which the script prefixes), as the runlog
-    fragment writes one: made here, in the worker, where it costs about 2 µs of a process
-    that scales out, instead of 5 µs of the server's one thread."""
-    return _encode(
-        {
-            "i": id,
-            "a": attempt,
-            "r": round(seconds * 1e6),
-            "w": worker,
-            "o": "succeeded",
-            "f": function[:200],
-        }
+    fragment writes one, with the function and worker already JSON strings: made here, in
+    the worker (a process that scales out), instead of by the server's one thread."""
+    return (
+        f'{{"i":{_quote(id)},"a":{attempt},"r":{micros},"w":{worker_json},'
+        f'"o":"succeeded","f":{function_json}}}'
     )
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: A str as a JSON string (the json module's C function: about 0.2 µs).
+_quote = encode_basestring
 
 
 def add_to_pipeline(batch: Batch, queue: Any, runs: list[Success]) -> None:
@@ -123,12 +119,18 @@ def add_to_pipeline(batch: Batch, queue: Any, runs: list[Success]) -> None:
         return
     sent = time.monotonic()
     worker = worker_id()
+    worker_json = _quote(worker)
+    names: dict[str, str] = {}  # a batch's runs name a few functions
     logged = runs[-KEEP:]
     args: list[Any] = [worker, len(logged)]
     for id, attempt, seconds, function, _, ended in logged:
+        name = names.get(function)
+        if name is None:
+            name = names[function] = _quote(function[:200])
+        ago = int((sent - ended) * 1000)
         args += [
-            max(0, round((sent - ended) * 1000)),
-            entry_json(id, attempt, seconds, function, worker),
+            ago if ago > 0 else 0,
+            entry_json(id, attempt, int(seconds * 1e6), name, worker_json),
         ]
     for id, attempt, seconds, function, recovered, _ in runs:
         if recovered:

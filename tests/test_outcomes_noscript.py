@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from django_redislock import task
 from django_redislock.calls.batch import Batch
 from django_redislock.calls.script import Script
 from django_redislock.exceptions import ConnectionFailed
-from django_redislock.queue import Queue, fnstats
+from django_redislock.queue import Queue, fnstats, runlog
 from django_redislock.queue import outcomes as outcomes_module
 from django_redislock.queue.fnstats import Tally, bin_of
 from django_redislock.queue.history import read as read_history
@@ -142,7 +143,8 @@ def test_a_batch_that_was_not_sent_keeps_its_counts(
     queue = backend.queue("outcomes-kept")
     worker = Worker([queue], burst=True)
     worker._counts[queue.name].update(succeeded=2)
-    worker._runs[queue.name].append(("a", 2, 0.5, "shop.tasks.a"))
+    run = ("a", 2, 0.5, "shop.tasks.a", True, time.monotonic())
+    worker._runs[queue.name].append(run)
     worker._fns[queue.name]["shop.tasks.a"] = Tally(runs=3, failed=1, bins={bin_of(0.5): 3})
 
     def unreachable(self: Any, positions: list[int]) -> list[Any]:
@@ -153,12 +155,15 @@ def test_a_batch_that_was_not_sent_keeps_its_counts(
         with pytest.raises(ConnectionFailed):
             worker._flush_counters(force=True)
     assert worker._counts[queue.name] == {"succeeded": 2}
-    assert worker._runs[queue.name] == [("a", 2, 0.5, "shop.tasks.a")]
+    assert worker._runs[queue.name] == [run]
     assert worker._fns[queue.name]["shop.tasks.a"].runs == 3
     worker._flush_counters(force=True)
     assert target.raw.hget(counters_key(queue), "succeeded") == b"2"
     assert [(r.attempt, r.outcome, r.function) for r in read_history(queue, "a")] == [
         (2, "succeeded", "shop.tasks.a")
+    ]
+    assert [(r.id, r.outcome, r.runtime) for r in runlog.read(queue).runs] == [
+        ("a", "succeeded", 0.5)
     ]
     (stats,) = fnstats.read(queue)
     assert (stats.name, stats.hour.runs, stats.hour.failed, stats.hour.timed) == (

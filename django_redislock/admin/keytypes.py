@@ -26,6 +26,8 @@ EXPECTED = {
     "rates": "hash",
     "history": "hash",
     "history-index": "zset",
+    "runs-ok": "list",
+    "runs-failed": "list",
     "counters": "hash",
 }
 

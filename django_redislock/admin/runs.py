@@ -1,22 +1,15 @@
-"""Recent runs of a queue: the tasks with the latest recorded runs, filtered and paged.
+"""Recent runs of a queue: every finished run, newest first, searched and paged.
 
-It reads what task history (:mod:`django_redislock.queue.history`) already keeps,
-with no write of its own: per queue, the last runs of the 1,000 tasks with the
-most recent ones (a hash and an index, a week's TTL). The retry script records
-every failed run, and the worker the success that ends a task that had failed,
-so this list is the queue's recent failures, retries, dead letters and
-recoveries; a task that succeeded at its first run has no history and is not
-listed (recording every success would cost every run a write).
-
-One read-only script returns each task's last run, its error cut to
-:data:`ERROR_CHARS` characters from its start (type and message first); the
-filters (exception type, worker, outcome, age) and the paging are applied here,
-to at most :data:`~django_redislock.queue.history.TASKS` rows.
+It reads the queue's run log (:mod:`django_redislock.queue.runlog`), which the
+worker and the scripts that end a run write with no round trip of their own:
+every success, failure and retry, dead letter, cancel and expiry, at most 1,000
+successes and 1,000 other ends per queue, kept a week. One read-only script walks
+both lists by end time, applies the filters (function, exception type, worker,
+outcome, time) and returns one page of :data:`RUNS_PAGE` runs, with the counts.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -25,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.http import urlencode
 
-from ..locking.pipeline import run_scripts
-from ..queue.history import TASKS, Run, parse
-from ..wire import to_text
+from ..queue import runlog
 from .common import REDIS_ERRORS, duration, parse_int, queue_key, read, render, require, url
 from .lookup import queue_exists, queue_of
 
@@ -36,51 +27,10 @@ if TYPE_CHECKING:
 
 #: Rows per page.
 RUNS_PAGE = 50
-#: Characters of each run's error the list shows (the task page shows the whole of it).
-ERROR_CHARS = 300
 #: Ages the list may be limited to (``?within=``), in minutes.
 WITHIN = {"15": 15, "60": 60, "1440": 1440}
 #: Outcomes a run may have (``?outcome=``).
-OUTCOMES = ("failed", "retried", "dead", "succeeded")
-
-
-@dataclass
-class RecentRun:
-    """A task and its last recorded run."""
-
-    id: str
-    run: Run
-    runs: int
-
-    @property
-    def error_type(self) -> str:
-        """The exception type of the run's error (its text up to the first colon), or ""."""
-        head = self.run.error.split("\n", 1)[0]
-        name, colon, _ = head.partition(":")
-        return name.strip() if colon and " " not in name.strip() else ""
-
-
-def read_recent(queue: Any, limit: int = TASKS) -> tuple[int, list[RecentRun]]:
-    """(server time µs, each task's last run, newest first): one read-only script."""
-    keys = [queue.history_key, queue.history_index_key]
-    (reply,) = run_scripts(queue.backend, [("history_recent", keys, [limit, ERROR_CHARS])])
-    if isinstance(reply, Exception):
-        raise reply
-    now, flat = int(reply[0]), reply[1:]
-    found = []
-    for i in range(0, len(flat) - 3, 4):
-        runs = parse(json.dumps([json.loads(to_text(flat[i + 3]) or "{}")]))
-        if runs:
-            found.append(RecentRun(to_text(flat[i]), runs[0], int(flat[i + 2])))
-    return now, found
-
-
-def type_matches(run: RecentRun, wanted: str) -> bool:
-    """``wanted`` is the run's exception type, qualified or not (``app.Boom`` matches ``Boom``)."""
-    have = run.error_type
-    if not have:
-        return False
-    return have == wanted or have.endswith("." + wanted) or wanted.endswith("." + have)
+OUTCOMES = ("succeeded", "failed", "retried", "dead", "cancelled", "expired")
 
 
 def parse_moment(text: str) -> datetime | None:
@@ -103,23 +53,17 @@ class RunFilter:
     since: str = ""
     until: str = ""
 
-    def keeps(self, row: RecentRun, now: datetime) -> bool:
-        if self.function and self.function.casefold() not in row.run.function.casefold():
-            return False
-        if self.error and not type_matches(row, self.error):
-            return False
-        since, until = parse_moment(self.since), parse_moment(self.until)
-        if since is not None and row.run.ended < since:
-            return False
-        if until is not None and row.run.ended >= until:
-            return False
-        if self.worker and self.worker.casefold() not in row.run.worker.casefold():
-            return False
-        if self.outcome and row.run.outcome != self.outcome:
-            return False
-        if self.within:
-            return (now - row.run.ended).total_seconds() <= WITHIN[self.within] * 60
-        return True
+    def search(self) -> runlog.Search:
+        """What the read script filters by."""
+        return runlog.Search(
+            function=self.function,
+            error_type=self.error,
+            worker=self.worker,
+            outcome=self.outcome,
+            since=parse_moment(self.since),
+            until=parse_moment(self.until),
+            within=WITHIN[self.within] * 60 if self.within else None,
+        )
 
     def query(self, **extra: str) -> str:
         fields = {**self.__dict__, **extra}
@@ -135,7 +79,7 @@ def runs_url(alias: str, name: str, **filters: str) -> str:
 def runs_page(
     model_admin: ModelAdmin[Any], request: HttpRequest, alias: str, name: str
 ) -> HttpResponse:
-    """The queue's tasks with recent recorded runs, newest first, 50 a page, with filters."""
+    """The queue's finished runs, newest first, 50 a page, with filters."""
     require(request)
     queue = queue_of(alias, name)
     moments = {
@@ -156,32 +100,34 @@ def runs_page(
     error, total, kept, pages = "", 0, 0, 1
     try:
 
-        def load() -> tuple[int, list[RecentRun], bool]:
-            now, found = read_recent(queue)
-            return now, found, bool(found) or queue_exists(queue)
+        def load(skip: int) -> tuple[runlog.Page, bool]:
+            page = runlog.read(queue, chosen.search(), skip, RUNS_PAGE)
+            return page, bool(page.kept) or queue_exists(queue)
 
-        now_us, found, exists = read(load, key=queue_key(queue.backend.alias))
+        page, exists = read(
+            lambda: load((number - 1) * RUNS_PAGE), key=queue_key(queue.backend.alias)
+        )
         if not exists:
             raise Http404(f"No queue “{queue.name}” on alias “{queue.backend.alias}”")
-        now = datetime.fromtimestamp(now_us / 1e6, dt_timezone.utc)
-        total = len(found)
-        picked = [row for row in found if chosen.keeps(row, now)]
-        kept = len(picked)
+        total, kept = page.kept, page.matched
         pages = max(1, -(-kept // RUNS_PAGE))
-        number = min(number, pages)
-        start = (number - 1) * RUNS_PAGE
-        for row in picked[start : start + RUNS_PAGE]:
+        if number > pages:  # a page past the end (the log moved on): the last one
+            number = pages
+            page, _ = read(
+                lambda: load((number - 1) * RUNS_PAGE), key=queue_key(queue.backend.alias)
+            )
+        for run in page.runs:
             rows.append(
                 {
-                    "row": row,
-                    "url": url("task", queue.backend.alias, queue.name, row.id),
-                    "ago": duration((now - row.run.ended).total_seconds()),
-                    "runtime": duration(row.run.runtime) if row.run.runtime is not None else "",
-                    "type_url": runs_url(alias, name, error=row.error_type)
-                    if row.error_type
+                    "row": run,
+                    "url": url("task", queue.backend.alias, queue.name, run.id),
+                    "ago": duration(max(0.0, (page.now - run.ended).total_seconds())),
+                    "runtime": duration(run.runtime) if run.runtime is not None else "",
+                    "type_url": runs_url(alias, name, error=run.error_type)
+                    if run.error_type
                     else "",
-                    "function_url": runs_url(alias, name, function=row.run.function)
-                    if row.run.function
+                    "function_url": runs_url(alias, name, function=run.function)
+                    if run.function
                     else "",
                 }
             )

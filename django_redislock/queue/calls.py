@@ -94,6 +94,9 @@ class QueueCalls:
         #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
         self.history_key = backend.key(f"q:{name}", "history")
         self.history_index_key = backend.key(f"q:{name}", "history-index")
+        #: the run log (:mod:`.runlog`): successes, and every other end of a run
+        self.runs_ok_key = backend.key(f"q:{name}", "runs-ok")
+        self.runs_failed_key = backend.key(f"q:{name}", "runs-failed")
         #: per task function counts and runtimes (:mod:`.fnstats`), written by the worker
         self.fnstats_key = backend.key(f"q:{name}", "fnstats")
         #: id -> enqueue time of the copy to cancel (see queue_cancel.lua): read by renewals
@@ -318,7 +321,7 @@ class QueueCalls:
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
         took = "" if runtime is None else micros(check_seconds(runtime, "runtime", allow_zero=True))
         args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
-        extra: tuple[str, ...] = (self.history_key, self.history_index_key)
+        extra: tuple[str, ...] = (self.history_key, self.history_index_key, self.runs_failed_key)
         if final:
             if final not in FINAL_OUTCOMES:
                 raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
@@ -380,7 +383,14 @@ class QueueCalls:
             raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
         tag = f"q:{self.name}"
         result, done = (self.backend.key(tag, part, check_id(id)) for part in ("result", "done"))
-        keys = (self.cancel_key, result, done, self.history_key, self.history_index_key)
+        keys = (
+            self.cancel_key,
+            result,
+            done,
+            self.history_key,
+            self.history_index_key,
+            self.runs_failed_key,
+        )
         args = [id, f"TaskCancelled: {reason}"[:4000], worker_id()]
         return Call("queue_cancel", args, lambda reply: CANCEL_RESULTS[int(reply)], keys)
 

@@ -12,8 +12,9 @@ Written by the retry script (``queue_retry.lua``, via the ``history`` fragment)
 in the same call that retries or dead-letters the task: no round trip of its
 own. The success of a task that had failed before (it carries a last error) is
 recorded by the worker in its outcome batch, once a second
-(:func:`add_to_pipeline`), so the history of a finished task ends with it
-(first successes are not recorded: they have no history to end). A lease that
+(:func:`.runlog.add_to_pipeline`, with every success for the queue's run log), so
+the history of a finished task ends with it (first successes are not recorded
+here: they have no history to end; the run log has them). A lease that
 expired (its worker died) is not a run here: the attempt numbers show the gap,
 and the task's last error says so.
 History is not deleted with the task (the ack, remove and purge scripts are
@@ -33,8 +34,6 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from functools import cache
 from typing import Any
-
-from ..calls.batch import Batch
 
 #: Runs kept per task, tasks kept per queue (as in ``fragments/history.lua``).
 RUNS = 10
@@ -125,22 +124,6 @@ def parse(raw: Any) -> list[Run]:
         except (KeyError, ValueError, TypeError, AttributeError, OverflowError, OSError):
             continue
     return runs
-
-
-def add_to_pipeline(batch: Batch, queue: Any, runs: list[tuple[str, int, float, str]]) -> None:
-    """Add the call that records ``runs`` (id, attempt, seconds, function) as succeeded.
-
-    An ``EVALSHA`` like every script call: the worker sends its outcome batch with
-    ``resend="missing"``, so after ``NOSCRIPT`` only the calls that did not run are
-    sent again and no run is recorded twice (see ``docs/calls.md``).
-    """
-    if not runs:
-        return
-    args: list[Any] = [worker_id()]
-    for id, attempt, seconds, function in runs:
-        args += [id, attempt, round(seconds * 1e6), function]
-    keys = [queue.history_key, queue.history_index_key]
-    batch.add("history_add", keys, args)
 
 
 def read(queue: Any, id: str) -> list[Run]:

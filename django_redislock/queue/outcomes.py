@@ -11,7 +11,7 @@ A failed run is one ``retry`` round trip (backoff, or the dead-letter set after
 its attempts); a successful one costs nothing here: its ack waits for the next
 claim (or :data:`ACK_INTERVAL`). The acks and counters are sent from here too:
 :meth:`Outcomes._flush_acks` and :meth:`Outcomes._flush_counters` (the counters,
-rate buckets and history endings of a second in one
+rate buckets, per-function tallies and successes of a second in one
 :class:`~django_redislock.calls.batch.Batch`, every script call an ``EVALSHA``).
 """
 
@@ -31,12 +31,13 @@ from ..exceptions import Retry, TaskExpired
 from ..validation import MAX_COUNT
 from .fnstats import Tally
 from .fnstats import add_to_pipeline as add_functions
-from .history import add_to_pipeline as add_runs
 from .payloads import Runnable, task_path
 from .queue import Queue
 from .rates import add_to_pipeline, type_name
 from .records import Task
 from .results import ResultStatus, store_failure
+from .runlog import Success
+from .runlog import add_to_pipeline as add_runs
 from .stats import counters_key
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class Outcomes:
     _acks: dict[str, list[Task]]
     _counts: dict[str, Counter[str]]
     _types: dict[str, Counter[str]]
-    _runs: dict[str, list[tuple[str, int, float, str]]]
+    _runs: dict[str, list[Success]]
     _fns: dict[str, dict[str, Tally]]
     _lock: threading.RLock
     _last_ack: float
@@ -122,16 +123,18 @@ class Outcomes:
     def _succeeded(self, queue: Queue, task: Task, result: Any, runtime: float) -> None:
         """Queue the ack for the next claim, count it, and send ``task_succeeded``.
 
-        A task that failed before ends its history (:mod:`.history`) with this run, sent
-        with the counters.
+        The run is entered in the queue's run log (:mod:`.runlog`), and a task that failed
+        before ends its history (:mod:`.history`) with it, sent with the counters.
         """
+        ended = time.monotonic()
         with self._lock:
             self._acks[queue.name].append(task)
             self.summary.succeeded += 1
             self._counts[queue.name]["succeeded"] += 1
-            self._tally(queue, task, runtime, False)
-            if task.last_error:
-                self._runs[queue.name].append((task.id, task.attempts, runtime, task_path(task)))
+            name = self._tally(queue, task, runtime, False)
+            self._runs[queue.name].append(
+                (task.id, task.attempts, runtime, name, bool(task.last_error), ended)
+            )
         if logger.isEnabledFor(logging.INFO):  # spares the task path lookup on the hot path
             logger.info(
                 "task %s (%s) of %r succeeded in %.3fs",
@@ -142,8 +145,9 @@ class Outcomes:
             )
         signals.task_succeeded.send(sender=Queue, queue=queue, task=task, result=result)
 
-    def _tally(self, queue: Queue, task: Task, runtime: float | None, failed: bool) -> None:
-        """Count a run of the task's function (:mod:`.fnstats`); under the lock.
+    def _tally(self, queue: Queue, task: Task, runtime: float | None, failed: bool) -> str:
+        """Count a run of the task's function (:mod:`.fnstats`) and return its name; under
+        the lock.
 
         On every run's path: the decoded ``@task`` envelope's name is read directly (about
         0.1 µs), :func:`~.payloads.task_path` only for another payload.
@@ -157,6 +161,7 @@ class Outcomes:
         if tally is None:
             tally = tallies[name] = Tally()
         tally.add(runtime, failed)
+        return name
 
     def _retry_args(
         self, queue: Queue, task: Task, fn: Runnable, exc: BaseException, runtime: float
@@ -309,7 +314,9 @@ class Outcomes:
 
     def _flush_counters(self, force: bool = False) -> None:
         """Add this worker's outcome counts to each queue's counters hash, its rate buckets
-        (:mod:`.rates`) and the runs that end a task's history, in one batch.
+        (:mod:`.rates`), its per-function tallies (:mod:`.fnstats`) and its successful runs
+        to the run log (:mod:`.runlog`; the task history too for those that end a run of
+        failures), in one batch.
 
         One pipeline (per master on a Cluster), sent with ``resend="missing"``: after
         ``NOSCRIPT`` only the script calls that did not run are sent again, so no count

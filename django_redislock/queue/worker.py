@@ -64,6 +64,7 @@ from .outcomes import ACK_INTERVAL, COUNTER_INTERVAL, Summary
 from .pools import POOLS, check_pool, claim_lease, default_concurrency
 from .queue import Queue
 from .records import Call, Claim, Task
+from .runlog import Success
 from .runs import EXIT_HUNG
 from .stats import counters_key
 from .stops import OUTAGES, ForcedStop, Interrupted, WorkerGaveUp
@@ -147,7 +148,8 @@ class Worker(IdleWait):
         self._counts: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
         #: failures by exception type and the runs that end a task's history (see .outcomes)
         self._types: dict[str, Counter[str]] = {q.name: Counter() for q in queues}
-        self._runs: dict[str, list[tuple[str, int, float, str]]] = {q.name: [] for q in queues}
+        #: successful runs for the run log (see .runlog)
+        self._runs: dict[str, list[Success]] = {q.name: [] for q in queues}
         #: runs per task function (see .fnstats)
         self._fns: dict[str, dict[str, Tally]] = {q.name: {} for q in queues}
         self._last_counted = time.monotonic()

@@ -10,12 +10,14 @@
 --          request sent here first drops up to PRUNE requests of tasks that are neither in
 --          flight nor pending (a retried or recovered task keeps its request for its next run)
 -- KEYS[13] the task's result hash, KEYS[14] its done list (see result_store.lua)
--- KEYS[15], KEYS[16] the queue's history hash and index (see the history fragment)
+-- KEYS[15], KEYS[16] the queue's history hash and index (see the history fragment), KEYS[17] its
+--          run log of ends other than success (see the runlog fragment)
 -- ARGV[1] id, ARGV[2] the reason (recorded as its error), ARGV[3] who asked ("host:pid")
 -- returns 1 removed (it was ready or delayed), 2 asked (it is in flight: its worker stops it at
 --         its next lease renewal), 0 nothing to cancel (finished, dead-lettered or unknown)
 -- include: priority
 -- include: history
+-- include: runlog
 local PRUNE = 20
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
@@ -42,6 +44,8 @@ redis.call('HDEL', KEYS[11], id)
 redis.call('HDEL', KEYS[12], id)
 prio_forget({id})
 history_add(KEYS[15], KEYS[16], id, attempts + 1, now, '', ARGV[3], 'cancelled', ARGV[2])
+runlog_push(KEYS[17], {runlog_entry(id, attempts + 1, math.floor(now / 1000), '', ARGV[3],
+  'cancelled', ARGV[2], nil)})
 -- a stored result (a READY record) ends as CANCELLED, and its waiters wake
 if redis.call('HEXISTS', KEYS[13], 'gen') == 1 then
   redis.call('HSET', KEYS[13], 'status', 'CANCELLED', 'value', '', 'error', ARGV[2])

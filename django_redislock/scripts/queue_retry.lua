@@ -14,9 +14,11 @@
 -- ARGV[8] (optional) a final outcome instead of a failure: "cancelled" or "expired" dead-letters
 -- the task whatever its attempts and is the outcome its history shows ("" for none)
 -- ARGV[9] (optional) the task function its payload names, for its history
--- KEYS[14] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
+-- KEYS[14] (optional, with KEYS[12]) the queue's run log of ends other than success: the run is
+-- added to it (see the runlog fragment)
+-- KEYS[15] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
 -- task's request, if any, is dropped (its run ended)
--- KEYS[15], KEYS[16] (optional, with KEYS[14]) the task is a workflow member: its workflow
+-- KEYS[16], KEYS[17] (optional, with KEYS[15]) the task is a workflow member: its workflow
 -- hash and the queue's workflow dependency hash; ARGV[10] the workflow id, ARGV[11] its time
 -- to live (ms), ARGV[12] the member's role, ARGV[13] its index: a dead-lettered member ends
 -- its workflow's step as failed (see the workflow fragment), in this call
@@ -25,6 +27,7 @@
 -- include: workflow
 -- include: priority
 -- include: history
+-- include: runlog
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local id = ARGV[1]
@@ -37,16 +40,20 @@ if not started(v) then attempts = redis.call('HINCRBY', KEYS[5], id, 1) end
 redis.call('HSET', KEYS[6], id, ARGV[4])
 local final = ARGV[8] or ''
 local dead = final ~= '' or attempts >= tonumber(ARGV[5])
-if #KEYS >= 14 and final ~= '' then redis.call('HDEL', KEYS[14], id) end
+if #KEYS >= 15 and final ~= '' then redis.call('HDEL', KEYS[15], id) end
 if #KEYS >= 13 then
   local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
   history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
     ARGV[4], ARGV[9])
+  if #KEYS >= 14 then
+    runlog_push(KEYS[14], {runlog_entry(id, attempts, math.floor(now / 1000), ARGV[7] or '',
+      ARGV[6] or '', outcome, ARGV[4], ARGV[9])})
+  end
 end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)
-  if #KEYS >= 16 then
-    wf_end(KEYS[15], KEYS[16], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
+  if #KEYS >= 17 then
+    wf_end(KEYS[16], KEYS[17], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
   end
   return 2
 end

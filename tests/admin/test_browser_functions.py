@@ -67,8 +67,14 @@ def test_functions_week_and_runs_in_a_browser(
         week.screenshot(path=str(shots / "queue-week.png"))
         functions.get_by_role("link", name="shop.tasks.pay").click()
         expect(page.locator("#run-function")).to_have_value("shop.tasks.pay")
-        expect(page.locator("#run-rows th.name")).to_have_count(12)  # 3 failed orders a round
+        # every run of the function: 30 a round, 3 of them declined
+        expect(page.locator("#run-rows")).to_contain_text("120 of 200 runs match")
+        expect(page.locator("#run-rows th.name")).to_have_count(50)
         page.screenshot(path=str(shots / "runs-function.png"), full_page=True)
+        page.select_option("#run-outcome", "dead")
+        page.click("#run-filter input[type=submit]")
+        expect(page.locator("#run-rows th.name")).to_have_count(12)
+        expect(page.locator("#run-rows")).to_contain_text("CardDeclined")
         browser.close()
     for name in ("queue-functions", "queue-week", "runs-function"):
         assert (shots / f"{name}.png").stat().st_size > 5_000

@@ -103,4 +103,5 @@ def test_the_worker_records_the_function_of_a_recovery(
         ("succeeded", "shop.tasks.flaky"),
     ]
     html = admin_client.get(RUNS, {"function": "shop.tasks.flaky"}).content.decode()
-    assert ids_in(html) == ["f1"]
+    assert ids_in(html) == ["f1", "f1"]  # each run is a row: the success, then the retry
+    assert html.index("<td>succeeded</td>") < html.index("<td>retried</td>")

@@ -250,3 +250,35 @@ def test_a_sharded_sale_shows_each_buckets_rate_refusals_and_estimate(
         assert "<td>sold out</td>" in line  # its estimate: every bucket is sold out
     assert "not open 1" in row_of(html, "Later lamp")
     assert "sold out not counted" in html
+
+
+CALLED_IN: list[int] = []
+
+
+def thread_noting_stocks() -> Any:
+    """The shop's stocks callable, noting the thread it runs in (its query uses that
+    thread's database connection)."""
+    import threading
+
+    from shop.panel import live_stocks
+
+    CALLED_IN.append(threading.get_ident())
+    return live_stocks()
+
+
+def test_the_stocks_callable_runs_in_the_requests_thread(
+    shop_on: RedisTarget, admin_client: Client
+) -> None:
+    """Issue 28: the panel ran the project's stocks callable (a database query) in its
+    Redis deadline thread, opening a database connection outside the request on every
+    poll; it runs in the request's thread, and only the Redis reads have the deadline."""
+    import threading
+
+    open_sale("Lamp", 5)
+    CALLED_IN.clear()
+    with override_settings(
+        REDISLOCK_ADMIN_STOCKS="tests.admin.test_sales_panel.thread_noting_stocks"
+    ):
+        for query in ({}, {"live": "1"}):
+            assert admin_client.get(PANEL, query).status_code == 200
+    assert [threading.get_ident()] * 2 == CALLED_IN

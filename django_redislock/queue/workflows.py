@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..calls.script import script
 from ..exceptions import TaskFailed
 from ..wire import to_text
-from .records import Call, Task
+from .records import Call, Task, decode_payload
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -133,6 +133,47 @@ def retry_extras(queue: Queue, task: Task) -> tuple[tuple[str, ...], list[Any]] 
         return None
     keys = workflow_keys(queue, mark["id"])
     return keys, [mark["id"], mark["ttl"], mark.get("role", LAST), int(mark.get("i", 0))]
+
+
+def removal_extras(queue: Queue, seen: Task | None) -> tuple[tuple[str, ...], list[Any]]:
+    """The keys and ARGV a removal script (``queue_cancel``, ``queue_remove``) adds for the
+    copy of a task the caller read (``seen``, None when there was none).
+
+    A queued member removed must end its step in the same script (else its workflow stays
+    RUNNING until its hash expires), and only its payload says which workflow it belongs
+    to: the caller reads it first, and the script removes nothing when the queued copy is
+    no longer the one read (its enqueue time changed: reply -1, read again).
+    """
+    version = "-" if seen is None or seen.enqueued_at is None else str(seen.enqueued_at)
+    mark = None if seen is None else mark_of(seen)
+    if mark is None:
+        return (), [version]
+    member = [mark["id"], mark["ttl"], mark.get("role", LAST), int(mark.get("i", 0))]
+    return workflow_keys(queue, mark["id"]), [version, *member]
+
+
+def packed_members(queue: Queue, ids: list[str]) -> tuple[list[str], dict[str, str]]:
+    """For ``admin_task_action.lua``'s delete: the workflow keys to append to the queue's
+    eleven, and the packed field of each of ``ids`` that is a workflow member (one
+    ``HMGET`` of their payloads; an undecodable one is no member)."""
+    with queue.backend.errors():
+        raws = queue.backend.client.hmget(queue.script_keys[3], ids) if ids else []
+    keys: list[str] = []
+    pairs: dict[str, int] = {}
+    packed: dict[str, str] = {}
+    for id, raw in zip(ids, raws, strict=True):
+        if raw is None:
+            continue
+        payload = decode_payload(raw, queue.serializer.loads, id)
+        mark = payload.get(MARK) if isinstance(payload, dict) else None
+        if not (isinstance(mark, dict) and isinstance(mark.get("id"), str)):
+            continue
+        if mark["id"] not in pairs:
+            keys += workflow_keys(queue, mark["id"])
+            pairs[mark["id"]] = len(pairs) + 1
+        fields = (pairs[mark["id"]], mark["id"], mark["ttl"], mark.get("role", LAST))
+        packed[id] = " ".join(str(f) for f in (*fields, int(mark.get("i", 0))))
+    return keys, packed
 
 
 def chord_inputs(queue: Queue, workflow_id: str, count: int) -> list[Any]:

@@ -1,0 +1,100 @@
+"""A workflow member removed while it waited in the queue ends its step at once, in the
+script that removes it (single server and cluster): cancel, remove, the admin's delete."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.test import override_settings
+
+from django_redislock import chain, chord, queues
+from django_redislock.admin import data
+from django_redislock.exceptions import TaskFailed
+
+from . import workflow_tasks as wt
+from .conftest import RedisTarget
+from .test_workflows import drain, runs_of, wf
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(params=["single", "cluster"])
+def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
+    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
+    params = target.params()
+    options = {**params.get("OPTIONS", {}), "RETRY_BACKOFF": 0.01, "RETRY_BACKOFF_MAX": 0.01}
+    params = {**params, "KEY_PREFIX": "test", "OPTIONS": options}
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        queues["default"].queue("wf").purge()
+        queues["default"].client.delete(wt.RUNS_KEY)  # type: ignore[attr-defined]
+        yield target
+
+
+def test_a_cancelled_queued_chain_step_fails_the_chain_at_once(real: RedisTarget) -> None:
+    handle = chain(wt.add.s(1, 2), wt.double.s(), wt.add.s(10)).delay()
+    [first] = handle.task_ids
+    assert wf().cancel(first, "not wanted") == "removed"
+    info = handle.info()
+    assert (info["state"], info["failed_id"]) == ("FAILED", first)
+    assert "not wanted" in info["error"]
+    assert wf().cancel(first) == "finished"  # a resend changes nothing
+    drain()
+    assert wt.runs() == []  # the later steps were never queued
+    with pytest.raises(TaskFailed) as failed:
+        handle.result(1)
+    assert failed.value.task_id == first
+
+
+def test_a_removed_chord_member_fails_the_chord_without_its_callback(real: RedisTarget) -> None:
+    handle = chord([wt.square.s(i) for i in range(3)], wt.collect.s("gone")).delay()
+    assert wf().remove(handle.task_ids[1]) is True
+    assert handle.state == "FAILED"
+    assert handle.failed_id == handle.task_ids[1]
+    drain()
+    assert runs_of("collect:") == []
+    assert len(runs_of("square:")) == 2
+
+
+def test_a_cancelled_member_of_an_allow_failure_chord_is_passed_as_failed(
+    real: RedisTarget,
+) -> None:
+    handle = chord(
+        [wt.square.s(i) for i in range(3)], wt.collect.s("allow"), allow_failure=True
+    ).delay()
+    assert wf().cancel(handle.task_ids[0], "skip it") == "removed"
+    assert handle.state == "RUNNING"  # counted: the other two members still run
+    drain()
+    assert runs_of("collect:") == ["collect:allow:['TaskFailed', 1, 4]"]
+    assert handle.result(10) == 5
+
+
+def test_a_cancelled_dependency_cancels_its_dependents_at_once(real: RedisTarget) -> None:
+    dep = wt.note.s("dep").delay()
+    child = wt.note.s("child").delay(depends_on=[dep])
+    assert wf().cancel(dep.task_ids[0]) == "removed"
+    assert dep.state == "FAILED"
+    assert child.state == "CANCELLED"
+    assert dep in child.error
+    drain()
+    assert wt.runs() == []
+
+
+def test_the_admins_delete_of_a_queued_member_ends_its_workflow(real: RedisTarget) -> None:
+    handle = chain(wt.add.s(1, 2), wt.double.s()).delay()
+    [first] = handle.task_ids
+    task = wf().get(first)
+    assert task is not None
+    assert data.act(wf(), "delete", [(first, 1, task.score)]) == [data.DONE]
+    assert (handle.state, handle.failed_id) == ("FAILED", first)
+    assert "deleted" in handle.error
+    drain()
+    assert wt.runs() == []
+
+
+def test_removing_a_plain_task_changes_no_workflow(real: RedisTarget) -> None:
+    """The path stays as it was for a task outside any workflow."""
+    sent = wt.note.delay("plain")
+    assert wf().cancel(sent) == "removed"
+    assert wf().cancel(sent) == "finished"
+    assert wf().stats()["ready"] == 0

@@ -109,8 +109,8 @@ def test_chord_callback_runs_once_with_two_workers_finishing_members_together(
     assert sorted(runs) == sorted(f"k{n}" for n in range(CHORDS))  # every callback ran
     twice = {tag: pids for tag, pids in runs.items() if len(pids) > 1}
     assert len(twice) <= 1, twice  # only the killed worker's task in flight ran again
-    for pids in twice.values():
-        assert len(pids) == 2 and pids[0] == killed and pids[1] != killed
+    for ran in twice.values():
+        assert len(ran) == 2 and ran[0] == killed and ran[1] != killed
     pids = Counter(r.split(":")[2] for r in wt.runs() if r.startswith("square:"))
     assert sum(pids.values()) >= CHORDS * MEMBERS  # a member killed mid-run ran again
     assert len(pids) >= 2  # two workers ran members at a time: their ends raced

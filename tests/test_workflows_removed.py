@@ -98,3 +98,28 @@ def test_removing_a_plain_task_changes_no_workflow(real: RedisTarget) -> None:
     assert wf().cancel(sent) == "removed"
     assert wf().cancel(sent) == "finished"
     assert wf().stats()["ready"] == 0
+
+
+def test_a_pickled_member_is_read_without_loading_any_class(real: RedisTarget) -> None:
+    """On a pickle queue the member's workflow is read by an unpickler that refuses every
+    global (the admin's web process never loads a pickle): plain arguments are read and the
+    chain fails at once; a member whose arguments need a class is left as it was (its
+    workflow waits), and no class of it was loaded."""
+    import datetime
+
+    from django_redislock.queue.workflows import stored_mark
+
+    params = {**real.params(), "KEY_PREFIX": "test"}
+    params["OPTIONS"] = {**params["OPTIONS"], "SERIALIZER": "pickle"}
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        handle = chain(wt.add.s(1, 2), wt.double.s()).delay()
+        [first] = handle.task_ids
+        assert wf().cancel(first) == "removed"
+        assert (handle.state, handle.failed_id) == ("FAILED", first)
+        dated = chain(wt.note.s(datetime.date(2026, 11, 29)), wt.double.s()).delay()
+        task = wf().get(dated.task_ids[0])
+        assert task is not None
+        assert stored_mark(wf(), task.raw_payload, task.id) is None  # needs datetime.date
+        assert wf().cancel(dated.task_ids[0]) == "removed"
+        assert dated.state == "RUNNING"  # the documented limit: its workflow was not read
+        wf().purge()

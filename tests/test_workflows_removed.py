@@ -3,6 +3,7 @@ script that removes it (single server and cluster): cancel, remove, the admin's 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -123,3 +124,18 @@ def test_a_pickled_member_is_read_without_loading_any_class(real: RedisTarget) -
         assert wf().cancel(dated.task_ids[0]) == "removed"
         assert dated.state == "RUNNING"  # the documented limit: its workflow was not read
         wf().purge()
+
+
+def test_a_copy_replaced_since_it_was_read_is_not_removed(real: RedisTarget) -> None:
+    """The cancel script removes only the copy the caller read (its enqueue time): a copy
+    sent again since (``replace=True``) is left queued, and ``cancel`` reads it again."""
+    handle = chain(wt.add.s(1, 2), wt.double.s()).delay()
+    [first] = handle.task_ids
+    seen = wf().get(first)
+    assert seen is not None
+    time.sleep(0.01)
+    wf().enqueue(first, seen.payload, replace=True)  # a new copy, a new enqueue time
+    assert wf()._run(wf()._cancel_call(first, "stale", seen)) == "changed"
+    assert wf().get(first) is not None and handle.state == "RUNNING"
+    assert wf().cancel(first) == "removed"  # read again: the new copy, its workflow ended
+    assert handle.state == "FAILED"

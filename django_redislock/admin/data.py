@@ -13,7 +13,8 @@ held locks, so nothing here loads all ids or uses ``KEYS``/``SCAN``:
 
 Payloads are never deserialized here: the admin shows the stored text (JSON by
 default), so a pickled payload written by someone else can't run code in the
-web process.
+web process (a deleted task's workflow entry is read by
+:func:`~django_redislock.queue.workflows.stored_mark`, which loads no class).
 """
 
 from __future__ import annotations

@@ -81,3 +81,10 @@ def die_once(x: int, tag: str) -> int:
 def note(tag: str) -> str:
     record(f"note:{tag}")
     return tag
+
+
+@task(queue="wf")
+def gather(results: list[Any], tag: str) -> int:
+    """A chord callback that records the worker process it ran in (``gather:<tag>:<pid>``)."""
+    record(f"gather:{tag}:{os.getpid()}")
+    return sum(r for r in results if isinstance(r, int))

@@ -13,7 +13,8 @@ held locks, so nothing here loads all ids or uses ``KEYS``/``SCAN``:
 
 Payloads are never deserialized here: the admin shows the stored text (JSON by
 default), so a pickled payload written by someone else can't run code in the
-web process.
+web process (a deleted task's workflow entry is read by
+:func:`~django_redislock.queue.workflows.stored_mark`, which loads no class).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..queue import fnstats
 from ..queue.flow import parse_flow
 from ..queue.rates import LongTrend, long_call, parse_long
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
+from ..queue.workflows import packed_members
 from ..wire import to_text
 from .common import parse_int
 from .history import history_call, parse_history
@@ -396,9 +398,14 @@ def act(
     if action == "cancel":
         return cancel(queue, [id for id, _where, _score in seen], reason)
     args: list[Any] = [action]
+    keys: list[str] = list(queue.script_keys)
+    packed: dict[str, str] = {}
+    if action == "delete":  # a pending workflow member's step ends in the same script
+        found, packed = packed_members(queue, [id for id, where, _ in seen if where == 1])
+        keys += found
     for id, where, score in seen:
-        args += [id, where, score]
-    (reply,) = _results(queue.backend, [("admin_task_action", queue.script_keys, args)])
+        args += [id, where, score, packed.get(id, "")]
+    (reply,) = _results(queue.backend, [("admin_task_action", keys, args)])
     return [int(code) for code in reply]
 
 

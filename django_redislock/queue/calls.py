@@ -377,26 +377,6 @@ class QueueCalls:
             raise InvalidArgument(f"score must be a number, got {type(score).__name__}")
         return Call("queue_dequeue", [check_id(id), int(score)], bool)
 
-    def _cancel_call(self, id: str, reason: str) -> Call[str]:
-        """Remove ``id`` if it is queued, else ask its worker to stop it; see :meth:`cancel`."""
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
-        tag = f"q:{self.name}"
-        result, done = (self.backend.key(tag, part, check_id(id)) for part in ("result", "done"))
-        keys = (
-            self.cancel_key,
-            result,
-            done,
-            self.history_key,
-            self.history_index_key,
-            self.runs_failed_key,
-        )
-        args = [id, f"TaskCancelled: {reason}"[:4000], worker_id()]
-        return Call("queue_cancel", args, lambda reply: CANCEL_RESULTS[int(reply)], keys)
-
-    def _remove_call(self, id: str) -> Call[bool]:
-        return Call("queue_remove", [check_id(id)], bool)
-
     def _get_call(self, id: str) -> Call[Task | None]:
         def parse(reply: list[Any]) -> Task | None:
             if not reply:

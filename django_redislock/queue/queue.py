@@ -38,9 +38,10 @@ from .calls import QueueCalls
 from .flow import FlowMixin
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .records import READY, Claim, Entry, Task, micros
+from .removal import RemovalMixin
 
 
-class Queue(QueueCalls, FlowMixin):
+class Queue(QueueCalls, FlowMixin, RemovalMixin):
     """One named queue; build it with ``queues["default"].queue("orders")``."""
 
     def __repr__(self) -> str:
@@ -319,33 +320,6 @@ class Queue(QueueCalls, FlowMixin):
     ) -> list[Task]:
         """The asyncio twin of :meth:`tasks`."""
         return await self._arun(self._list_call(state, count, after))
-
-    def cancel(self, id: str, reason: str = "cancelled") -> str:
-        """Cancel the task ``id``: ``"removed"``, ``"requested"`` or ``"finished"``.
-
-        A ready or delayed task is removed at once (``"removed"``; its history shows
-        ``cancelled`` and a stored result becomes ``CANCELLED``). A task in flight is
-        asked to stop (``"requested"``): the request is kept in Redis and the worker
-        running it reads it with its next lease renewal (within a third of its lease),
-        stops the run (docs/workers.md, "Cancelling a running task") and dead-letters
-        it as cancelled; a worker that is briefly offline reads it when it is back, and
-        a run whose worker died is cancelled by the worker that runs it next.
-        ``"finished"``: nothing to cancel (it finished, was dead-lettered, or is unknown);
-        nothing changed.
-        """
-        return self._run(self._cancel_call(id, reason))
-
-    async def cancel_async(self, id: str, reason: str = "cancelled") -> str:
-        """The asyncio twin of :meth:`cancel`."""
-        return await self._arun(self._cancel_call(id, reason))
-
-    def remove(self, id: str) -> bool:
-        """Delete a task in any state; True if it existed."""
-        return self._run(self._remove_call(id))
-
-    async def remove_async(self, id: str) -> bool:
-        """The asyncio twin of :meth:`remove`."""
-        return await self._arun(self._remove_call(id))
 
     def requeue_dead(self, ids: Iterable[str] | None = None, limit: int = 1000) -> int:
         """Move dead tasks (``ids``, or the ``limit`` oldest) back to ready with fresh attempts."""

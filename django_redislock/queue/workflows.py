@@ -21,13 +21,15 @@ the retry script that buries it ends its step as failed in the same call
 
 from __future__ import annotations
 
+import io
 import logging
+import pickle
 from typing import TYPE_CHECKING, Any
 
 from ..calls.script import script
 from ..exceptions import TaskFailed
 from ..wire import to_text
-from .records import Call, Task
+from .records import Call, Task, decode_payload
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -133,6 +135,75 @@ def retry_extras(queue: Queue, task: Task) -> tuple[tuple[str, ...], list[Any]] 
         return None
     keys = workflow_keys(queue, mark["id"])
     return keys, [mark["id"], mark["ttl"], mark.get("role", LAST), int(mark.get("i", 0))]
+
+
+def removal_extras(queue: Queue, seen: Task | None) -> tuple[tuple[str, ...], list[Any]]:
+    """The keys and ARGV a removal script (``queue_cancel``, ``queue_remove``) adds for the
+    copy of a task the caller read (``seen``, None when there was none).
+
+    A queued member removed must end its step in the same script (else its workflow stays
+    RUNNING until its hash expires), and only its payload says which workflow it belongs
+    to: the caller reads it first, and the script removes nothing when the queued copy is
+    no longer the one read (its enqueue time changed: reply -1, read again).
+    """
+    version = "-" if seen is None or seen.enqueued_at is None else str(seen.enqueued_at)
+    mark = None if seen is None else stored_mark(queue, seen.raw_payload, seen.id)
+    if mark is None:
+        return (), [version]
+    member = [mark["id"], mark["ttl"], mark.get("role", LAST), int(mark.get("i", 0))]
+    return workflow_keys(queue, mark["id"]), [version, *member]
+
+
+class _NoGlobals(pickle.Unpickler):
+    """An unpickler that refuses every class and function: it cannot run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name}: not loaded here")
+
+
+def stored_mark(queue: Queue, raw: Any, id: str) -> dict[str, Any] | None:
+    """The workflow entry of a stored payload, read without running code, or None.
+
+    The removal paths run in the admin's web process too, which never deserializes a
+    pickle (see ``admin/rows.py``): a pickled payload is read by an unpickler that refuses
+    every global, so one whose arguments need a class (a ``datetime``, a model) is read as
+    no member and its removal ends nothing in its workflow. JSON is decoded as the queue
+    does.
+    """
+    if raw is None:
+        return None
+    if queue.backend.options["SERIALIZER"] == "pickle":
+        try:
+            payload = _NoGlobals(io.BytesIO(bytes(raw))).load()
+        except Exception:
+            return None
+    else:
+        payload = decode_payload(raw, queue.serializer.loads, id)
+    found = payload.get(MARK) if isinstance(payload, dict) else None
+    if isinstance(found, dict) and isinstance(found.get("id"), str):
+        return found
+    return None
+
+
+def packed_members(queue: Queue, ids: list[str]) -> tuple[list[str], dict[str, str]]:
+    """For ``admin_task_action.lua``'s delete: the workflow keys to append to the queue's
+    eleven, and the packed field of each of ``ids`` that is a workflow member (one
+    ``HMGET`` of their payloads, read by :func:`stored_mark`)."""
+    with queue.backend.errors():
+        raws = queue.backend.client.hmget(queue.script_keys[3], ids) if ids else []
+    keys: list[str] = []
+    pairs: dict[str, int] = {}
+    packed: dict[str, str] = {}
+    for id, raw in zip(ids, raws, strict=True):
+        mark = stored_mark(queue, raw, id)
+        if mark is None:
+            continue
+        if mark["id"] not in pairs:
+            keys += workflow_keys(queue, mark["id"])
+            pairs[mark["id"]] = len(pairs) + 1
+        fields = (pairs[mark["id"]], mark["id"], mark["ttl"], mark.get("role", LAST))
+        packed[id] = " ".join(str(f) for f in (*fields, int(mark.get("i", 0))))
+    return keys, packed
 
 
 def chord_inputs(queue: Queue, workflow_id: str, count: int) -> list[Any]:

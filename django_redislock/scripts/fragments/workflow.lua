@@ -96,3 +96,13 @@ local function wf_end(W, D, ttl, id, role, i, ok, data, err, next_id, next_paylo
   end
   return 1
 end
+-- wf_removed(W, D, id, ttl, role, i, task, err): the queued task `task` was removed
+-- (cancelled, deleted) and its payload named it member i (role) of workflow id: when W
+-- records it as that member (m:<i>, or cb: a chord's callback), its step ends as failed
+-- with err (wf_end), as a dead-lettered member's would. Returns 1 counted, 0 not.
+local function wf_removed(W, D, id, ttl, role, i, task, err)
+  if redis.call('HGET', W, 'm:' .. i) ~= task and redis.call('HGET', W, 'cb') ~= task then
+    return 0
+  end
+  return wf_end(W, D, ttl, id, role, i, false, '', err, task, '')
+end

@@ -67,8 +67,23 @@ class FairLock(BaseLock):
         self._queue_key = f"{base}:fq:{self.name}"
         self._lease_key = f"{base}:fw:{self.name}"
         self._wake_base = f"{base}:fs:{self.name}:"
-        self._acquire_keys = [self._key, ix.fence, ix.released, self._queue_key, self._lease_key]
-        self._release_keys = [self._key, self._queue_key, self._lease_key, ix.released, ix.fence]
+        self._acquire_keys = [
+            self._key,
+            ix.fence,
+            ix.released,
+            self._queue_key,
+            self._lease_key,
+            ix.coord,
+        ]
+        self._release_keys = [
+            self._key,
+            self._queue_key,
+            self._lease_key,
+            ix.released,
+            ix.fence,
+            ix.coord,
+        ]
+        self._extend_keys = [self._key, ix.coord]
 
     # -- the calls ---------------------------------------------------------------------------
 
@@ -94,7 +109,7 @@ class FairLock(BaseLock):
         return self._abandon_call(owner)
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> Call:
-        return "fair_extend", [self._key], [hold.owner, hold.fence, ttl_ms]
+        return "fair_extend", self._extend_keys, [hold.owner, hold.fence, ttl_ms]
 
     def _wake_call(self, token: str) -> Call:
         return "fair_wake", [self._wake_base + token], [SIGNAL_MS]

@@ -36,7 +36,7 @@ def read_semaphore(backend: Any, name: str) -> dict[str, Any]:
     keys = [lock_key(backend, name, part) for part in ("sp", "sq", "sd")]
     with backend.errors():
         reply = script("admin_semaphore_get").run(backend.client, keys, [SHOWN])
-    now_ms, permit_count, waiter_count, permits, waiters = reply
+    now_ms, permit_count, waiter_count, permits, waiters = reply[:5]
     now = int(now_ms)
 
     def left(deadline: Any) -> str:

@@ -95,26 +95,19 @@ def _fence_of(permit_id: str) -> int | None:
 
 
 def _semaphore(name: str, reply: Any) -> Coordinated:
-    now_ms, permit_count, waiter_count, permits, waiters = reply
+    now_ms, _, _, permits, waiters, live_permits, live_waiters = reply
     now = int(_num(now_ms))
     holders = []
     for i in range(0, len(permits), 2):
         left = (_num(permits[i + 1]) - now) / 1000
         if left > 0:  # an expired permit is reclaimed by the next acquire: not held
             holders.append(Holder(to_text(permits[i]), left, _fence_of(to_text(permits[i]))))
-    expired = len(permits) // 2 - len(holders)
-    return Coordinated(
-        "semaphore",
-        name,
-        holders,
-        int(permit_count) - expired,
-        _waiters(waiters, now),
-        int(waiter_count),
-    )
+    live = [w for w in _waiters(waiters, now) if w.lease_left]
+    return Coordinated("semaphore", name, holders, int(live_permits), live, int(live_waiters))
 
 
 def _fair(name: str, reply: Any) -> Coordinated:
-    now_ms, owner, fence, meta, pttl, waiter_count, waiters = reply
+    now_ms, owner, fence, meta, pttl, _, waiters, live_waiters = reply
     now = int(_num(now_ms))
     holders = []
     if to_text(owner) and int(pttl) > 0:
@@ -125,9 +118,8 @@ def _fair(name: str, reply: Any) -> Coordinated:
         holders.append(
             Holder(to_text(owner), int(pttl) / 1000, int(_num(fence)) if fence else None, info)
         )
-    return Coordinated(
-        "fair", name, holders, len(holders), _waiters(waiters, now), int(waiter_count)
-    )
+    live = [w for w in _waiters(waiters, now) if w.lease_left]
+    return Coordinated("fair", name, holders, len(holders), live, int(live_waiters))
 
 
 def read_call(backend: Node, kind: str, name: str, shown: int = SHOWN) -> tuple[str, list[str], list[Any]]:

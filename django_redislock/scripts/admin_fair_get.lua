@@ -3,8 +3,9 @@
 -- token -> arrival number)   KEYS[3] wait-lease zset (owner token -> lease deadline, ms)
 -- ARGV[1] most waiters returned
 -- returns {server time in ms, owner or "", fence or "", metadata or "", hold PTTL ms (<= 0:
---          not held), waiter count, {token, arrival, lease deadline or "", ...}}: the first
---          ARGV[1] waiters in arrival order
+--          not held), waiter count, {token, arrival, lease deadline or "", ...}, live waiters}:
+--          the first ARGV[1] waiters in arrival order; live waiters: those whose lease has not
+--          lapsed (the waiter count includes lapsed ones not dropped yet)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local hold = redis.call('HMGET', KEYS[1], 'o', 'f', 'm')
@@ -16,4 +17,4 @@ for i = 1, #queued, 2 do
   waiters[#waiters + 1] = redis.call('ZSCORE', KEYS[3], queued[i]) or ''
 end
 return {tostring(now), hold[1] or '', hold[2] or '', hold[3] or '', redis.call('PTTL', KEYS[1]),
-  redis.call('ZCARD', KEYS[2]), waiters}
+  redis.call('ZCARD', KEYS[2]), waiters, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')}

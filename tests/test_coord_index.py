@@ -14,6 +14,7 @@ import pytest
 from django_redislock.backends.redis import RedisLockBackend
 from django_redislock.exceptions import LockLost
 from django_redislock.locking import coordindex
+from django_redislock.locking.keys import bucket_keys, lock_key
 
 from .conftest import RedisTarget
 from .processes import wait_for
@@ -27,6 +28,10 @@ def backend(request: pytest.FixtureRequest) -> RedisLockBackend:
 
 def listed(backend: RedisLockBackend) -> dict[tuple[str, str], coordindex.Coordinated]:
     return {(e.kind, e.name): e for e in coordindex.listing(backend).entries}
+
+
+def queued(sem: Any, n: int) -> None:
+    wait_for(lambda: sem.waiting() == n, 60, f"{n} waiters")
 
 
 def index_size(backend: RedisLockBackend) -> int:
@@ -59,7 +64,7 @@ def test_semaphore_waiters_are_listed_in_arrival_order(backend: RedisLockBackend
         thread = threading.Thread(target=lambda: got.append(sem.acquire(timeout=30)))
         thread.start()
         threads.append(thread)
-        wait_for(lambda n=n: sem.waiting() == n + 1, 60, f"{n + 1} waiters")
+        queued(sem, n + 1)
     entry = listed(backend)[("semaphore", "s")]
     assert entry.waiter_count == 2
     assert [w.arrival for w in entry.waiters] == sorted(w.arrival for w in entry.waiters)
@@ -108,10 +113,10 @@ def test_a_renewal_moves_the_entry_later(backend: RedisLockBackend) -> None:
     permit.extend(60)
     index = backend.client
     scores = [
-        index.zscore(coordindex.bucket_keys(backend, n).coord, key)
+        index.zscore(bucket_keys(backend, n).coord, key)
         for n, key in (
-            ("renewed", coordindex.lock_key(backend, "renewed", "sp")),
-            ("renewed-fair", coordindex.lock_key(backend, "renewed-fair", "fl")),
+            ("renewed", lock_key(backend, "renewed", "sp")),
+            ("renewed-fair", lock_key(backend, "renewed-fair", "fl")),
         )
     ]
     now = index.time()

@@ -106,7 +106,10 @@ def coordination_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> Htt
         request,
         "coordination.html",
         "Semaphores and fair locks",
-        crumbs=[("Held locks", url("locks", query=urlencode({"alias": alias}))), ("Semaphores and fair locks", "")],
+        crumbs=[
+            ("Held locks", url("locks", query=urlencode({"alias": alias}))),
+            ("Semaphores and fair locks", ""),
+        ],
         live=None if error else {"coord-rows": "_coord_rows.html"},
         aliases=[(name, url("coordination", query=urlencode({"alias": name}))) for name in aliases],
         alias=alias,

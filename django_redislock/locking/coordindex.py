@@ -122,7 +122,9 @@ def _fair(name: str, reply: Any) -> Coordinated:
     return Coordinated("fair", name, holders, len(holders), live, int(live_waiters))
 
 
-def read_call(backend: Node, kind: str, name: str, shown: int = SHOWN) -> tuple[str, list[str], list[Any]]:
+def read_call(
+    backend: Node, kind: str, name: str, shown: int = SHOWN
+) -> tuple[str, list[str], list[Any]]:
     """The read-only script call that reads semaphore or fair lock ``name``."""
     if kind == "semaphore":
         keys = [lock_key(backend, name, part) for part in ("sp", "sq", "sd")]

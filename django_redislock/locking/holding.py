@@ -30,6 +30,7 @@ class HoldKeeping:
 
     backend: Backend
     name: str
+    kind: str
     watchdog: bool
     on_lost: Callable[[Any], None] | None
     _hold: Hold | None

@@ -258,13 +258,30 @@ def read_locks(alias: str) -> int | None:
     return count
 
 
-def add_coordination(out: Families, alias: str, result: dict[str, tuple[int, int, int]]) -> None:
-    """The semaphores and fair locks of a lock alias (see :mod:`.coordination`)."""
-    for kind, (used, held, waiting) in sorted(result.items()):
-        labels = {"alias": alias, "kind": kind}
-        out.coord_used.add(used, labels)
-        out.coord_held.add(held, labels)
-        out.coord_waiters.add(waiting, labels)
+def add_coordination(out: Families, results: dict[str, Any]) -> None:
+    """Take the semaphores and fair locks reads out of ``results`` and add their samples."""
+    for key in [key for key in results if key.startswith("coordination:")]:
+        alias = key.partition(":")[2]
+        result = results.pop(key)
+        labels = {"kind": "coordination", "alias": alias}
+        if isinstance(result, Exception):
+            out.up.add(0, labels)
+            failed(out, "coordination", alias, "", result)
+            continue
+        if result is None:
+            continue  # a backend without semaphores and fair locks (Redlock)
+        out.up.add(1, labels)
+        for kind, (used, held, waiting) in sorted(result.items()):
+            labels = {"alias": alias, "kind": kind}
+            out.coord_used.add(used, labels)
+            out.coord_held.add(held, labels)
+            out.coord_waiters.add(waiting, labels)
+
+
+def add_acquisitions(out: Families) -> None:
+    """The acquire outcomes counted in this process (see :mod:`.coordination`)."""
+    for (alias, kind, outcome), n in acquisitions.snapshot():
+        out.acquisitions.add(n, {"alias": alias, "kind": kind, "outcome": outcome}, "_total")
 
 
 def failed(out: Families, kind: str, alias: str, queue: str, exc: BaseException) -> None:
@@ -301,6 +318,7 @@ def collect() -> list[Family]:
         jobs[f"coordination:{alias}"] = partial(read_coordination, alias)
     results = all_within(metrics_timeout(), jobs)
     add_registries(out, results)  # takes the "workers:<alias>" results out
+    add_coordination(out, results)  # takes the "coordination:<alias>" results out
     for key, result in results.items():
         kind, _, alias = key.partition(":")
         labels = {"kind": kind, "alias": alias}
@@ -313,11 +331,6 @@ def collect() -> list[Family]:
                 out.up.add(1, labels)
                 out.held.add(result, {"alias": alias})
             continue
-        if kind == "coordination":
-            if result is not None:
-                out.up.add(1, labels)
-                add_coordination(out, alias, result)
-            continue
         if result is None:
             continue  # a queue backend that cannot list its queues
         out.up.add(1, labels)
@@ -326,9 +339,7 @@ def collect() -> list[Family]:
                 failed(out, kind, alias, name, stats)
             else:
                 add_queue(out, alias, stats)
-    for (alias, kind, outcome), n in acquisitions.snapshot():
-        labels = {"alias": alias, "kind": kind, "outcome": outcome}
-        out.acquisitions.add(n, labels, "_total")
+    add_acquisitions(out)
     for table, family in ((timings.wait, out.wait), (timings.hold, out.hold)):
         for alias, histogram in sorted(table.items()):
             buckets, total, count = histogram.snapshot()

@@ -97,9 +97,7 @@ def release_a_permit(page: Any, expect: Any, shot: Any, permit_id: str) -> None:
     expect(page.locator("#content")).to_contain_text("Force-release the permit")
     page.click("input[value='Yes, release it']")
     expect(page.locator(".messagelist")).to_contain_text(f"Released permit {permit_id}")
-    expect(page.locator("tr.coord-row", has_text="exports:tenant-7")).not_to_contain_text(
-        permit_id
-    )
+    expect(page.locator("tr.coord-row", has_text="exports:tenant-7")).not_to_contain_text(permit_id)
 
 
 def requeue_dead_tasks(page: Any, expect: Any, shot: Any, queue_url: str) -> None:

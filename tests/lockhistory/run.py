@@ -50,6 +50,9 @@ RW_NAMES = ("rw0", "rw1")
 #: Semaphores and their permits (issue 30: never more holders than permits). Four workers
 #: rarely hold three permits at once; one permit is a crowd they meet often.
 SEMAPHORES = {"s1": 1, "s2": 2}
+#: Fair locks (issue 30: grant order = arrival order among live waiters): one name, so that
+#: the workers queue behind each other often.
+FAIR_NAMES = ("f0",)
 AOF = ("--appendonly", "yes", "--appendfsync", "always")
 POSTGRES_DSN = os.environ.get(
     "REDISLOCK_TEST_POSTGRES", "host=127.0.0.1 port=5432 dbname=test user=postgres"
@@ -89,7 +92,7 @@ def open_db(directory: Path) -> dict[str, Any]:
 
         with psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3) as pg:
             pg.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
-            for name in (*NAMES, *RW_NAMES):
+            for name in (*NAMES, *RW_NAMES, *FAIR_NAMES):
                 pg.execute(f"INSERT INTO {table} VALUES (%s, 0, 0)", (name,))
         return {"engine": "postgresql", "dsn": POSTGRES_DSN, "table": table}
     except Exception:  # no driver, no server: SQLite does the same job
@@ -98,7 +101,7 @@ def open_db(directory: Path) -> dict[str, Any]:
         path = str(directory / "rows.sqlite3")
         conn = sqlite3.connect(path, isolation_level=None)
         conn.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
-        for name in (*NAMES, *RW_NAMES):
+        for name in (*NAMES, *RW_NAMES, *FAIR_NAMES):
             conn.execute(f"INSERT INTO {table} VALUES (?, 0, 0)", (name,))
         conn.close()
         return {"engine": "sqlite", "path": path, "table": table}
@@ -139,7 +142,15 @@ def start_servers(run: Run) -> None:
             proxy.port_map = ports
 
 
-def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str, Any]:
+def worker_args(
+    run: Run,
+    index: int,
+    seconds: float,
+    max_ops: int,
+    *,
+    only: tuple[str, ...] = (),
+    mutate: str = "",
+) -> dict[str, Any]:
     urls = [proxy.url for proxy in run.proxies]
     options: dict[str, Any] = {"DEFAULT_TTL": DEFAULT_TTL}
     if run.kind == "redlock":
@@ -162,6 +173,9 @@ def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str,
         "names": list(NAMES),
         "rw_names": list(RW_NAMES),
         "semaphores": {} if run.kind == "redlock" else dict(SEMAPHORES),
+        "fair_names": [] if run.kind == "redlock" else list(FAIR_NAMES),
+        "only": list(only),
+        "mutate": mutate,
         "ttls": list(TTLS),
         "seconds": seconds,
         "max_ops": max_ops,
@@ -340,9 +354,9 @@ def leftovers(run: Run) -> list[dict[str, Any]]:
             if len(part) < 4:
                 continue
             kind, name = part[2], ":".join(part[3:])
-            if kind in ("l", "rw", "sp"):  # a hold, a writer, a semaphore's permits
+            if kind in ("l", "rw", "sp", "fl"):  # a hold, a writer, permits, a fair hold
                 found.append({"name": name, "key": text, "pttl": client.pttl(key)})
-            elif kind in ("sq", "sd") and client.pttl(key) == -1:  # a semaphore's waiters
+            elif kind in ("sq", "sd", "fq", "fw") and client.pttl(key) == -1:  # waiters
                 found.append({"name": name, "key": text, "pttl": -1})
             elif kind == "rr":
                 late = client.zrangebyscore(key, "-inf", now_ms)
@@ -390,8 +404,14 @@ def run(
     max_ops: int = 100_000,
     fault_every: tuple[float, float] = (0.15, 0.6),
     eviction: bool = False,
+    only: tuple[str, ...] = (),
+    mutate: str = "",
 ) -> tuple[Report, Path]:
     """Run the check on ``kind`` for ``seconds``; returns the report and the history folder.
+
+    ``only`` limits the workers to those operations (their method names, e.g. ``fair``);
+    ``mutate`` names a change to the scripts the workers load
+    (:data:`tests.lockhistory.worker.MUTATIONS`), to show the checker catches it.
 
     With ``eviction``, the report's ``expected`` section also says what an evicting server
     did to a held lock (:mod:`.eviction`): refused by the system check, so not a violation.
@@ -408,7 +428,10 @@ def run(
     try:
         start_servers(state)
         state.db = open_db(directory)
-        args = [worker_args(state, i, seconds, max_ops) for i in range(workers)]
+        args = [
+            worker_args(state, i, seconds, max_ops, only=only, mutate=mutate)
+            for i in range(workers)
+        ]
         state.workers = [spawn(a) for a in args]
         deadline = time.monotonic() + seconds
         sampler = threading.Thread(target=sample_grants, args=(state, deadline + 5), daemon=True)

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any
 
+from .instrument import mutate, trace_fair
+
 now = time.monotonic
 
 
@@ -159,6 +161,10 @@ class Worker:
         self.names = args["names"]
         self.rw_names = args.get("rw_names", [])
         self.semaphores: dict[str, int] = args.get("semaphores", {})
+        self.fair_names: list[str] = args.get("fair_names", [])
+        self.only: list[str] = args.get("only", [])
+        if args.get("mutate"):
+            mutate(args["mutate"])
         self.ttls = args["ttls"]
         self.hist = History(args["history"], args["worker"])
         self.rows = Rows(args["db"])
@@ -413,6 +419,27 @@ class Worker:
             self.work(permit, rec)
             self.release(permit, rec, "permit release")
 
+    def fair(self) -> None:
+        """A fair lock: granted in arrival order among live waiters (issue 30).
+
+        Each ``fair_acquire`` call of the acquire is recorded with its send and reply times
+        (a resent call from its first send to its last reply), and when the waiter left the
+        queue; the checker (:class:`~tests.lockhistory.checker.FairWait`) works out arrivals
+        and grants from them.
+        """
+        op = self.hist.op_id()
+        lock = self.backend.fair_lock(self.rng.choice(self.fair_names), **self.lock_args())
+        trace: dict[str, Any] = {"ev": "fair", "op": op, "name": lock.name, "tries": []}
+        trace["lease"] = float(lock.wait_lease)
+        trace_fair(lock, trace)
+        got, invoke = self.acquire(lock, op, "fair acquire")
+        trace["granted"] = got
+        self.hist.add(**trace)
+        if got:
+            rec = self.record(lock, op, "fair", invoke, now(), identity=op)
+            self.work(lock, rec)
+            self.release(lock, rec, "fair release")
+
     def cancelled(self) -> None:
         """An asyncio acquire cancelled once, or again and again, at a random moment."""
         op = self.hist.op_id()
@@ -475,6 +502,10 @@ class Worker:
             ops += [(self.shortened, 2), (self.lost_owner, 2)]
             if self.semaphores:  # a Redlock alias has no semaphore
                 ops += [(self.permit, 3)]
+            if self.fair_names:  # nor a fair lock
+                ops += [(self.fair, 3)]
+        if self.only:
+            ops = [(func, weight) for func, weight in ops if func.__name__ in self.only]
         funcs, weights = zip(*ops, strict=True)
         deadline = now() + self.args["seconds"]
         for _ in range(self.args["max_ops"]):

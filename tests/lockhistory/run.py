@@ -25,7 +25,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,8 @@ from ..faults import FaultProxy
 from ..servers import RedisProcess, start_cluster
 from .checker import Report, Violation, check, read_history
 from .eviction import probe_all
+from .observe import leftovers, sample_grants
+from .rows import open_db, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 KINDS = ("single", "cluster", "redlock")
@@ -54,9 +55,6 @@ SEMAPHORES = {"s1": 1, "s2": 2}
 #: the workers queue behind each other often.
 FAIR_NAMES = ("f0",)
 AOF = ("--appendonly", "yes", "--appendfsync", "always")
-POSTGRES_DSN = os.environ.get(
-    "REDISLOCK_TEST_POSTGRES", "host=127.0.0.1 port=5432 dbname=test user=postgres"
-)
 
 
 @dataclass
@@ -79,50 +77,6 @@ class Run:
         self.log.write(json.dumps({"ev": "fault", "type": type, "t": time.monotonic(), **rec}))
         self.log.write("\n")
         self.log.flush()
-
-
-# -- the database row per name ---------------------------------------------------------------
-
-
-def open_db(directory: Path) -> dict[str, Any]:
-    """PostgreSQL when reachable (a table of this run's own), else a SQLite file."""
-    table = f"lockhist_{uuid.uuid4().hex[:10]}"
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3) as pg:
-            pg.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
-            for name in (*NAMES, *RW_NAMES, *FAIR_NAMES):
-                pg.execute(f"INSERT INTO {table} VALUES (%s, 0, 0)", (name,))
-        return {"engine": "postgresql", "dsn": POSTGRES_DSN, "table": table}
-    except Exception:  # no driver, no server: SQLite does the same job
-        import sqlite3
-
-        path = str(directory / "rows.sqlite3")
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
-        for name in (*NAMES, *RW_NAMES, *FAIR_NAMES):
-            conn.execute(f"INSERT INTO {table} VALUES (?, 0, 0)", (name,))
-        conn.close()
-        return {"engine": "sqlite", "path": path, "table": table}
-
-
-def read_rows(db: dict[str, Any], drop: bool = True) -> dict[str, int]:
-    query = f"SELECT name, value FROM {db['table']}"
-    if db["engine"] == "postgresql":
-        import psycopg
-
-        with psycopg.connect(db["dsn"], autocommit=True) as pg:
-            rows = {name: int(value) for name, value in pg.execute(query).fetchall()}
-            if drop:
-                pg.execute(f"DROP TABLE {db['table']}")
-        return rows
-    import sqlite3
-
-    conn = sqlite3.connect(db["path"])
-    rows = {name: int(value) for name, value in conn.execute(query).fetchall()}
-    conn.close()
-    return rows
 
 
 # -- servers and workers ---------------------------------------------------------------------
@@ -295,76 +249,6 @@ def clear_faults(run: Run) -> None:
         proxy.clear()
 
 
-# -- grants seen in Redis -------------------------------------------------------------------
-
-
-def sample_grants(run: Run, until: float) -> None:
-    """Record the fence of every mutex name held in Redis, every 25 ms (direct, no proxy).
-
-    The checker compares them with the holds the workers reported: a grant no holder ever
-    had (it ends by its TTL) is reported apart, with the outcome that may explain it. On
-    Redlock a grant counts when a majority of masters have the same fence.
-    """
-    clients = [server.client(socket_timeout=1.0) for server in run.servers]
-    cluster = (
-        redis.RedisCluster(host="127.0.0.1", port=run.servers[0].port)
-        if run.kind == "cluster"
-        else None
-    )
-    keys = {name: f"{run.prefix}:{{lk{zlib.crc32(name.encode()) % 16}}}:l:{name}" for name in NAMES}
-    out = open(run.directory / "grants.jsonl", "w")  # noqa: SIM115
-    try:
-        while time.monotonic() < until:
-            for name, key in keys.items():
-                t = time.monotonic()
-                seen: list[int] = []
-                for client in [cluster] if cluster is not None else clients:
-                    try:
-                        raw = client.hget(key, "f")
-                    except (redis.RedisError, OSError):
-                        continue
-                    if raw is not None:
-                        seen.append(int(raw))
-                need = 2 if run.kind == "redlock" else 1
-                for fence in set(seen):
-                    if seen.count(fence) >= need:
-                        out.write(json.dumps({"ev": "grant", "name": name, "fence": fence, "t": t}))
-                        out.write("\n")
-            time.sleep(0.025)
-    finally:
-        out.close()
-        for client in clients:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-# -- what is left ----------------------------------------------------------------------------
-
-
-def leftovers(run: Run) -> list[dict[str, Any]]:
-    """Lock holds still in Redis (all workers ended one longest TTL ago)."""
-    found: list[dict[str, Any]] = []
-    for server in run.servers:
-        client = _raw(server)
-        now_ms = int(client.time()[0]) * 1000 + int(client.time()[1]) // 1000
-        for key in client.scan_iter(match=f"{run.prefix}:*", count=1000):
-            text = key.decode()
-            part = text.split(":")
-            if len(part) < 4:
-                continue
-            kind, name = part[2], ":".join(part[3:])
-            if kind in ("l", "rw", "sp", "fl"):  # a hold, a writer, permits, a fair hold
-                found.append({"name": name, "key": text, "pttl": client.pttl(key)})
-            elif kind in ("sq", "sd", "fq", "fw") and client.pttl(key) == -1:  # waiters
-                found.append({"name": name, "key": text, "pttl": -1})
-            elif kind == "rr":
-                late = client.zrangebyscore(key, "-inf", now_ms)
-                if late or client.pttl(key) == -1:
-                    found.append({"name": name, "key": text, "readers past deadline": len(late)})
-    return found
-
-
 def finish(state: Run, seconds: float) -> None:
     """End the faults, wait for the workers (bounded), one longest TTL more, record the end."""
     clear_faults(state)
@@ -427,14 +311,16 @@ def run(
     state.log = open(directory / "coordinator.jsonl", "w")  # noqa: SIM115
     try:
         start_servers(state)
-        state.db = open_db(directory)
+        state.db = open_db(directory, (*NAMES, *RW_NAMES, *FAIR_NAMES))
         args = [
             worker_args(state, i, seconds, max_ops, only=only, mutate=mutate)
             for i in range(workers)
         ]
         state.workers = [spawn(a) for a in args]
         deadline = time.monotonic() + seconds
-        sampler = threading.Thread(target=sample_grants, args=(state, deadline + 5), daemon=True)
+        sampler = threading.Thread(
+            target=sample_grants, args=(state, deadline + 5, NAMES), daemon=True
+        )
         sampler.start()
         time.sleep(min(1.0, seconds / 10))  # let the workers start before the first fault
         while time.monotonic() < deadline:

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 LISTED = 200
 #: Holders and waiters shown per primitive.
 SHOWN = 20
+#: Holders read to find the one a force release names (a semaphore may have many permits).
+FIND_SHOWN = 10_000
 #: Kinds in URLs -> what the page calls them.
 KIND_LABELS = {"semaphore": "semaphore", "fair": "fair lock"}
 
@@ -138,7 +140,9 @@ def coordination_release(
     label = KIND_LABELS[kind]
     holder_id = (request.POST if request.method == "POST" else request.GET).get("id", "")
     try:
-        entry = read(lambda: coordindex.find(backend, kind, name), key=lock_key(alias))
+        entry = read(
+            lambda: coordindex.find(backend, kind, name, shown=FIND_SHOWN), key=lock_key(alias)
+        )
         holder = _find_holder(entry, holder_id)
         if holder is None:
             messages.warning(

@@ -8,6 +8,8 @@ Redis. Keys, all in the lock name's bucket slot (see :mod:`.keys`)::
     <base>:fq:<name>            zset  the queue: owner token -> arrival number
     <base>:fw:<name>            zset  wait-leases: owner token -> lease deadline (ms)
     <base>:fs:<name>:<token>    list  one waiter's own wake-up list
+    <base>:ix:c                 zset  the bucket's coordination index: fl:<name> -> latest
+                                      deadline while in use (see :mod:`.coordindex`)
 
 A waiting acquire queues its call's owner token once (``fair_acquire.lua``) and then blocks
 on its own wake-up list. A release (or a waiter that leaves) returns the first live waiter

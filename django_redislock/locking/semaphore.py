@@ -12,6 +12,8 @@ acquire reclaims it. Keys (in the lock bucket's slot, see :mod:`.keys`)::
     <prefix>:{lk<b>}:sq:<name>   zset   waiting callers: owner -> arrival number
     <prefix>:{lk<b>}:sd:<name>   zset   waiting callers: owner -> lease deadline (ms)
     <prefix>:{lk<b>}:ss:<name>   list   wake-up signal (short-lived)
+    <prefix>:{lk<b>}:ix:c        zset   the bucket's coordination index: sp:<name> -> latest
+                                        deadline while in use (see :mod:`.coordindex`)
 
 The limit is the caller's (``permits``, which :attr:`Semaphore.permits` can change at run
 time): a grant needs fewer permits held than the caller's limit, so lowering it takes no

@@ -165,3 +165,32 @@ def test_force_release_of_a_fair_hold_checks_the_fence(backend: RedisLockBackend
     with pytest.raises(LockLost):
         lock.ensure_held()
     assert index_size(backend) == 0
+
+
+def test_a_latch_is_listed_with_its_count_and_waiters(backend: RedisLockBackend) -> None:
+    done = backend.latch("report:<7>", count=2)
+    assert done.count_down() == 1
+    entry = listed(backend)[("latch", "report:<7>")]
+    assert entry.count == 1 and entry.waiter_count == 0
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda: results.append(done.wait(30))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: listed(backend)[("latch", "report:<7>")].waiter_count == 2, 60, "waiters")
+    assert all(w.lease_left for w in listed(backend)[("latch", "report:<7>")].waiters)
+    assert done.count_down() == 0
+    for thread in threads:
+        thread.join(60)
+    assert results == [True, True]
+    entry = listed(backend)[("latch", "report:<7>")]
+    assert entry.count == 0 and entry.waiter_count == 0  # open, kept for its ttl
+    assert not backend.client.exists(done._waiters_key)  # the reads that saw it open left
+    done.delete()
+    assert ("latch", "report:<7>") not in listed(backend) and index_size(backend) == 0
+
+
+def test_a_latch_wait_that_times_out_removes_its_record(backend: RedisLockBackend) -> None:
+    done = backend.latch("slow", count=1)
+    assert done.wait(0.2) is False
+    assert listed(backend)[("latch", "slow")].waiter_count == 0
+    assert not backend.client.exists(done._waiters_key)

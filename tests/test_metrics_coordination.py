@@ -93,6 +93,23 @@ def test_held_permits_fair_holds_and_waiters(target: RedisTarget) -> None:
     assert gauges(found, "semaphore") == (0, 0, 0) and gauges(found, "fair") == (0, 0, 0)
 
 
+def test_latches_and_their_waiters(target: RedisTarget) -> None:
+    done = locks["default"].latch("batch", count=1)
+    assert done.count() == 1
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(done.wait(30)))
+    thread.start()
+    try:
+        wait_for(lambda: gauges(found_now(), "latch") == (1, 0, 1), 60, "a latch waiter")
+    finally:
+        done.count_down()
+        thread.join(60)
+    assert results == [True]
+    assert gauges(found_now(), "latch") == (1, 0, 0)  # open, kept for its ttl
+    done.delete()
+    assert gauges(found_now(), "latch") == (0, 0, 0)
+
+
 def test_acquisitions_are_counted_by_kind_and_outcome(target: RedisTarget) -> None:
     backend = locks["default"]
     sem = backend.semaphore("s", permits=1, ttl=30)

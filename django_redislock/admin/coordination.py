@@ -37,7 +37,9 @@ SHOWN = 20
 #: Holders read to find the one a force release names (a semaphore may have many permits).
 FIND_SHOWN = 10_000
 #: Kinds in URLs -> what the page calls them.
-KIND_LABELS = {"semaphore": "semaphore", "fair": "fair lock"}
+KIND_LABELS = {"semaphore": "semaphore", "fair": "fair lock", "latch": "latch"}
+#: Kinds with a force release (a latch has no holder to release).
+RELEASABLE = ("semaphore", "fair")
 
 
 def holder_text(holder: Holder) -> str:
@@ -133,7 +135,7 @@ def coordination_release(
     """Force-release one permit of a semaphore or a fair lock's hold (GET asks, POST does)."""
     require(request, RELEASE_LOCKS)
     alias, kind, name = unquote(alias), unquote(kind), unquote(name)
-    if kind not in KIND_LABELS:
+    if kind not in RELEASABLE:
         raise Http404(f"no force release for kind {kind!r}")
     backend = listable(alias)
     back = url("coordination", query=urlencode({"alias": alias}))

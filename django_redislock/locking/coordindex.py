@@ -1,9 +1,11 @@
-"""The coordination index: which semaphores and fair locks are in use, without ``SCAN``.
+"""The coordination index: which semaphores, fair locks and latches are in use, without ``SCAN``.
 
 Every script that grants a permit or a fair-lock hold, or queues a waiter, records the
 primitive's main key (``<base>:sp:<name>`` for a semaphore, ``<base>:fl:<name>`` for a fair
 lock) in its bucket's ``ix:c`` zset, scored by the latest deadline it set (a permit's or the
-hold's TTL, a waiter's lease); the watchdog's renewals move it later. The release that leaves
+hold's TTL, a waiter's lease); the watchdog's renewals move it later. A latch
+(``<base>:ln:<name>``) is recorded by the script that creates or counts it down (scored by
+its expiry) and by its waiters' reads (their leases). The release that leaves
 nothing held and no live waiter removes the entry, and an entry whose deadline passed (its
 holders and waiters all died) is pruned by the next listing. The index shares the bucket's
 slot with the primitive's keys (see :mod:`.keys`), so it is kept in the same script as the
@@ -11,7 +13,7 @@ grant, on a Cluster too.
 
 A listing costs two round trips on a single server (one per master on a Cluster for each):
 one ``coord_list`` script per bucket in one pipeline, then one read-only script per listed
-primitive (``admin_semaphore_get``, ``admin_fair_get``) in one pipeline.
+primitive (``admin_semaphore_get``, ``admin_fair_get``, ``admin_latch_get``) in one pipeline.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ SHOWN = 50
 #: Most stale index entries one listing prunes per bucket.
 PRUNE_LIMIT = 1000
 #: Index key part -> kind.
-KINDS = {"sp": "semaphore", "fl": "fair"}
+KINDS = {"sp": "semaphore", "fl": "fair", "ln": "latch"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class Coordinated:
     holder_count: int
     waiters: list[Waiter]
     waiter_count: int
+    #: A latch's remaining count (None for the other kinds, and for a latch gone).
+    count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,17 @@ def _fair(name: str, reply: Any) -> Coordinated:
     return Coordinated("fair", name, holders, len(holders), live, int(live_waiters))
 
 
+def _latch(name: str, reply: Any) -> Coordinated:
+    now_ms, count, _, waiters, live_waiters = reply
+    now = int(_num(now_ms))
+    listed = [
+        Waiter(to_text(waiters[i]), 0, max(0.0, (_num(waiters[i + 1]) - now) / 1000))
+        for i in range(0, len(waiters), 2)
+    ]
+    left = None if count in (b"", "", None) else int(count)
+    return Coordinated("latch", name, [], 0, listed, int(live_waiters), left)
+
+
 def read_call(
     backend: Node, kind: str, name: str, shown: int = SHOWN
 ) -> tuple[str, list[str], list[Any]]:
@@ -129,12 +144,17 @@ def read_call(
     if kind == "semaphore":
         keys = [lock_key(backend, name, part) for part in ("sp", "sq", "sd")]
         return "admin_semaphore_get", keys, [shown]
+    if kind == "latch":
+        keys = [lock_key(backend, name, part) for part in ("ln", "lw")]
+        return "admin_latch_get", keys, [shown]
     keys = [lock_key(backend, name, part) for part in ("fl", "fq", "fw")]
     return "admin_fair_get", keys, [shown]
 
 
 def parse(kind: str, name: str, reply: Any) -> Coordinated:
     """The :class:`Coordinated` of a :func:`read_call` reply."""
+    if kind == "latch":
+        return _latch(name, reply)
     return _semaphore(name, reply) if kind == "semaphore" else _fair(name, reply)
 
 
@@ -175,7 +195,7 @@ def listing(backend: Node, limit: int = MAX_LISTED, shown: int = SHOWN) -> Coord
         if isinstance(reply, Exception):
             raise reply
         entry = parse(kind, name, reply)
-        if entry.holder_count or entry.waiter_count:
+        if entry.holder_count or entry.waiter_count or entry.count is not None:
             entries.append(entry)
     entries.sort(key=lambda e: (e.kind, e.name))
     return CoordListing(entries, total)

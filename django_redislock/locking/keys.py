@@ -23,7 +23,8 @@ slot and can update the lock and the index atomically::
     <prefix>:{lk<b>}:ix:n         zset   lock names, score 0 (paged by name)
     <prefix>:{lk<b>}:ix:e         zset   lock name -> expiry (ms, server clock; 0: released)
     <prefix>:{lk<b>}:ix:c         zset   coordination index: the main key of each semaphore
-                                         (``sp:<name>``) and fair lock (``fl:<name>``) in use ->
+                                         (``sp:<name>``), fair lock (``fl:<name>``) and latch
+                                         (``ln:<name>``) in use ->
                                          its latest hold or wait-lease deadline (ms, server
                                          clock); see :mod:`.coordindex`
 

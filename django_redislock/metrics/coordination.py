@@ -25,7 +25,7 @@ from ..locking import coordindex
 from ..signals import lock_acquired, lock_not_acquired
 
 #: Kinds of the Redis-read gauges, always exported (0 when none is in use).
-KINDS = ("semaphore", "fair")
+KINDS = ("semaphore", "fair", "latch")
 #: Outcomes of the acquisitions counter.
 OUTCOMES = ("granted", "timeout", "busy")
 

@@ -93,6 +93,17 @@ def test_semaphores_and_fair_locks_are_listed_with_holders_and_waiters(
     assert 'id="no-coord"' in page(admin_client)  # the last release removed both entries
 
 
+def test_a_latch_is_listed_with_its_count(dashboard: Dashboard, admin_client: Client) -> None:
+    done = dashboard.locks.latch(HOSTILE, count=3)
+    assert done.count_down() == 2
+    [row] = rows(page(admin_client))
+    assert 'data-kind="latch"' in row and "&lt;b&gt;" in row and "<b>" not in row
+    assert '<span class="latch-count">2</span>' in row and "release-link" not in row
+    assert admin_client.get(release_url("latch", HOSTILE, "x")).status_code == 404
+    done.delete()
+    assert 'id="no-coord"' in page(admin_client)
+
+
 def test_force_release_of_a_permit_is_confirmed_and_logged(
     dashboard: Dashboard, admin_client: Client
 ) -> None:

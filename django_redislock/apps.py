@@ -13,6 +13,6 @@ class RedisLockConfig(AppConfig):
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration only)
         from .contrib import register
-        from .metrics import histograms  # noqa: F401  (lock timing receivers)
+        from .metrics import coordination, histograms  # noqa: F401  (lock signal receivers)
 
         register()

@@ -10,8 +10,12 @@ from django.dispatch import Signal
 # The lock signals are sent on every acquire and release: ``use_caching`` makes a send
 # with no receiver return at once and spares one with receivers a scan of all receivers.
 
-#: A lock was granted: ``alias``, ``name``, ``fence``, ``waited`` (seconds spent in acquire).
+#: A lock was granted: ``alias``, ``name``, ``fence``, ``waited`` (seconds spent in acquire),
+#: ``kind`` (``mutex``, ``reentrant``, ``read``, ``write``, ``semaphore``, ``fair``).
 lock_acquired = Signal(use_caching=True)
+#: An acquire returned without a grant: ``alias``, ``name``, ``kind``, ``blocking`` (False: a
+#: try that did not wait found it taken; True: the wait ran out).
+lock_not_acquired = Signal(use_caching=True)
 #: A lock was released by its holder: ``alias``, ``name``.
 lock_released = Signal(use_caching=True)
 #: A hold ended without a release (expired, stolen, force-released): ``alias``, ``name``.

@@ -44,7 +44,7 @@ def test_a_count_down_whose_reply_was_lost_is_counted_once(
     options = {**RESENDERS[resender](proxied.kind), **cuts_only(proxied.kind)}
     latch = proxied.lock_backend(**options).latch("batch", count=3)
     assert latch.count() == 3
-    faults = proxied.drop_reply(script_naming("lt:batch"), then="cut")
+    faults = proxied.drop_reply(script_naming(":ln:batch"), then="cut")
     assert latch.count_down() == 2
     assert any(fault.fired.is_set() for fault in faults)
     assert latch.count() == 2  # once, though the script ran twice

@@ -113,7 +113,9 @@ def test_a_wait_times_out_and_a_cancelled_wait_leaves_nothing(real_target: Redis
 
     asyncio.run(cancelled())
     keys = sorted({key.decode() for key in real_target.raw.scan_iter(match="test:*")})
-    assert keys == [done._key]  # the latch itself, nothing a waiter left
+    # the latch and its bucket's index entry (the admin's listing); nothing a waiter left
+    assert keys == sorted([done._key, done._index_key])
+    assert real_target.raw.zscore(done._index_key, done._key) is not None
     assert done.count() == 1
     wait_for(lambda: len(blocked()) <= baseline[0], 10, "the cancelled wait's connection closed")
 

@@ -176,3 +176,57 @@ def test_more_permits_believed_at_once_than_the_semaphore_has_is_found() -> None
     late = permit("c", 2.5, 4.0, 3)
     expired = {**permit("a", 1.0, 9.0, 1), "until": 2.4 + MARGIN}
     assert types([expired, permit("b", 1.5, 4.0, 2), late]) == []
+
+
+# -- the fair lock's order (issue 30) --------------------------------------------------------
+
+
+def fair(op: str, *tries: tuple[float, float, int, int], **kw: Any) -> dict[str, Any]:
+    """One fair acquire: its tries ``(send, reply, code, place)``; granted if one has code 1."""
+    rec = {"ev": "fair", "worker": op, "op": op, "name": "f", "lease": 2.0}
+    rec.update(tries=[list(t) for t in tries], granted=any(t[2] == 1 for t in tries))
+    rec.update(kw)
+    return rec
+
+
+def test_grants_in_arrival_order_pass_and_an_overtaking_grant_is_found() -> None:
+    a = fair("a", (1.0, 1.01, 0, 1), (1.4, 1.41, 0, 1), (1.8, 1.81, 1, 0))
+    b = fair("b", (1.1, 1.11, 0, 2), (1.85, 1.86, 1, 0))
+    assert types([a, b]) == []
+    overtaken = fair(
+        "a", (1.0, 1.01, 0, 1), (1.4, 1.41, 0, 1), (1.6, 1.61, 0, 1), (2.0, 2.01, 1, 0)
+    )
+    early = fair("b", (1.1, 1.11, 0, 2), (1.5, 1.51, 1, 0))  # granted while a waited
+    assert types([overtaken, early]) == ["fair grant out of arrival order"]
+    # a caller that never queued (a try that did not wait) may not overtake either
+    assert types([overtaken, fair("c", (1.5, 1.51, 1, 0))]) == ["fair grant out of arrival order"]
+
+
+def test_an_arrival_whose_reply_was_late_is_judged_for_every_moment_it_may_have_happened() -> None:
+    # a's queueing try was resent after a lost reply: it took effect between 1.0 and 1.3,
+    # possibly after b's first send at 1.2, so b's grant before a's is not a violation
+    a = fair("a", (1.0, 1.3, 0, 1), (1.6, 1.61, 0, 1), (2.0, 2.01, 1, 0))
+    b = fair("b", (1.2, 1.21, 0, 1), (1.5, 1.51, 1, 0))
+    assert types([a, b]) == []
+    # the same, a's reply in before b asked: a certainly came first
+    a_sure = fair("a", (1.0, 1.1, 0, 1), (1.6, 1.61, 0, 1), (2.0, 2.01, 1, 0))
+    assert types([a_sure, b]) == ["fair grant out of arrival order"]
+    # b's grant itself uncertain (resent): only a grant certainly before a left counts
+    a_left = fair("a", (1.0, 1.1, 0, 1), (1.4, 1.41, 0, 1), leave=1.5)  # timed out at 1.5
+    b_late = fair("b", (1.2, 1.21, 0, 2), (1.3, 1.6, 1, 0))  # granted somewhere in 1.3-1.6
+    assert types([a_left, b_late]) == []
+
+
+def test_a_waiter_that_left_or_whose_lease_may_have_lapsed_is_not_live() -> None:
+    b = fair("b", (1.2, 1.21, 0, 2), (2.0, 2.01, 1, 0))
+    gone = fair("a", (1.0, 1.01, 0, 1), leave=1.5)  # timed out, then b was granted
+    assert types([gone, b]) == []
+    # a's next try came back after its lease (sent at 1.0, 0.5 s) may have lapsed
+    lapsed = fair("a", (1.0, 1.01, 0, 1), (1.6, 1.61, 0, 1), (2.5, 2.51, 1, 0), lease=0.5)
+    assert types([lapsed, b]) == []
+    # renewed in time, a was live all along: b's grant at 2.0 overtook it
+    renewed = fair("a", (1.0, 1.01, 0, 1), (1.3, 1.31, 0, 1), (1.6, 1.61, 0, 1), (1.9, 1.91, 0, 1))
+    assert types([{**renewed, "lease": 0.5}, b]) == ["fair grant out of arrival order"]
+    # a try with no reply (Redis away, taken back) ends what is certain about a
+    cut = fair("a", (1.0, 1.01, 0, 1), (1.5, 1.9, -1, 0))
+    assert types([cut, b]) == []

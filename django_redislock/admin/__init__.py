@@ -72,6 +72,7 @@ class DashboardAdmin(ModelAdminBase):
         from . import (
             actions,
             audit,
+            coordination,
             flow,
             locks,
             overview,
@@ -103,6 +104,12 @@ class DashboardAdmin(ModelAdminBase):
             ),
             page(locks.locks_page, "locks", "locks/"),
             page(semaphores.semaphore_page, "semaphore", "locks/semaphore/"),
+            page(coordination.coordination_page, "coordination", "locks/coordination/"),
+            page(
+                coordination.coordination_release,
+                "coord_release",
+                "locks/coordination/<str:alias>/<str:kind>/<str:name>/release/",
+            ),
             page(locks.release, "release", "locks/<str:alias>/<str:name>/release/"),
             page(queues.queue_page, "queue", "queues/<str:alias>/<str:name>/"),
             page(actions.bulk, "bulk", "queues/<str:alias>/<str:name>/actions/"),

@@ -41,6 +41,8 @@ def object_url(object_id: str) -> str:
         return ""
     if kind == "lock":
         return url("locks", query=urlencode({"alias": alias, "prefix": name}))
+    if kind in ("semaphore", "fair"):
+        return url("coordination", query=urlencode({"alias": alias}))
     if kind == "queue":
         return url("queue", alias, name)
     if kind == "worker":

@@ -1,12 +1,11 @@
-"""A semaphore looked up by name (issue 30's admin listing, the smallest honest part).
+"""A semaphore looked up by name: every permit (expired ones too) and waiter, 200 of each.
 
-Semaphores are not in the locks' index (:mod:`django_redislock.locking.index` records the
-grants of the lock scripts; ``semaphore_acquire.lua`` writes no index entry), and the
-dashboard never uses ``SCAN`` or ``KEYS``, so the locks page cannot list them. This page
-reads one semaphore by its name instead: its permits (``<owner>@<fence>`` and deadline) and
-its waiters (arrival order, lease deadline), with one read-only script
+The semaphores in use are listed with their holders and waiters by :mod:`.coordination`,
+from the coordination index their scripts keep. This page reads one semaphore by its name
+instead, whether or not it is in use: its permits (``<owner>@<fence>`` and deadline) and its
+waiters (arrival order, lease deadline), with one read-only script
 (``admin_semaphore_get.lua``: two bounded ``ZRANGE``, at most :data:`SHOWN` of each, and
-their ``ZCARD``) on the semaphore's slot. A permit whose deadline has passed is shown as
+their counts) on the semaphore's slot. A permit whose deadline has passed is shown as
 expired: the next acquire reclaims it.
 """
 
@@ -36,7 +35,7 @@ def read_semaphore(backend: Any, name: str) -> dict[str, Any]:
     keys = [lock_key(backend, name, part) for part in ("sp", "sq", "sd")]
     with backend.errors():
         reply = script("admin_semaphore_get").run(backend.client, keys, [SHOWN])
-    now_ms, permit_count, waiter_count, permits, waiters = reply
+    now_ms, permit_count, waiter_count, permits, waiters = reply[:5]
     now = int(now_ms)
 
     def left(deadline: Any) -> str:

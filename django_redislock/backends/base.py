@@ -108,6 +108,8 @@ class BaseLockBackend(BaseBackend):
     supports_read_write: ClassVar[bool] = False
     #: ``held_locks()`` lists held locks for the admin and commands.
     supports_listing: ClassVar[bool] = False
+    #: Semaphores and fair locks are listed (``locking.coordindex``) and can be force-released.
+    supports_coordination: ClassVar[bool] = False
 
     def lock(
         self,

@@ -131,6 +131,7 @@ class RedisLockBackend(RedisBackendMixin, BaseLockBackend):
     supports_reentrant = True
     supports_read_write = True
     supports_listing = True
+    supports_coordination = True
 
     def lock(
         self,

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .. import signals
 from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument, LockNotAcquired, LockNotOwned
 from .calls import LockCalls
@@ -186,6 +187,7 @@ class BaseLock(LockCalls):
             if seconds is None:
                 if blocking:
                     self._stop_waiting(owner)
+                self._not_granted(blocking)
                 return False
             try:
                 self._woken = wait_for_signal(self.backend, self._signal_key, seconds)
@@ -220,6 +222,7 @@ class BaseLock(LockCalls):
             if seconds is None:
                 if blocking:
                     await self._stop_waiting_async(owner)
+                self._not_granted(blocking)
                 return False
             try:
                 self._woken = await wait_for_signal_async(self.backend, self._signal_key, seconds)
@@ -229,6 +232,16 @@ class BaseLock(LockCalls):
                 await self._stop_waiting_async(owner)
                 raise
             waited = True
+
+    def _not_granted(self, blocking: bool) -> None:
+        """Tell the ``lock_not_acquired`` receivers (the metrics' acquisition counters)."""
+        signals.lock_not_acquired.send(
+            sender=type(self),
+            alias=self.backend.alias,
+            name=self.name,
+            kind=self.kind,
+            blocking=blocking,
+        )
 
     def _wait_failed(self, deadline: float, exc: ConnectionFailed) -> None:
         """A wait for a wake-up ended by a connection error (a cut connection, a restart).

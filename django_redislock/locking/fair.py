@@ -8,6 +8,8 @@ Redis. Keys, all in the lock name's bucket slot (see :mod:`.keys`)::
     <base>:fq:<name>            zset  the queue: owner token -> arrival number
     <base>:fw:<name>            zset  wait-leases: owner token -> lease deadline (ms)
     <base>:fs:<name>:<token>    list  one waiter's own wake-up list
+    <base>:ix:c                 zset  the bucket's coordination index: fl:<name> -> latest
+                                      deadline while in use (see :mod:`.coordindex`)
 
 A waiting acquire queues its call's owner token once (``fair_acquire.lua``) and then blocks
 on its own wake-up list. A release (or a waiter that leaves) returns the first live waiter
@@ -67,8 +69,23 @@ class FairLock(BaseLock):
         self._queue_key = f"{base}:fq:{self.name}"
         self._lease_key = f"{base}:fw:{self.name}"
         self._wake_base = f"{base}:fs:{self.name}:"
-        self._acquire_keys = [self._key, ix.fence, ix.released, self._queue_key, self._lease_key]
-        self._release_keys = [self._key, self._queue_key, self._lease_key, ix.released, ix.fence]
+        self._acquire_keys = [
+            self._key,
+            ix.fence,
+            ix.released,
+            self._queue_key,
+            self._lease_key,
+            ix.coord,
+        ]
+        self._release_keys = [
+            self._key,
+            self._queue_key,
+            self._lease_key,
+            ix.released,
+            ix.fence,
+            ix.coord,
+        ]
+        self._extend_keys = [self._key, ix.coord]
 
     # -- the calls ---------------------------------------------------------------------------
 
@@ -94,7 +111,7 @@ class FairLock(BaseLock):
         return self._abandon_call(owner)
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> Call:
-        return "fair_extend", [self._key], [hold.owner, hold.fence, ttl_ms]
+        return "fair_extend", self._extend_keys, [hold.owner, hold.fence, ttl_ms]
 
     def _wake_call(self, token: str) -> Call:
         return "fair_wake", [self._wake_base + token], [SIGNAL_MS]

@@ -30,6 +30,7 @@ class HoldKeeping:
 
     backend: Backend
     name: str
+    kind: str
     watchdog: bool
     on_lost: Callable[[Any], None] | None
     _hold: Hold | None
@@ -105,7 +106,12 @@ class HoldKeeping:
             self._report_lost(stale)
         waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
         signals.lock_acquired.send(
-            sender=type(self), alias=self.backend.alias, name=self.name, fence=fence, waited=waited
+            sender=type(self),
+            alias=self.backend.alias,
+            name=self.name,
+            fence=fence,
+            waited=waited,
+            kind=self.kind,
         )
         return True
 

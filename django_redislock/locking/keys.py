@@ -22,6 +22,11 @@ slot and can update the lock and the index atomically::
                                          grants and take-backs (resend detection), ~1024 kept
     <prefix>:{lk<b>}:ix:n         zset   lock names, score 0 (paged by name)
     <prefix>:{lk<b>}:ix:e         zset   lock name -> expiry (ms, server clock; 0: released)
+    <prefix>:{lk<b>}:ix:c         zset   coordination index: the main key of each semaphore
+                                         (``sp:<name>``), fair lock (``fl:<name>``) and latch
+                                         (``ln:<name>``) in use ->
+                                         its latest hold or wait-lease deadline (ms, server
+                                         clock); see :mod:`.coordindex`
 
 The holder metadata lives in the lock's own hash, so it expires with the hold
 and costs a grant no extra call. A release keeps the name in the index with
@@ -85,11 +90,12 @@ class BucketKeys:
     released: str
     names: str
     expiry: str
+    coord: str
 
     @classmethod
     def build(cls, backend: Node, bucket: int) -> BucketKeys:
         tag = f"lk{bucket}"
-        return cls(*(backend.key(tag, "ix", part) for part in ("f", "t", "n", "e")))
+        return cls(*(backend.key(tag, "ix", part) for part in ("f", "t", "n", "e", "c")))
 
 
 #: Most lock names whose keys one backend remembers (then it starts over).

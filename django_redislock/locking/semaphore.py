@@ -12,6 +12,8 @@ acquire reclaims it. Keys (in the lock bucket's slot, see :mod:`.keys`)::
     <prefix>:{lk<b>}:sq:<name>   zset   waiting callers: owner -> arrival number
     <prefix>:{lk<b>}:sd:<name>   zset   waiting callers: owner -> lease deadline (ms)
     <prefix>:{lk<b>}:ss:<name>   list   wake-up signal (short-lived)
+    <prefix>:{lk<b>}:ix:c        zset   the bucket's coordination index: sp:<name> -> latest
+                                        deadline while in use (see :mod:`.coordindex`)
 
 The limit is the caller's (``permits``, which :attr:`Semaphore.permits` can change at run
 time): a grant needs fewer permits held than the caller's limit, so lowering it takes no
@@ -80,7 +82,7 @@ def _spec(backend: Backend, name: str) -> tuple[list[str], ScriptCalls]:
     if found is None:
         ix = bucket_keys(backend, name)
         keys = [lock_key(backend, name, part) for part in ("sp", "sq", "sd", "ss")]
-        found = ([*keys, ix.fence, ix.released], ScriptCalls())
+        found = ([*keys, ix.fence, ix.released, ix.coord], ScriptCalls())
         if len(known) >= MAX_SPECS:
             known.clear()
         known[name] = found
@@ -147,7 +149,7 @@ class Permit(BaseLock):
         return super()._start_acquire(blocking, timeout)
 
     def meta(self, thread: str, task: str | None) -> str:
-        return ""  # permits keep no holder metadata (no admin listing yet)
+        return ""  # permits keep no holder metadata (the admin lists their ids and deadlines)
 
     def _attempt(
         self, owner: str, meta: str, blocking: bool, remaining: float, waited: bool = False
@@ -172,7 +174,7 @@ class Permit(BaseLock):
         return "semaphore_release", self._keys, ["l", owner, "", SIGNAL_MS, WAKE_CAP]
 
     def _extend_call(self, hold: Hold, ttl_ms: int) -> tuple[str, list[str], list[Any]]:
-        return "semaphore_extend", self._keys[:1], [hold.owner, ttl_ms]
+        return "semaphore_extend", [self._keys[0], self._keys[6]], [hold.owner, ttl_ms]
 
     def _not_acquired(self) -> LockNotAcquired:
         return LockNotAcquired(

@@ -3,7 +3,8 @@
 Per queue alias: one ``SMEMBERS`` of the queue list, then one ``queue_summary``
 script per queue in one pipeline (one request per master on a Cluster), each
 read as a :class:`~django_redislock.queue.stats.QueueStats`. Per lock alias:
-one pipeline over the lock index buckets (``held_lock_count``).
+one pipeline over the lock index buckets (``held_lock_count``), and the
+semaphores and fair locks from the coordination index (:mod:`.coordination`).
 Every script is counts and first members of sorted sets, never a scan, so a
 scrape costs the same with a million queued tasks as with ten.
 
@@ -31,6 +32,7 @@ from ..queue.stats import QueueStats, stats_or_error, summary_call
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
+from .coordination import acquisitions, read_coordination
 from .deadline import DeadlineExceeded, all_within, metrics_timeout
 from .families import Family
 from .histograms import timings
@@ -92,6 +94,27 @@ class Families:
             "Tasks of a queue that live workers were running at their last heartbeat.",
         )
         self.held = family("locks_held", "gauge", "Locks held on an alias.")
+        self.acquisitions = family(
+            "lock_acquisitions",
+            "counter",
+            "acquire() calls of locks, permits and fair locks that returned, by kind and "
+            "outcome (this process).",
+        )
+        self.coord_used = family(
+            "coordination_in_use",
+            "gauge",
+            "Semaphores or fair locks with a holder or a live waiter, by kind.",
+        )
+        self.coord_held = family(
+            "coordination_held",
+            "gauge",
+            "Permits held (semaphores) or holds (fair locks), by kind.",
+        )
+        self.coord_waiters = family(
+            "coordination_waiters",
+            "gauge",
+            "Callers queued for a semaphore or a fair lock whose wait-lease is live, by kind.",
+        )
         self.wait = family(
             "lock_wait_seconds",
             "histogram",
@@ -125,6 +148,10 @@ class Families:
             self.wedged,
             self.running,
             self.held,
+            self.coord_used,
+            self.coord_held,
+            self.coord_waiters,
+            self.acquisitions,
             self.errors,
             self.wait,
             self.hold,
@@ -231,6 +258,32 @@ def read_locks(alias: str) -> int | None:
     return count
 
 
+def add_coordination(out: Families, results: dict[str, Any]) -> None:
+    """Take the semaphores and fair locks reads out of ``results`` and add their samples."""
+    for key in [key for key in results if key.startswith("coordination:")]:
+        alias = key.partition(":")[2]
+        result = results.pop(key)
+        labels = {"kind": "coordination", "alias": alias}
+        if isinstance(result, Exception):
+            out.up.add(0, labels)
+            failed(out, "coordination", alias, "", result)
+            continue
+        if result is None:
+            continue  # a backend without semaphores and fair locks (Redlock)
+        out.up.add(1, labels)
+        for kind, (used, held, waiting) in sorted(result.items()):
+            labels = {"alias": alias, "kind": kind}
+            out.coord_used.add(used, labels)
+            out.coord_held.add(held, labels)
+            out.coord_waiters.add(waiting, labels)
+
+
+def add_acquisitions(out: Families) -> None:
+    """The acquire outcomes counted in this process (see :mod:`.coordination`)."""
+    for (alias, kind, outcome), n in acquisitions.snapshot():
+        out.acquisitions.add(n, {"alias": alias, "kind": kind, "outcome": outcome}, "_total")
+
+
 def failed(out: Families, kind: str, alias: str, queue: str, exc: BaseException) -> None:
     why = reason(exc)
     out.errors.add(1, {"kind": kind, "alias": alias, "queue": queue, "reason": why})
@@ -262,8 +315,10 @@ def collect() -> list[Family]:
         jobs[f"workers:{alias}"] = partial(read_workers, alias)
     for alias in locks:
         jobs[f"locks:{alias}"] = partial(read_locks, alias)
+        jobs[f"coordination:{alias}"] = partial(read_coordination, alias)
     results = all_within(metrics_timeout(), jobs)
     add_registries(out, results)  # takes the "workers:<alias>" results out
+    add_coordination(out, results)  # takes the "coordination:<alias>" results out
     for key, result in results.items():
         kind, _, alias = key.partition(":")
         labels = {"kind": kind, "alias": alias}
@@ -284,6 +339,7 @@ def collect() -> list[Family]:
                 failed(out, kind, alias, name, stats)
             else:
                 add_queue(out, alias, stats)
+    add_acquisitions(out)
     for table, family in ((timings.wait, out.wait), (timings.hold, out.hold)):
         for alias, histogram in sorted(table.items()):
             buckets, total, count = histogram.snapshot()

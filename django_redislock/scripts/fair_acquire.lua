@@ -9,6 +9,8 @@
 -- KEYS[3] request memory zset (see fragments/requests.lua)
 -- KEYS[4] queue zset (owner token -> arrival number)
 -- KEYS[5] wait-lease zset (owner token -> lease deadline, ms, server clock)
+-- KEYS[6] the bucket's coordination index (zset: KEYS[1] -> the latest deadline of the hold
+--         or a waiter's lease, ms; locking/coordindex.py lists it for the admin and metrics)
 -- ARGV[1] owner token   ARGV[2] ttl ms   ARGV[3] holder metadata (JSON)
 -- ARGV[4] "0" a try that will not wait, "1" a waiting try (queued, lease renewed)
 -- ARGV[5] wait-lease ms
@@ -43,6 +45,7 @@ local function queue()
     redis.call('ZADD', KEYS[4], (tonumber(last[2]) or 0) + 1, owner)
   end
   redis.call('ZADD', KEYS[5], now + lease, owner)
+  redis.call('ZADD', KEYS[6], 'GT', now + lease, KEYS[1])
   redis.call('PEXPIRE', KEYS[4], lease + 1000)  -- both outlive the latest lease, no longer
   redis.call('PEXPIRE', KEYS[5], lease + 1000)
   return redis.call('ZRANK', KEYS[4], owner) + 1
@@ -57,6 +60,7 @@ end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], 'o', owner, 'f', fence, 'm', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[6], 'GT', now + tonumber(ARGV[2]), KEYS[1])
 if head[1] then
   redis.call('ZREM', KEYS[4], owner)
   redis.call('ZREM', KEYS[5], owner)

@@ -3,6 +3,8 @@
 -- Safe to resend: the owner token is remembered, so a resent release answers 2.
 -- KEYS[1] lock hash   KEYS[2] queue zset   KEYS[3] wait-lease zset
 -- KEYS[4] request memory zset (see fragments/requests.lua)   KEYS[5] bucket fence counter
+-- KEYS[6] the bucket's coordination index (see fair_acquire.lua): the entry of KEYS[1] is
+--         removed when the lock is free and no waiter's lease is live
 -- ARGV[1] owner token   ARGV[2] fence, or "*": a take-back (whatever this token has)
 -- returns {code, next}: code 1 released (or, with "*", left the queue), 2 released already
 --         (a resend), 0 not held by (token, fence): expired or never granted;
@@ -33,5 +35,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('ZREM', KEYS[3], unpack(lapsed))
   end
   nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  if redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') == 0 then
+    redis.call('ZREM', KEYS[6], KEYS[1])
+  end
 end
 return {code, nxt}

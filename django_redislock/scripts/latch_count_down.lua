@@ -3,6 +3,8 @@
 -- resent one is answered as the first time and counted once.
 -- KEYS[1] latch hash (n=remaining count, r:<request id>=1 per applied count-down)
 -- KEYS[2] the latch's wake-up list (one element once open; waiters rotate it, keep=True)
+-- KEYS[3] the bucket's coordination index (zset: KEYS[1] -> the latch's expiry, ms; see
+--         locking/coordindex.py)
 -- ARGV[1] initial count (used when the latch does not exist yet)   ARGV[2] request id
 -- ARGV[3] the latch's lifetime ms (from its latest change)
 -- returns {code, remaining}: code 1 counted, 2 a resend (counted before), 0 already open
@@ -18,6 +20,8 @@ end
 n = n - 1
 redis.call('HSET', KEYS[1], 'n', n, field, 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[3], t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[3]), KEYS[1])
 if n == 0 then
   redis.call('DEL', KEYS[2])
   redis.call('LPUSH', KEYS[2], 1)

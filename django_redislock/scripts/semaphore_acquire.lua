@@ -15,6 +15,8 @@
 -- KEYS[1] permits zset   KEYS[2] queue zset   KEYS[3] leases zset   KEYS[4] wake-up signal list
 -- KEYS[5] bucket fence counter   KEYS[6] request memory zset (request id -> fence; kept for
 --         the resend window, see fragments/requests.lua)
+-- KEYS[7] the bucket's coordination index (zset: KEYS[1] -> the latest deadline of a permit
+--         or a waiter's lease, ms; locking/coordindex.py lists it for the admin and metrics)
 -- ARGV[1] owner (unique per acquire call)   ARGV[2] ttl ms   ARGV[3] permits (the limit)
 -- ARGV[4] lease ms of a caller that will wait if refused (0: a try that does not wait: it is
 --         never queued)   ARGV[5] signal lifetime ms   ARGV[6] most waiters one grant wakes
@@ -72,6 +74,7 @@ if held + ahead >= limit then
       redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[5]), owner)
     end
     redis.call('ZADD', KEYS[3], now + lease, owner)
+    redis.call('ZADD', KEYS[7], 'GT', now + lease, KEYS[1])
     local left = last_left(KEYS[3])
     redis.call('PEXPIRE', KEYS[2], left)
     redis.call('PEXPIRE', KEYS[3], left)
@@ -84,6 +87,7 @@ if queued then
 end
 local fence = redis.call('INCR', KEYS[5])
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), owner .. '@' .. fence)
+redis.call('ZADD', KEYS[7], 'GT', now + tonumber(ARGV[2]), KEYS[1])
 redis.call('PEXPIRE', KEYS[1], last_left(KEYS[1]))
 remember(KEYS[6], owner, fence, now)
 held = held + 1

@@ -67,7 +67,10 @@ def seed(dashboard: Dashboard) -> list[Any]:
     dashboard.queue("emails").enqueue_many(
         [(f"mail-{i}", {"to": f"u{i}@example.com"}) for i in range(4)]
     )
-    return [*held, stock, *readers, report]
+    exports = dashboard.locks.semaphore("exports:tenant-7", permits=3, ttl=120)
+    permits = [exports.acquire(blocking=False) for _ in range(2)]
+    assert all(permits)
+    return [*held, stock, *readers, report, *permits]
 
 
 def release_a_lock(page: Any, expect: Any, shot: Any) -> None:
@@ -82,6 +85,19 @@ def release_a_lock(page: Any, expect: Any, shot: Any) -> None:
     expect(page.locator(".messagelist")).to_contain_text("Released lock “order:1042”")
     expect(page.locator("#result_list")).not_to_contain_text("order:1042")
     shot("locks-released")
+
+
+def release_a_permit(page: Any, expect: Any, shot: Any, permit_id: str) -> None:
+    """From the locks page: the semaphores and fair locks page, one permit force-released."""
+    page.click("#coordination-link a")
+    row = page.locator("tr.coord-row", has_text="exports:tenant-7")
+    expect(row).to_contain_text(permit_id)
+    shot("coordination")
+    row.locator("li.holder", has_text=permit_id).locator(".release-link").click()
+    expect(page.locator("#content")).to_contain_text("Force-release the permit")
+    page.click("input[value='Yes, release it']")
+    expect(page.locator(".messagelist")).to_contain_text(f"Released permit {permit_id}")
+    expect(page.locator("tr.coord-row", has_text="exports:tenant-7")).not_to_contain_text(permit_id)
 
 
 def requeue_dead_tasks(page: Any, expect: Any, shot: Any, queue_url: str) -> None:
@@ -130,11 +146,15 @@ def test_operator_releases_a_lock_and_requeues_a_dead_task(
         expect(page.locator(".queue-alias")).to_contain_text("orders")
         shot("overview")
         release_a_lock(page, expect, shot)
+        release_a_permit(page, expect, shot, held[-2].id)
         requeue_dead_tasks(page, expect, shot, f"{live_server.url}{BASE}queues/default/orders/")
         browser.close()
 
     with pytest.raises(LockLost):
         held[0].ensure_held()
+    with pytest.raises(LockLost):
+        held[-2].ensure_held()  # the permit released from the semaphores page
+    held[-1].ensure_held()  # the other permit is still held
     for id in ("order-977", "order-978"):
         task = single.queue("orders").get(id)
         assert task is not None and task.state == "ready"

@@ -34,6 +34,8 @@ PATIENCE = 30.0
 PAGES = [
     BASE,
     BASE + "locks/",
+    BASE + "locks/coordination/",  # semaphores and fair locks (issue 30)
+    BASE + "locks/coordination/default/semaphore/s/release/?id=a%401",
     BASE + "workers/",
     BASE + "flash-sales/",
     Q,

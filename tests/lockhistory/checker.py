@@ -10,6 +10,7 @@ Records the checker reads (other records are counted and otherwise ignored):
   steps, for the table;
 * ``{"ev": "hold", ...}``: one hold as its holder saw it (see :class:`Hold`);
 * ``{"ev": "write", ...}``: one fenced write to the name's database row (see :class:`Write`);
+* ``{"ev": "fair", ...}``: one acquire of a fair lock, try by try (see :class:`FairWait`);
 * ``{"ev": "fault", "type": ...}``: a fault the coordinator applied;
 * ``{"ev": "final", "rows": {name: value}, "leftover": [...]}``: the database rows, and the
   lock keys still present one longest TTL (plus a margin) after every worker exited.
@@ -35,97 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Seconds taken off every believed deadline: Redis stores a TTL in whole milliseconds and
-#: checks expiry against its own reading of the clock.
-MARGIN = 0.005
+from .fairorder import FairWait, fair_order
+from .records import MARGIN, Hold, Violation, Write
 
-
-@dataclass(frozen=True)
-class Hold:
-    """One hold as its holder saw it.
-
-    ``identity`` is who holds it for the purpose of exclusion: an explicit ``owner=`` label
-    (two holds of one owner are one holder: a reentrant count) or the grant's own id (a
-    re-entry and a downgrade share the grant of the hold they continue). ``mode`` is ``"x"``
-    (mutex, reentrant, write), ``"r"`` (read) or ``"p"`` (a semaphore's permit: at most
-    ``permits`` believed at once). ``fresh`` says the fence was issued for this hold's own
-    acquire (not a re-entry or a downgrade), which the fence order is checked on.
-    """
-
-    worker: str
-    op: str
-    name: str
-    mode: str
-    identity: str
-    fence: int
-    invoke: float
-    ok: float
-    until: float
-    released: float | None = None
-    lost_at: float | None = None
-    fresh: bool = True
-    kind: str = "mutex"
-    permits: int = 0
-
-    @property
-    def end(self) -> float:
-        """The end of what the holder could believe."""
-        ends = [self.until - MARGIN]
-        ends += [t for t in (self.released, self.lost_at) if t is not None]
-        return min(ends)
-
-    @classmethod
-    def of(cls, rec: dict[str, Any]) -> Hold:
-        return cls(
-            worker=str(rec["worker"]),
-            op=str(rec["op"]),
-            name=rec["name"],
-            mode=rec.get("mode", "x"),
-            identity=str(rec.get("identity") or rec["op"]),
-            fence=int(rec["fence"]),
-            invoke=float(rec["invoke"]),
-            ok=float(rec["ok"]),
-            until=float(rec["until"]),
-            released=rec.get("released"),
-            lost_at=rec.get("lost_at"),
-            fresh=bool(rec.get("fresh", True)),
-            kind=rec.get("kind", "mutex"),
-            permits=int(rec.get("permits", 0)),
-        )
-
-
-@dataclass(frozen=True)
-class Write:
-    """One fenced write ``UPDATE ... SET value = <read + 1>, fence = f WHERE fence < f``."""
-
-    worker: str
-    name: str
-    fence: int
-    invoke: float
-    done: float
-    accepted: bool
-
-    @classmethod
-    def of(cls, rec: dict[str, Any]) -> Write:
-        return cls(
-            str(rec["worker"]),
-            rec["name"],
-            int(rec["fence"]),
-            float(rec["invoke"]),
-            float(rec["done"]),
-            bool(rec["accepted"]),
-        )
-
-
-@dataclass
-class Violation:
-    type: str
-    name: str
-    detail: str
-    records: list[Any] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return f"{self.type} on {self.name!r}: {self.detail}"
+__all__ = ["MARGIN", "Hold", "Report", "Violation", "Write", "check", "read_history"]
 
 
 @dataclass
@@ -138,6 +52,7 @@ class Report:
     faults: Counter[str] = field(default_factory=Counter)
     writes: Counter[str] = field(default_factory=Counter)
     expected: Counter[str] = field(default_factory=Counter)
+    fair: Counter[str] = field(default_factory=Counter)
     orphans: Counter[str] = field(default_factory=Counter)
     seed: int | None = None
 
@@ -158,6 +73,7 @@ class Report:
         section("holds", self.holds)
         section("fenced writes", self.writes)
         section("faults applied", self.faults)
+        section("fair-lock order check (acquires, queued, granted after queueing)", self.fair)
         section("violations", self.by_type)
         if self.expected:
             section("expected without the system check (not a pass)", self.expected)
@@ -372,6 +288,7 @@ def check(records: Iterable[dict[str, Any]]) -> Report:
     report = Report()
     holds: list[Hold] = []
     writes: list[Write] = []
+    fair: list[FairWait] = []
     final: dict[str, Any] | None = None
     grants: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # op -> the name its acquire was for
@@ -394,6 +311,9 @@ def check(records: Iterable[dict[str, Any]]) -> Report:
             write = Write.of(rec)
             writes.append(write)
             report.writes["accepted" if write.accepted else "refused"] += 1
+        elif ev == "fair":
+            fair.append(FairWait.of(rec))
+            report.fair.update(fair[-1].tally())
         elif ev == "fault":
             report.faults[rec["type"]] += 1
         elif ev == "expected":
@@ -403,6 +323,7 @@ def check(records: Iterable[dict[str, Any]]) -> Report:
     report.violations += _overlaps(holds)
     report.violations += _permits(holds)
     report.violations += _fences(holds)
+    report.violations += fair_order(fair)
     report.violations += _writes(writes, final.get("rows") if final else None)
     report.violations += _leftovers(final)
     report.orphans = _orphans(grants, holds, ends)

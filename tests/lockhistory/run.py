@@ -25,7 +25,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,8 @@ from ..faults import FaultProxy
 from ..servers import RedisProcess, start_cluster
 from .checker import Report, Violation, check, read_history
 from .eviction import probe_all
+from .observe import leftovers, sample_grants
+from .rows import open_db, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 KINDS = ("single", "cluster", "redlock")
@@ -50,10 +51,10 @@ RW_NAMES = ("rw0", "rw1")
 #: Semaphores and their permits (issue 30: never more holders than permits). Four workers
 #: rarely hold three permits at once; one permit is a crowd they meet often.
 SEMAPHORES = {"s1": 1, "s2": 2}
+#: Fair locks (issue 30: grant order = arrival order among live waiters): one name, so that
+#: the workers queue behind each other often.
+FAIR_NAMES = ("f0",)
 AOF = ("--appendonly", "yes", "--appendfsync", "always")
-POSTGRES_DSN = os.environ.get(
-    "REDISLOCK_TEST_POSTGRES", "host=127.0.0.1 port=5432 dbname=test user=postgres"
-)
 
 
 @dataclass
@@ -78,50 +79,6 @@ class Run:
         self.log.flush()
 
 
-# -- the database row per name ---------------------------------------------------------------
-
-
-def open_db(directory: Path) -> dict[str, Any]:
-    """PostgreSQL when reachable (a table of this run's own), else a SQLite file."""
-    table = f"lockhist_{uuid.uuid4().hex[:10]}"
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3) as pg:
-            pg.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
-            for name in (*NAMES, *RW_NAMES):
-                pg.execute(f"INSERT INTO {table} VALUES (%s, 0, 0)", (name,))
-        return {"engine": "postgresql", "dsn": POSTGRES_DSN, "table": table}
-    except Exception:  # no driver, no server: SQLite does the same job
-        import sqlite3
-
-        path = str(directory / "rows.sqlite3")
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute(f"CREATE TABLE {table} (name text PRIMARY KEY, value int, fence bigint)")
-        for name in (*NAMES, *RW_NAMES):
-            conn.execute(f"INSERT INTO {table} VALUES (?, 0, 0)", (name,))
-        conn.close()
-        return {"engine": "sqlite", "path": path, "table": table}
-
-
-def read_rows(db: dict[str, Any], drop: bool = True) -> dict[str, int]:
-    query = f"SELECT name, value FROM {db['table']}"
-    if db["engine"] == "postgresql":
-        import psycopg
-
-        with psycopg.connect(db["dsn"], autocommit=True) as pg:
-            rows = {name: int(value) for name, value in pg.execute(query).fetchall()}
-            if drop:
-                pg.execute(f"DROP TABLE {db['table']}")
-        return rows
-    import sqlite3
-
-    conn = sqlite3.connect(db["path"])
-    rows = {name: int(value) for name, value in conn.execute(query).fetchall()}
-    conn.close()
-    return rows
-
-
 # -- servers and workers ---------------------------------------------------------------------
 
 
@@ -139,7 +96,15 @@ def start_servers(run: Run) -> None:
             proxy.port_map = ports
 
 
-def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str, Any]:
+def worker_args(
+    run: Run,
+    index: int,
+    seconds: float,
+    max_ops: int,
+    *,
+    only: tuple[str, ...] = (),
+    mutate: str = "",
+) -> dict[str, Any]:
     urls = [proxy.url for proxy in run.proxies]
     options: dict[str, Any] = {"DEFAULT_TTL": DEFAULT_TTL}
     if run.kind == "redlock":
@@ -162,6 +127,9 @@ def worker_args(run: Run, index: int, seconds: float, max_ops: int) -> dict[str,
         "names": list(NAMES),
         "rw_names": list(RW_NAMES),
         "semaphores": {} if run.kind == "redlock" else dict(SEMAPHORES),
+        "fair_names": [] if run.kind == "redlock" else list(FAIR_NAMES),
+        "only": list(only),
+        "mutate": mutate,
         "ttls": list(TTLS),
         "seconds": seconds,
         "max_ops": max_ops,
@@ -281,76 +249,6 @@ def clear_faults(run: Run) -> None:
         proxy.clear()
 
 
-# -- grants seen in Redis -------------------------------------------------------------------
-
-
-def sample_grants(run: Run, until: float) -> None:
-    """Record the fence of every mutex name held in Redis, every 25 ms (direct, no proxy).
-
-    The checker compares them with the holds the workers reported: a grant no holder ever
-    had (it ends by its TTL) is reported apart, with the outcome that may explain it. On
-    Redlock a grant counts when a majority of masters have the same fence.
-    """
-    clients = [server.client(socket_timeout=1.0) for server in run.servers]
-    cluster = (
-        redis.RedisCluster(host="127.0.0.1", port=run.servers[0].port)
-        if run.kind == "cluster"
-        else None
-    )
-    keys = {name: f"{run.prefix}:{{lk{zlib.crc32(name.encode()) % 16}}}:l:{name}" for name in NAMES}
-    out = open(run.directory / "grants.jsonl", "w")  # noqa: SIM115
-    try:
-        while time.monotonic() < until:
-            for name, key in keys.items():
-                t = time.monotonic()
-                seen: list[int] = []
-                for client in [cluster] if cluster is not None else clients:
-                    try:
-                        raw = client.hget(key, "f")
-                    except (redis.RedisError, OSError):
-                        continue
-                    if raw is not None:
-                        seen.append(int(raw))
-                need = 2 if run.kind == "redlock" else 1
-                for fence in set(seen):
-                    if seen.count(fence) >= need:
-                        out.write(json.dumps({"ev": "grant", "name": name, "fence": fence, "t": t}))
-                        out.write("\n")
-            time.sleep(0.025)
-    finally:
-        out.close()
-        for client in clients:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-# -- what is left ----------------------------------------------------------------------------
-
-
-def leftovers(run: Run) -> list[dict[str, Any]]:
-    """Lock holds still in Redis (all workers ended one longest TTL ago)."""
-    found: list[dict[str, Any]] = []
-    for server in run.servers:
-        client = _raw(server)
-        now_ms = int(client.time()[0]) * 1000 + int(client.time()[1]) // 1000
-        for key in client.scan_iter(match=f"{run.prefix}:*", count=1000):
-            text = key.decode()
-            part = text.split(":")
-            if len(part) < 4:
-                continue
-            kind, name = part[2], ":".join(part[3:])
-            if kind in ("l", "rw", "sp"):  # a hold, a writer, a semaphore's permits
-                found.append({"name": name, "key": text, "pttl": client.pttl(key)})
-            elif kind in ("sq", "sd") and client.pttl(key) == -1:  # a semaphore's waiters
-                found.append({"name": name, "key": text, "pttl": -1})
-            elif kind == "rr":
-                late = client.zrangebyscore(key, "-inf", now_ms)
-                if late or client.pttl(key) == -1:
-                    found.append({"name": name, "key": text, "readers past deadline": len(late)})
-    return found
-
-
 def finish(state: Run, seconds: float) -> None:
     """End the faults, wait for the workers (bounded), one longest TTL more, record the end."""
     clear_faults(state)
@@ -390,8 +288,14 @@ def run(
     max_ops: int = 100_000,
     fault_every: tuple[float, float] = (0.15, 0.6),
     eviction: bool = False,
+    only: tuple[str, ...] = (),
+    mutate: str = "",
 ) -> tuple[Report, Path]:
     """Run the check on ``kind`` for ``seconds``; returns the report and the history folder.
+
+    ``only`` limits the workers to those operations (their method names, e.g. ``fair``);
+    ``mutate`` names a change to the scripts the workers load
+    (:data:`tests.lockhistory.worker.MUTATIONS`), to show the checker catches it.
 
     With ``eviction``, the report's ``expected`` section also says what an evicting server
     did to a held lock (:mod:`.eviction`): refused by the system check, so not a violation.
@@ -407,11 +311,16 @@ def run(
     state.log = open(directory / "coordinator.jsonl", "w")  # noqa: SIM115
     try:
         start_servers(state)
-        state.db = open_db(directory)
-        args = [worker_args(state, i, seconds, max_ops) for i in range(workers)]
+        state.db = open_db(directory, (*NAMES, *RW_NAMES, *FAIR_NAMES))
+        args = [
+            worker_args(state, i, seconds, max_ops, only=only, mutate=mutate)
+            for i in range(workers)
+        ]
         state.workers = [spawn(a) for a in args]
         deadline = time.monotonic() + seconds
-        sampler = threading.Thread(target=sample_grants, args=(state, deadline + 5), daemon=True)
+        sampler = threading.Thread(
+            target=sample_grants, args=(state, deadline + 5, NAMES), daemon=True
+        )
         sampler.start()
         time.sleep(min(1.0, seconds / 10))  # let the workers start before the first fault
         while time.monotonic() < deadline:

@@ -1,0 +1,81 @@
+"""Test instrumentation of the history workers: the fair lock's tries, script mutations.
+
+:func:`trace_fair` records each ``fair_acquire`` call of one fair lock object (the checker's
+:class:`~tests.lockhistory.fairorder.FairWait`); :func:`mutate` changes the Lua the worker's
+process loads, so a test can show that the checker catches a broken guarantee.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+now = time.monotonic
+
+
+def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
+    """Record each ``fair_acquire`` call of ``lock`` (wrapping this object's own methods).
+
+    A call whose reply was lost is resent by ``_resolve``; the resends are part of the same
+    try, which spans from the first send to the last reply (or to the take-back when Redis
+    stayed away: code -1). ``_leave`` is the take-back and the leave of a waiter that stops.
+    """
+    call, resolve, leave = lock._call, lock._resolve, lock._leave
+    state: dict[str, Any] = {"start": 0.0, "resolving": False}
+
+    def add(start: float, result: Any) -> None:
+        code = int(result[0])
+        place = int(result[2]) if code == 0 and len(result) > 2 else 0
+        trace["tries"].append([start, now(), code, place])
+
+    def _call(c: Any) -> Any:
+        if c[0] != "fair_acquire" or state["resolving"]:
+            return call(c)
+        state["start"] = start = now()
+        result = call(c)  # a ConnectionFailed goes to _resolve, which records the try
+        add(start, result)
+        return result
+
+    def _resolve(c: Any, owner: str, exc: Exception) -> Any:
+        state["resolving"] = True
+        try:
+            result = resolve(c, owner, exc)
+        except BaseException:
+            trace["tries"].append([state["start"], now(), -1, 0])
+            raise
+        finally:
+            state["resolving"] = False
+        add(state["start"], result)
+        return result
+
+    def _leave(owner: str) -> None:
+        trace.setdefault("leave", now())
+        leave(owner)
+
+    lock._call, lock._resolve, lock._leave = _call, _resolve, _leave
+
+
+#: Source changes that break a guarantee, to show the checker catches it (tests only).
+MUTATIONS = {
+    # the fair lock grants the last waiter first
+    "fair-lifo": {
+        "fair_acquire": [("ZRANGE', KEYS[4], 0, 0)", "ZRANGE', KEYS[4], -1, -1)")],
+        "fair_release": [("ZRANGE', KEYS[2], 0, 0)", "ZRANGE', KEYS[2], -1, -1)")],
+    },
+}
+
+
+def mutate(name: str) -> None:
+    """Apply mutation ``name`` to the scripts this process loads."""
+    from django_redislock.calls import script
+
+    changes, original = MUTATIONS[name], vars(script)["source"]
+
+    def source(script_name: str) -> str:
+        text = original(script_name)
+        for old, new in changes.get(script_name, []):
+            assert old in text, (script_name, old)
+            text = text.replace(old, new)
+        return text
+
+    vars(script)["source"] = source  # what Script() reads the Lua text with

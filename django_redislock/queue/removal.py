@@ -37,6 +37,7 @@ class RemovalMixin:
     cancel_key: str
     history_key: str
     history_index_key: str
+    runs_failed_key: str
 
     if TYPE_CHECKING:  # provided by QueueCalls and Queue
         backend: Any

@@ -13,7 +13,6 @@ import functools
 import hashlib
 import inspect
 import json
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -37,10 +36,12 @@ from ..validation import (
 from .arguments import enqueue_args
 from .call_options import EXPIRES, delay_of, expiry_of, in_transaction, send_async
 from .canvas import Signature
+from .groups import check_group, group_args, send_grouped
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros
+from .task_checks import check_exceptions, positional_bounds
 from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
 from .workflows import MARK, chord_inputs
 
@@ -76,6 +77,9 @@ class TaskFunction(Generic[P, R]):
         retry_on: tuple[type[BaseException], ...] | None = None,
         dont_retry_on: tuple[type[BaseException], ...] = (),
         retry_jitter: bool | None = None,
+        group_key: Callable[..., str] | None = None,
+        group_concurrency: int | None = None,
+        group_rate_limit: str | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -123,6 +127,10 @@ class TaskFunction(Generic[P, R]):
         self.retry_jitter = (
             None if retry_jitter is None else check_bool(retry_jitter, "retry_jitter")
         )
+        #: its concurrency group (docs/queue.md, "Concurrency groups"), None without
+        self.group = check_group(group_key, group_concurrency, group_rate_limit)
+        if self.group is not None and self.unique_for is not None:
+            raise InvalidArgument("group_key cannot be combined with unique_for (not supported)")
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -248,6 +256,7 @@ class TaskFunction(Generic[P, R]):
         task_id = self.task_id(payload, id)
         if queue is None:
             queue = self.queue
+        group = None if self.group is None else self.group.group_of(*self.call_of(payload))
         due_in = micros(check_seconds(delay, "delay", allow_zero=True))
         if expires is not None:  # after task_id: a unique id does not depend on it
             payload = {**payload, EXPIRES: expires}
@@ -264,6 +273,9 @@ class TaskFunction(Generic[P, R]):
             flag = "u" + flag
         args = [flag, task_id, due_in, data]
         sender = self._sender(queue, payload, ttl, due_in)
+        if group is not None and self.group is not None:
+            args = group_args(flag, self.group.limits, [(Entry(task_id, due_in, data), group)])
+            sender = self._group_sender(queue, payload, ttl, due_in)
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             result = Enqueued(task_id, queue=queue)
 
@@ -281,6 +293,19 @@ class TaskFunction(Generic[P, R]):
         if ttl is not None:
             return marked_sender(queue, payload, ttl, due_in)
         return queue.send_unique if self.unique_for is not None else queue.send_entries
+
+    def _group_sender(
+        self, queue: Queue, payload: dict[str, Any], ttl: float | None, due_in: int
+    ) -> Callable[[list[Any]], Sequence[int]]:
+        """What sends one grouped call's ARGV (see :func:`.groups.group_args`)."""
+        if ttl is None:
+            return lambda args: send_grouped(queue, args)
+        return marked_sender(queue, payload, ttl, due_in, grouped=True)
+
+    @staticmethod
+    def call_of(payload: Mapping[str, Any]) -> tuple[Sequence[Any], Mapping[str, Any]]:
+        """The ``(args, kwargs)`` of an envelope."""
+        return payload.get("args", ()), payload.get("kwargs", {})
 
     def ttl_of_results(self, queue: Queue) -> float | None:
         """Seconds a result of this task is kept, or None when results are not stored.
@@ -316,10 +341,12 @@ class TaskFunction(Generic[P, R]):
         check_count(batch_size, "batch_size", allow_zero=False)
         level = self.priority if priority is None else check_priority(priority)
         ttl = self.ttl_of_results(queue)
-        entries, gens = [], []
+        entries, gens, groups = [], [], []
         for args, kwargs in calls:
             payload = self.payload(args, kwargs)
             task_id = self.task_id(payload, None)
+            if self.group is not None:
+                groups.append(self.group.group_of(*self.call_of(payload)))
             if ttl is not None:
                 payload[MARKER] = marker(queue, ttl)
                 gens.append(payload[MARKER]["gen"])
@@ -334,6 +361,13 @@ class TaskFunction(Generic[P, R]):
 
         def send_batch(batch: list[Entry], start: int) -> Sequence[int]:
             args = enqueue_args(batch, False, level)
+            if self.group is not None:
+                pairs = list(zip(batch, groups[start : start + len(batch)], strict=True))
+                args = group_args(args[0], self.group.limits, pairs)
+                if ttl is None:
+                    return send_grouped(queue, args)
+                marks = [(e.id, e.data, gens[start + i]) for i, e in enumerate(batch)]
+                return send_marked(queue, args, marks, ttl + delay, grouped=True)
             if self.unique_for is not None:
                 args[0] = "u" + args[0]
             if ttl is None:
@@ -411,34 +445,3 @@ class TaskFunction(Generic[P, R]):
             return asyncio.run(result)
         return result
 
-
-def check_exceptions(value: Any, argument: str) -> tuple[type[BaseException], ...]:
-    """A tuple of exception classes (one class alone is taken as a tuple of one)."""
-    if isinstance(value, type):
-        value = (value,)
-    if not isinstance(value, (tuple, list)) or not all(
-        isinstance(item, type) and issubclass(item, BaseException) for item in value
-    ):
-        raise InvalidArgument(f"{argument} must be a tuple of exception classes, got {value!r}")
-    return tuple(value)
-
-
-def positional_bounds(signature: inspect.Signature) -> tuple[float, float]:
-    """How many positional arguments alone bind to ``signature``: ``(fewest, most)``.
-
-    ``(inf, -1)`` (nothing binds without keywords) when a keyword-only parameter
-    has no default; ``most`` is infinite with ``*args``.
-    """
-    fewest, most = 0, 0
-    unbounded = False
-    for parameter in signature.parameters.values():
-        kind = parameter.kind
-        if kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            most += 1
-            if parameter.default is parameter.empty:
-                fewest = most
-        elif kind is parameter.VAR_POSITIONAL:
-            unbounded = True
-        elif kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
-            return (math.inf, -1)
-    return (fewest, math.inf if unbounded else most)

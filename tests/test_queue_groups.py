@@ -161,6 +161,8 @@ def test_purge_deletes_held_tasks(alias: RedisTarget) -> None:
     q = grouped()
     assert q.purge() == 5
     assert q.groups() == [] and q.pop(5) == []
+    raw = queues["default"].client
+    assert not raw.exists(q.keys[3], *q.group_keys)  # no payload, no group state is left
 
 
 def test_a_delayed_task_of_a_group_is_admitted_when_due(alias: RedisTarget) -> None:

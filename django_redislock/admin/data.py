@@ -369,7 +369,8 @@ def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[in
     while deleted < seen:
         budget = min(chunk, seen - deleted)
         (reply,) = _results(
-            queue.backend, [("queue_purge", queue.script_keys, [budget, seen - deleted])]
+            queue.backend,
+            [("queue_purge", [*queue.script_keys, *queue.group_keys], [budget, seen - deleted])],
         )
         step, left = int(reply[0]), int(reply[1])
         if step < 0:
@@ -398,7 +399,7 @@ def act(
     args: list[Any] = [action]
     for id, where, score in seen:
         args += [id, where, score]
-    (reply,) = _results(queue.backend, [("admin_task_action", queue.script_keys, args)])
+    (reply,) = _results(queue.backend, [("admin_task_action", [*queue.script_keys, *queue.group_keys], args)])
     return [int(code) for code in reply]
 
 

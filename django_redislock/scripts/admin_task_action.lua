@@ -4,6 +4,8 @@
 -- KEYS[8] claims hash, KEYS[9] priority index zset, KEYS[10] levels hash (see the priority
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- fragment: a task run now or requeued keeps its level)
+-- KEYS[12], KEYS[13], KEYS[14] (optional) the concurrency groups' keys (see the groups
+--          fragment): a deleted task of a group gives its slot back
 -- ARGV[1] action: "run" (a delayed task becomes due now; a ready one keeps its place),
 --         "requeue" (a dead task goes back to ready with fresh attempts, its last error kept)
 --         or "delete"
@@ -11,6 +13,9 @@
 -- returns one code per task: 1 done, 0 gone, -1 changed since it was seen (state or score),
 --         -2 the action does not apply to that state (run in flight, requeue a live task)
 -- include: priority
+-- include: gcra
+-- include: groups
+local G = #KEYS >= 14 and {KEYS[12], KEYS[13], KEYS[14]} or nil
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local action = ARGV[1]
@@ -56,6 +61,7 @@ for i = 2, #ARGV, 3 do
       redis.call('HDEL', KEYS[8], id)  -- the claim of an in-flight task: no field outlives it
       redis.call('HDEL', KEYS[11], id)
       prio_forget({id})
+      if G then grp_forget(G, id, now) end
     end
   else
     return redis.error_reply('unknown action ' .. action)

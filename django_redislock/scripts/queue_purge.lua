@@ -6,8 +6,8 @@
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- KEYS[12], KEYS[13], KEYS[14] (optional) the concurrency groups' keys (see the groups
---          fragment): held tasks are deleted after the others, and the groups' state with
---          the last of them
+--          fragment): held tasks are deleted first (none is admitted while the others go),
+--          and the groups' state with the last task
 -- ARGV[1] chunk size
 -- include: priority
 -- ARGV[2] (optional) tasks the caller confirmed may be deleted (the admin's confirmation page);
@@ -25,6 +25,25 @@ end
 local G = #KEYS >= 14 and {KEYS[12], KEYS[13], KEYS[14]} or nil
 local budget = tonumber(ARGV[1])
 local deleted = 0
+if G and budget > 0 then  -- held tasks of groups: "<#group>:<group>:<due>:<id>"
+  local members = redis.call('ZRANGE', G[1], 0, budget - 1)
+  if #members > 0 then
+    local ids = {}
+    for i, member in ipairs(members) do
+      local colon = string.find(member, ':', 1, true)
+      local skip = colon + tonumber(string.sub(member, 1, colon - 1)) + 20
+      ids[i] = string.sub(member, skip)
+    end
+    redis.call('ZREMRANGEBYRANK', G[1], 0, #members - 1)
+    redis.call('HDEL', KEYS[4], unpack(ids))
+    redis.call('HDEL', KEYS[5], unpack(ids))
+    redis.call('HDEL', KEYS[6], unpack(ids))
+    redis.call('HDEL', KEYS[11], unpack(ids))
+    prio_forget(ids)
+    deleted = deleted + #ids
+    budget = budget - #ids
+  end
+end
 for k = 1, 3 do
   if budget > 0 then
     local ids = redis.call('ZRANGE', KEYS[k], 0, budget - 1)
@@ -39,24 +58,6 @@ for k = 1, 3 do
       deleted = deleted + #ids
       budget = budget - #ids
     end
-  end
-end
-if G and budget > 0 then  -- held tasks of groups: "<#group>:<group>:<due>:<id>"
-  local members = redis.call('ZRANGE', G[1], 0, budget - 1)
-  if #members > 0 then
-    local ids = {}
-    for i, member in ipairs(members) do
-      local colon = string.find(member, ':', 1, true)
-      local skip = colon + tonumber(string.sub(member, 1, colon - 1)) + 19
-      ids[i] = string.sub(member, skip)
-    end
-    redis.call('ZREMRANGEBYRANK', G[1], 0, #members - 1)
-    redis.call('HDEL', KEYS[4], unpack(ids))
-    redis.call('HDEL', KEYS[5], unpack(ids))
-    redis.call('HDEL', KEYS[6], unpack(ids))
-    redis.call('HDEL', KEYS[11], unpack(ids))
-    prio_forget(ids)
-    deleted = deleted + #ids
   end
 end
 local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])

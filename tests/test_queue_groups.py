@@ -230,3 +230,9 @@ def test_a_key_that_returns_no_string_queues_nothing(alias: RedisTarget) -> None
     assert q.stats()["ready"] == 0 and q.groups() == []
     raw = queues["default"].client
     assert not raw.exists(*q.group_keys)
+
+
+def test_a_grouped_task_cannot_be_a_workflow_step() -> None:
+    fn = tenant_task(group_concurrency=2)
+    with pytest.raises(InvalidArgument, match="group_key"):
+        fn.s("a")

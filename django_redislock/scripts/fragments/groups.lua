@@ -25,6 +25,8 @@
 local function grp_prefix(g)
   return string.format('%d:', #g) .. g .. ':'
 end
+-- admissions so far in this script call (see grp_admit)
+local grp_seq = {0}
 -- grp_hold(G, g, id, due): hold id in group g until it is admitted
 local function grp_hold(G, g, id, due)
   local member = grp_prefix(g) .. string.format('%017d', due) .. ':' .. id
@@ -63,8 +65,12 @@ local function grp_admit(G, g, now)
     local id = string.sub(head[1], #p + 19)
     redis.call('ZREM', G[1], head[1])
     redis.call('HDEL', G[2], 'h:' .. id)
-    redis.call('ZADD', KEYS[1], now, id)
-    prio_back(id, now)
+    -- due now, in the order of admission: a µs apart (not a tie pending would break by
+    -- id), up to a millisecond before now (so a claim in the same script sees them due)
+    grp_seq[1] = math.min(grp_seq[1] + 1, 999)
+    local score = now - 1000 + grp_seq[1]
+    redis.call('ZADD', KEYS[1], score, id)
+    prio_back(id, score)
     running, tat, admitted = running + 1, after, admitted + 1
   end
   if not waiting then redis.call('ZREM', G[3], g) end

@@ -31,6 +31,7 @@ SUITES: list[str] = [
     "chord",
     "semaphore",
     "fair",
+    "groups",
 ]
 
 

@@ -54,7 +54,7 @@ local start_all = ARGV[5] == '1'
 local quota, paused, limit, grouped = flow_quota(now, count)
 local G = nil
 if grouped and #KEYS >= 17 then G = {KEYS[15], KEYS[16], KEYS[17]} end
-local acked = ack(ARGV, 7, KEYS[14], G)
+local acked = ack(ARGV, 7, KEYS[14], G, now)
 if #KEYS >= 18 then redis.call('DEL', KEYS[18]) end
 
 -- the claimed tasks as the reply's last two strings (see "returns" above)

@@ -46,8 +46,9 @@ end
 -- to the unique zset (key unique: id -> server µs the window ends; see queue_enqueue.lua),
 -- whose ended entries are dropped here and which expires by itself after its longest window.
 -- G: the groups fragment's keys (nil: no task of a group is acknowledged here): an acked task
--- of a group gives its slot back
-local function ack(args, from, unique, G)
+-- of a group gives its slot back, and the next one of its group is admitted as of `now` (the
+-- caller's server time, when it has one: a claim then finds it due)
+local function ack(args, from, unique, G, now)
   local ids, tokens, windows = {}, {}, nil
   for i = from, #args do
     local colon = string.find(args[i], ':', 1, true)
@@ -85,8 +86,10 @@ local function ack(args, from, unique, G)
     redis.call('HDEL', KEYS[11], unpack(done))
   end
   if grouped then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
     for _, id in ipairs(grouped) do grp_release(G, id, now) end
   end
   if #opened > 0 and unique then

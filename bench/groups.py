@@ -57,8 +57,8 @@ def one_run(big: int, grouped: bool) -> dict[str, float]:
 
 
 def run(server: Any, quick: bool) -> dict[str, Any]:
-    big = int(os.environ.get("BENCH_GROUPS_BIG", 2000 if quick else 20000))
-    rounds = int(os.environ.get("BENCH_GROUPS_ROUNDS", 1 if quick else 3))
+    big = int(os.environ.get("BENCH_GROUPS_BIG", "2000" if quick else "20000"))
+    rounds = int(os.environ.get("BENCH_GROUPS_ROUNDS", "1" if quick else "3"))
     loads = [os.getloadavg()[0]]
     found: dict[bool, list[dict[str, float]]] = {True: [], False: []}
     params = {"LOCATION": server.url, "KEY_PREFIX": "bench"}
@@ -74,7 +74,8 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             {
                 "case": "group_key=tenant, group_concurrency=2" if grouped else "no groups (FIFO)",
                 "tasks": big + SMALL_TENANTS * SMALL_TASKS,
-                "last small task started at (% of starts)": 100 * median(r["position"] for r in runs),
+                "last small task started at (% of starts)": 100
+                * median(r["position"] for r in runs),
                 "(% of the run's time)": 100 * median(r["time"] for r in runs),
                 "run seconds": median(r["seconds"] for r in runs),
                 "tasks/s": median(r["tasks/s"] for r in runs),
@@ -92,6 +93,6 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             f"{os.cpu_count()} CPUs.",
             f"With groups the {SMALL_TENANTS * SMALL_TASKS} small tasks had all started "
             f"{share:.2f} % into the run (target: within 5 % at 100,000 tasks).",
-            "Reproduce: python3 dev.py bench groups (BENCH_GROUPS_BIG=100000 for the issue's size).",
+            "Reproduce: python3 dev.py bench groups (BENCH_GROUPS_BIG=100000: the issue's size).",
         ],
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from django_redislock import queues, task
 
@@ -21,7 +22,7 @@ STARTS_KEY = "test:{grp}:starts"
 RAN_KEY = "test:{grp}:ran:"
 
 
-def _client():  # type: ignore[no-untyped-def]
+def _client() -> Any:
     return queues["default"].client  # type: ignore[attr-defined]
 
 

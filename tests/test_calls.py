@@ -138,8 +138,9 @@ def test_the_direct_sender_can_be_switched_off(target: RedisTarget) -> None:
 
 
 def test_queue_calls_are_prepared_once_per_script_and_client(target: RedisTarget) -> None:
-    """A claim's flow, request, unique and three group keys lead its arguments; the head is the prepared one, even
-    after ``NOSCRIPT`` (the reload sends the whole call with its real key count)."""
+    """A claim's flow, request, unique and three group keys lead its arguments; the head is the
+    prepared one, even after ``NOSCRIPT`` (the reload sends the whole call with its real key
+    count)."""
     for direct in (True, False):
         q = make_queue(target, f"prepared-{direct}", DIRECT_SENDER=direct)
         q.enqueue_many([("a", 1), ("b", 2)])

@@ -31,8 +31,18 @@ def test_two_worker_processes_never_run_more_than_the_limit(real: RedisTarget) -
     for n in range(4):
         gt.tenant_work.delay("small", n, 0.05)
     workers = [
-        spawn(real, "grouped", "--pool", "thread", "--concurrency", "4", "--burst",
-              "--timeout", "60", task_modules=MODULES)
+        spawn(
+            real,
+            "grouped",
+            "--pool",
+            "thread",
+            "--concurrency",
+            "4",
+            "--burst",
+            "--timeout",
+            "60",
+            task_modules=MODULES,
+        )
         for _ in range(2)
     ]
     try:

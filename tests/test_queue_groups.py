@@ -161,7 +161,7 @@ def test_purge_deletes_held_tasks(alias: RedisTarget) -> None:
     q = grouped()
     assert q.purge() == 5
     assert q.groups() == [] and q.pop(5) == []
-    raw = queues["default"].client
+    raw = queues["default"].client  # type: ignore[attr-defined]
     assert not raw.exists(q.keys[3], *q.group_keys)  # no payload, no group state is left
 
 
@@ -228,7 +228,7 @@ def test_a_key_that_returns_no_string_queues_nothing(alias: RedisTarget) -> None
         fn.enqueue_many([(("ok",), {}), ((8,), {})])
     q = grouped()
     assert q.stats()["ready"] == 0 and q.groups() == []
-    raw = queues["default"].client
+    raw = queues["default"].client  # type: ignore[attr-defined]
     assert not raw.exists(*q.group_keys)
 
 

@@ -399,7 +399,9 @@ def act(
     args: list[Any] = [action]
     for id, where, score in seen:
         args += [id, where, score]
-    (reply,) = _results(queue.backend, [("admin_task_action", [*queue.script_keys, *queue.group_keys], args)])
+    (reply,) = _results(
+        queue.backend, [("admin_task_action", [*queue.script_keys, *queue.group_keys], args)]
+    )
     return [int(code) for code in reply]
 
 

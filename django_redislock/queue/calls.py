@@ -381,8 +381,8 @@ class QueueCalls:
             raise InvalidArgument(f"reason must be a string, got {type(reason).__name__}")
         tag = f"q:{self.name}"
         result, done = (self.backend.key(tag, part, check_id(id)) for part in ("result", "done"))
-        keys = (self.cancel_key, result, done, self.history_key, self.history_index_key)
-        keys += self.group_keys
+        history = (self.history_key, self.history_index_key)
+        keys = (self.cancel_key, result, done, *history, *self.group_keys)
         args = [id, f"TaskCancelled: {reason}"[:4000], worker_id()]
         return Call("queue_cancel", args, lambda reply: CANCEL_RESULTS[int(reply)], keys)
 

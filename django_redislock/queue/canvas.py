@@ -53,7 +53,7 @@ class Signature:
         if getattr(task, "group", None) is not None:  # its members are queued by a script
             raise InvalidArgument(
                 f"{task.path} has a group_key: tasks of concurrency groups cannot be "
-                "workflow steps or members yet (docs/queue.md, \"Concurrency groups\")"
+                'workflow steps or members yet (docs/queue.md, "Concurrency groups")'
             )
         self.task = task
         self.args = list(args)

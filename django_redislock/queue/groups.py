@@ -67,7 +67,11 @@ def check_group(
         raise InvalidArgument(
             f"group_key must be a callable taking the task's arguments, got {group_key!r}"
         )
-    limit = 1 if concurrency is None else check_count(concurrency, "group_concurrency", allow_zero=False)
+    limit = (
+        1
+        if concurrency is None
+        else check_count(concurrency, "group_concurrency", allow_zero=False)
+    )
     rate = None if rate_limit is None else parse_rate(rate_limit, "group_rate_limit")
     return GroupSpec(group_key, limit, rate)
 

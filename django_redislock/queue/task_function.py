@@ -41,8 +41,8 @@ from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros
-from .task_checks import check_exceptions, positional_bounds
 from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
+from .task_checks import check_exceptions, positional_bounds
 from .workflows import MARK, chord_inputs
 
 P = ParamSpec("P")
@@ -444,4 +444,3 @@ class TaskFunction(Generic[P, R]):
         if inspect.iscoroutine(result):
             return asyncio.run(result)
         return result
-

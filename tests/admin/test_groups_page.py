@@ -19,8 +19,13 @@ HOSTILE = "<b>acme</b>"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@task(queue="tenants", name="tests.admin.sync", group_key=lambda t, *a, **k: t,
-      group_concurrency=2, group_rate_limit="50/s")
+@task(
+    queue="tenants",
+    name="tests.admin.sync",
+    group_key=lambda t, *a, **k: t,
+    group_concurrency=2,
+    group_rate_limit="50/s",
+)
 def sync(tenant: str, n: int) -> None:
     del tenant, n
 

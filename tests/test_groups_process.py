@@ -75,6 +75,8 @@ def test_a_sigkilled_workers_slot_comes_back_after_its_lease(real: RedisTarget) 
     gt.forget_running("a")  # the killed runs never reached their DECR
     # the dead worker's runs keep their slots until their leases lapse; then they run again
     # (quickly: a rerun does not sleep) and "a:2" gets a slot
+    assert [(g.running, g.held) for g in grouped().groups()] == [(2, 1)]
+    wait_for(lambda: grouped().stats()["expired_leases"] == 2, 60, "the leases to lapse")
     second = spawn(real, *args, "--burst", "--timeout", "60", task_modules=MODULES)
     try:
         code, _out, err = finish(second, timeout=90)

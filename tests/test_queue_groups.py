@@ -236,3 +236,22 @@ def test_a_grouped_task_cannot_be_a_workflow_step() -> None:
     fn = tenant_task(group_concurrency=2)
     with pytest.raises(InvalidArgument, match="group_key"):
         fn.s("a")
+
+
+def test_replacing_a_running_task_frees_its_slot_once(alias: RedisTarget) -> None:
+    fn = tenant_task(group_concurrency=1)
+    fn.enqueue(("a", 1), id="x")
+    fn.enqueue(("a", 2), id="y")
+    q = grouped()
+    [old] = q.pop(5)
+    assert old.id == "x"
+    assert fn.enqueue(("a", 3), id="x", replace=True).queued
+    # the old run's slot went to "y"; the new copy of "x" is held behind it
+    assert running(q) == {"a": (1, 1, 1)}
+    assert q.ack(old) == 0  # the replaced run's ack is stale: it frees nothing
+    assert running(q) == {"a": (1, 1, 1)}
+    [y] = q.pop(5)
+    assert y.id == "y" and q.ack(y) == 1
+    [x] = q.pop(5)
+    assert (x.id, x.payload["args"][1]) == ("x", 3)
+    assert q.ack(x) == 1 and q.groups() == []

@@ -255,3 +255,16 @@ def test_replacing_a_running_task_frees_its_slot_once(alias: RedisTarget) -> Non
     [x] = q.pop(5)
     assert (x.id, x.payload["args"][1]) == ("x", 3)
     assert q.ack(x) == 1 and q.groups() == []
+
+
+def test_groups_are_listed_whatever_the_backlog(single_target: RedisTarget) -> None:
+    """The listing scans per-group fields only: a backlog of 15,000 held tasks (30,000
+    per-task fields, more than the listing's bounded scan reads) does not hide its group."""
+    params = {**single_target.params(), "KEY_PREFIX": "grp"}
+    with override_settings(REDISLOCK_QUEUES={"default": params}):
+        fn = tenant_task(group_concurrency=2)
+        fn.enqueue_many([(("big", n), {}) for n in range(15000)], batch_size=5000)
+        fn.delay("small")
+        groups = {g.name: (g.running, g.held) for g in grouped().groups()}
+        assert groups == {"big": (2, 14998), "small": (1, 0)}
+        assert grouped().purge() == 15001

@@ -84,11 +84,6 @@ def group_args(flag: str, limits: str, entries: Sequence[tuple[Entry, str]]) -> 
     return args
 
 
-def enqueue_keys(queue: Queue) -> list[str]:
-    """The keys of ``queue_group_enqueue.lua`` (without the request key of a replace)."""
-    return [*queue.script_keys, queue.rates_key, *queue.group_keys, queue.flow_key]
-
-
 def send_grouped(queue: Queue, args: list[Any]) -> list[int]:
     """Run ``queue_group_enqueue.lua`` with ``args`` (see :func:`group_args`); its codes."""
     queue.backend.register_queue(queue.name)
@@ -117,7 +112,7 @@ class GroupInfo:
 def groups(queue: Queue, count: int = 200) -> list[GroupInfo]:
     """Up to ``count`` groups of ``queue`` that have admitted or held tasks (one script)."""
     check_count(count, "count", allow_zero=False)
-    keys = [*queue.group_keys]
+    keys = list(queue.group_keys[:3])  # hold, groups, wait
     reply = queue.backend.script("queue_groups")(keys=keys, args=[count])
     out = []
     for i in range(0, len(reply), 6):

@@ -4,7 +4,7 @@
 -- KEYS[8] claims hash, KEYS[9] priority index zset, KEYS[10] levels hash (see the priority
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
 -- fragment: a task run now or requeued keeps its level)
--- KEYS[12], KEYS[13], KEYS[14] (optional) the concurrency groups' keys (see the groups
+-- KEYS[12..15] (optional) the concurrency groups' keys (see the groups
 --          fragment): a deleted task of a group gives its slot back
 -- ARGV[1] action: "run" (a delayed task becomes due now; a ready one keeps its place),
 --         "requeue" (a dead task goes back to ready with fresh attempts, its last error kept)
@@ -15,7 +15,7 @@
 -- include: priority
 -- include: gcra
 -- include: groups
-local G = #KEYS >= 14 and {KEYS[12], KEYS[13], KEYS[14]} or nil
+local G = #KEYS >= 15 and {KEYS[12], KEYS[13], KEYS[14], KEYS[15]} or nil
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local action = ARGV[1]

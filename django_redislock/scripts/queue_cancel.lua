@@ -11,7 +11,7 @@
 --          flight nor pending (a retried or recovered task keeps its request for its next run)
 -- KEYS[13] the task's result hash, KEYS[14] its done list (see result_store.lua)
 -- KEYS[15], KEYS[16] the queue's history hash and index (see the history fragment)
--- KEYS[17], KEYS[18], KEYS[19] (optional) the concurrency groups' keys (see the groups
+-- KEYS[17..20] (optional) the concurrency groups' keys (see the groups
 --          fragment): a held task is removed too, and an admitted one gives its slot back
 -- ARGV[1] id, ARGV[2] the reason (recorded as its error), ARGV[3] who asked ("host:pid")
 -- returns 1 removed (it was ready or delayed), 2 asked (it is in flight: its worker stops it at
@@ -33,8 +33,8 @@ if redis.call('ZSCORE', KEYS[2], id) then
   redis.call('HSET', KEYS[12], id, redis.call('HGET', KEYS[11], id) or '')
   return 2
 end
-local G = #KEYS >= 19 and {KEYS[17], KEYS[18], KEYS[19]} or nil
-local held = G and redis.call('HEXISTS', G[2], 'h:' .. id) == 1
+local G = #KEYS >= 20 and {KEYS[17], KEYS[18], KEYS[19], KEYS[20]} or nil
+local held = G and redis.call('HEXISTS', G[4], 'h:' .. id) == 1
 if not (held or redis.call('ZSCORE', KEYS[1], id)) then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -12,12 +12,12 @@
 --         (kept 60 s)
 -- KEYS[14] (optional) the unique zset: acks "<token>+<ms>:<id>" open the id's unique_for
 --         window there (see the claims fragment)
--- KEYS[15], KEYS[16], KEYS[17] (optional) the concurrency groups' hold zset, groups hash and
---         wait zset (see the groups fragment): with the flow hash's "groups" field set (a
+-- KEYS[15..18] (optional) the concurrency groups' hold zset, groups hash, wait zset and
+--         tasks hash (see the groups fragment): with the flow hash's "groups" field set (a
 --         grouped task was queued here), a claim first admits the held tasks whose wait
 --         ended, and marks the claims of grouped tasks, whose acks and dead letters (here:
 --         expired leases) give their group's slot back
--- KEYS[18] (optional) the request key of the caller's previous claim, deleted: its answer
+-- KEYS[19] (optional) the request key of the caller's previous claim, deleted: its answer
 --         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
@@ -53,9 +53,9 @@ local start_all = ARGV[5] == '1'
 
 local quota, paused, limit, grouped = flow_quota(now, count)
 local G = nil
-if grouped and #KEYS >= 17 then G = {KEYS[15], KEYS[16], KEYS[17]} end
+if grouped and #KEYS >= 18 then G = {KEYS[15], KEYS[16], KEYS[17], KEYS[18]} end
 local acked = ack(ARGV, 7, KEYS[14], G, now)
-if #KEYS >= 18 then redis.call('DEL', KEYS[18]) end
+if #KEYS >= 19 then redis.call('DEL', KEYS[19]) end
 
 -- the claimed tasks as the reply's last two strings (see "returns" above)
 local texts = {}
@@ -209,7 +209,7 @@ if quota > 0 then
     if G then
       local fields = {}
       for i = 1, n do fields[i] = 'i:' .. ids[i] end
-      groups = redis.call('HMGET', G[2], unpack(fields))
+      groups = redis.call('HMGET', G[4], unpack(fields))
     end
     local last = redis.call('HINCRBY', KEYS[8], '', n)
     out[6] = last - n + 1

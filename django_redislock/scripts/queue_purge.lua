@@ -5,7 +5,7 @@
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
--- KEYS[12], KEYS[13], KEYS[14] (optional) the concurrency groups' keys (see the groups
+-- KEYS[12..15] (optional) the concurrency groups' keys (see the groups
 --          fragment): held tasks are deleted first (none is admitted while the others go),
 --          and the groups' state with the last task
 -- ARGV[1] chunk size
@@ -19,10 +19,10 @@
 if ARGV[2] then
   local total = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
     + redis.call('ZCARD', KEYS[3])
-  if #KEYS >= 14 then total = total + redis.call('ZCARD', KEYS[12]) end
+  if #KEYS >= 15 then total = total + redis.call('ZCARD', KEYS[12]) end
   if total > tonumber(ARGV[2]) then return {-1, total} end
 end
-local G = #KEYS >= 14 and {KEYS[12], KEYS[13], KEYS[14]} or nil
+local G = #KEYS >= 15 and {KEYS[12], KEYS[13], KEYS[14], KEYS[15]} or nil
 local budget = tonumber(ARGV[1])
 local deleted = 0
 if G and budget > 0 then  -- held tasks of groups: "<#group>:<group>:<due>:<id>"
@@ -65,6 +65,6 @@ local left = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
 if G then left = left + redis.call('ZCARD', G[1]) end
 if left == 0 then
   redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10], KEYS[11])
-  if G then redis.call('UNLINK', G[2], G[3]) end
+  if G then redis.call('UNLINK', G[2], G[3], G[4]) end
 end
 return {deleted, left}

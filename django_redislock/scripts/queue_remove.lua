@@ -4,14 +4,14 @@
 -- KEYS[8] claims hash (see the claims fragment)
 -- KEYS[9] priority index zset, KEYS[10] levels hash (see the priority fragment)
 -- KEYS[11] enqueue times hash (id -> server µs it was queued, while its payload exists)
--- KEYS[12], KEYS[13], KEYS[14] (optional) the concurrency groups' keys (see the groups
+-- KEYS[12..15] (optional) the concurrency groups' keys (see the groups
 --          fragment): a held task is removed too, an admitted one gives its slot back
 -- ARGV[1..] task ids
 -- returns how many of them existed
 -- include: priority
 -- include: gcra
 -- include: groups
-local G = #KEYS >= 14 and {KEYS[12], KEYS[13], KEYS[14]} or nil
+local G = #KEYS >= 15 and {KEYS[12], KEYS[13], KEYS[14], KEYS[15]} or nil
 local now = 0
 if G then
   local t = redis.call('TIME')

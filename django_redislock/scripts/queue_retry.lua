@@ -16,10 +16,10 @@
 -- ARGV[9] (optional) the task function its payload names, for its history
 -- KEYS[14] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
 -- task's request, if any, is dropped (its run ended)
--- KEYS[15], KEYS[16], KEYS[17] (optional, with KEYS[14]) the concurrency groups' keys (see
+-- KEYS[15..18] (optional, with KEYS[14]) the concurrency groups' keys (see
 -- the groups fragment): a task of a group gives its slot back, and a retried one is held
 -- until it is due and its group has a slot
--- KEYS[18], KEYS[19] (optional, with KEYS[17]) the task is a workflow member: its workflow
+-- KEYS[19], KEYS[20] (optional, with KEYS[18]) the task is a workflow member: its workflow
 -- hash and the queue's workflow dependency hash; ARGV[10] the workflow id, ARGV[11] its time
 -- to live (ms), ARGV[12] the member's role, ARGV[13] its index: a dead-lettered member ends
 -- its workflow's step as failed (see the workflow fragment), in this call
@@ -44,7 +44,7 @@ local final = ARGV[8] or ''
 local dead = final ~= '' or attempts >= tonumber(ARGV[5])
 if #KEYS >= 14 and final ~= '' then redis.call('HDEL', KEYS[14], id) end
 local G = nil
-if #KEYS >= 17 and string.byte(v) == 103 then G = {KEYS[15], KEYS[16], KEYS[17]} end
+if #KEYS >= 18 and string.byte(v) == 103 then G = {KEYS[15], KEYS[16], KEYS[17], KEYS[18]} end
 if #KEYS >= 13 then
   local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
   history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
@@ -53,8 +53,8 @@ end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)
   if G then grp_release(G, id, now) end
-  if #KEYS >= 19 then
-    wf_end(KEYS[18], KEYS[19], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
+  if #KEYS >= 20 then
+    wf_end(KEYS[19], KEYS[20], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
   end
   return 2
 end

@@ -5,17 +5,18 @@
 -- Admission puts a task at the END of pending (scored now): when every group is saturated,
 -- pending holds at most <concurrency> tasks of each group, in the order their groups got a
 -- slot, which is round-robin: a backlog of one group never starves another group's task.
--- The scripts that include it pass its three keys as a table G = {hold, groups, wait}:
+-- The scripts that include it pass its four keys as a table G = {hold, groups, wait, tasks}:
 --   hold   zset, every score 0: held tasks as "<#group>:<group>:<due µs, 17 digits>:<id>"
 --          (by lex, one group's tasks are contiguous and earliest due first)
---   groups hash: "i:<id>" -> the group of a grouped task, while its payload exists
---                "h:<id>" -> its hold member, while it is held
+--   groups hash, per group (a few fields each, so the admin's listing scans groups only):
 --                "r:<group>" -> tasks of the group admitted (pending or in flight)
 --                "l:<group>" -> "<concurrency>,<interval µs (0: no rate limit)>,<burst>"
 --                           (written by every enqueue of the group: the last one wins)
 --                "t:<group>" -> its rate limit's theoretical arrival time (GCRA, µs)
 --   wait   zset group -> server µs its next held task may be admitted (its due time, or its
 --          rate limit's); claims admit what came due (grp_promote)
+--   tasks  hash, per task: "i:<id>" -> the group of a grouped task, while its payload exists;
+--                "h:<id>" -> its hold member, while it is held
 -- and KEYS[1] pending, KEYS[7] signal list, KEYS[9]/KEYS[10] (prio_back) of the queue scripts.
 -- A claim marks the claims field of a grouped task with a leading "g" (see the claims
 -- fragment), so every exit path of its run (ack, retry, dead letter, expired lease) knows to
@@ -31,7 +32,7 @@ local grp_seq = {0}
 local function grp_hold(G, g, id, due)
   local member = grp_prefix(g) .. string.format('%017d', due) .. ':' .. id
   redis.call('ZADD', G[1], 0, member)
-  redis.call('HSET', G[2], 'i:' .. id, g, 'h:' .. id, member)
+  redis.call('HSET', G[4], 'i:' .. id, g, 'h:' .. id, member)
 end
 -- grp_admit(G, g, now): admit held tasks of g while it has a free slot and its rate allows;
 -- when the next one is due later (or rate-limited), g waits in G[3] until then; returns how
@@ -64,7 +65,7 @@ local function grp_admit(G, g, now)
     end
     local id = string.sub(head[1], #p + 19)
     redis.call('ZREM', G[1], head[1])
-    redis.call('HDEL', G[2], 'h:' .. id)
+    redis.call('HDEL', G[4], 'h:' .. id)
     -- due now, in the order of admission: a µs apart (not a tie pending would break by
     -- id), up to a millisecond before now (so a claim in the same script sees them due)
     grp_seq[1] = math.min(grp_seq[1] + 1, 999)
@@ -90,16 +91,16 @@ end
 -- grp_release(G, id, now): the admitted task id ended for good (acked, dead-lettered,
 -- cancelled): its group forgets it and gets its slot back
 local function grp_release(G, id, now)
-  local g = redis.call('HGET', G[2], 'i:' .. id)
+  local g = redis.call('HGET', G[4], 'i:' .. id)
   if not g then return end
-  redis.call('HDEL', G[2], 'i:' .. id)
+  redis.call('HDEL', G[4], 'i:' .. id)
   grp_free(G, g, now)
 end
 -- grp_back(G, id, due, now): the admitted task id runs again at due (a retry): it gives its
 -- slot back and is held again (it is admitted when due and its group has a slot); false when
 -- id has no group (the caller queues it as usual)
 local function grp_back(G, id, due, now)
-  local g = redis.call('HGET', G[2], 'i:' .. id)
+  local g = redis.call('HGET', G[4], 'i:' .. id)
   if not g then return false end
   redis.call('ZREM', KEYS[1], id)
   grp_hold(G, g, id, due)
@@ -109,9 +110,9 @@ end
 -- grp_forget(G, id, now): id is deleted or replaced whatever its state: a held one leaves the
 -- hold, an admitted one frees its slot; returns true when it was held (it is in no zset)
 local function grp_forget(G, id, now)
-  local f = redis.call('HMGET', G[2], 'i:' .. id, 'h:' .. id)
+  local f = redis.call('HMGET', G[4], 'i:' .. id, 'h:' .. id)
   if not f[1] then return false end
-  redis.call('HDEL', G[2], 'i:' .. id, 'h:' .. id)
+  redis.call('HDEL', G[4], 'i:' .. id, 'h:' .. id)
   if f[2] then
     redis.call('ZREM', G[1], f[2])
     local left = redis.call('ZRANGEBYLEX', G[1], '[' .. grp_prefix(f[1]),

@@ -33,7 +33,6 @@ from ..validation import (
     check_seconds,
     parse_rate,
 )
-from .arguments import enqueue_args
 from .call_options import EXPIRES, delay_of, expiry_of, in_transaction, send_async
 from .canvas import Signature
 from .groups import check_group, group_args, send_grouped
@@ -41,7 +40,8 @@ from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros
-from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
+from .results import MARKER, eager_outcome, marked_sender, marker
+from .task_batches import send_many
 from .task_checks import check_exceptions, positional_bounds
 from .workflows import MARK, chord_inputs
 
@@ -337,57 +337,7 @@ class TaskFunction(Generic[P, R]):
         batch is sent; transactions and eager mode are honoured as in
         :meth:`enqueue`, and each id tells whether it was queued likewise.
         """
-        queue = self.queue
-        check_count(batch_size, "batch_size", allow_zero=False)
-        level = self.priority if priority is None else check_priority(priority)
-        ttl = self.ttl_of_results(queue)
-        entries, gens, groups = [], [], []
-        for args, kwargs in calls:
-            payload = self.payload(args, kwargs)
-            task_id = self.task_id(payload, None)
-            if self.group is not None:
-                groups.append(self.group.group_of(*self.call_of(payload)))
-            if ttl is not None:
-                payload[MARKER] = marker(queue, ttl)
-                gens.append(payload[MARKER]["gen"])
-            entries.append(queue.prepare(task_id, payload, delay))
-        options = queue.backend.options
-        results = [Enqueued(entry.id, queue=queue) for entry in entries]
-        if options["EAGER"]:
-            for result, entry in zip(results, entries, strict=True):
-                value = self.run(queue.serializer.loads(entry.data))
-                result._known = eager_outcome(queue, value, ttl)
-            return results
-
-        def send_batch(batch: list[Entry], start: int) -> Sequence[int]:
-            args = enqueue_args(batch, False, level)
-            if self.group is not None:
-                pairs = list(zip(batch, groups[start : start + len(batch)], strict=True))
-                args = group_args(args[0], self.group.limits, pairs)
-                if ttl is None:
-                    return send_grouped(queue, args)
-                marks = [(e.id, e.data, gens[start + i]) for i, e in enumerate(batch)]
-                return send_marked(queue, args, marks, ttl + delay, grouped=True)
-            if self.unique_for is not None:
-                args[0] = "u" + args[0]
-            if ttl is None:
-                if self.unique_for is not None:
-                    return queue.send_unique(args)
-                return queue.enqueue_prepared(batch, False, level)
-            marks = [(e.id, e.data, gens[start + i]) for i, e in enumerate(batch)]
-            return send_marked(queue, args, marks, ttl + delay)
-
-        def send() -> None:
-            for start in range(0, len(entries), batch_size):
-                codes = send_batch(entries[start : start + batch_size], start)
-                for result, code in zip(results[start:], codes, strict=False):
-                    result._set_code(code)
-
-        if options["COMMIT_MODE"] == "on_commit" and in_transaction():
-            transaction.on_commit(send)
-        else:
-            send()
-        return results
+        return send_many(self, calls, delay, batch_size, priority)
 
     def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
         """The envelope a worker needs to make the call."""

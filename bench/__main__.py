@@ -33,6 +33,7 @@ SUITES: list[str] = [
     "chord",
     "semaphore",
     "fair",
+    "groups",
 ]
 
 

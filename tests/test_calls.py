@@ -138,19 +138,20 @@ def test_the_direct_sender_can_be_switched_off(target: RedisTarget) -> None:
 
 
 def test_queue_calls_are_prepared_once_per_script_and_client(target: RedisTarget) -> None:
-    """A claim's flow and request keys lead its arguments; the head is the prepared one, even
-    after ``NOSCRIPT`` (the reload sends the whole call with its real key count)."""
+    """A claim's flow, request, unique and four group keys lead its arguments; the head is the
+    prepared one, even after ``NOSCRIPT`` (the reload sends the whole call with its real key
+    count)."""
     for direct in (True, False):
         q = make_queue(target, f"prepared-{direct}", DIRECT_SENDER=direct)
         q.enqueue_many([("a", 1), ("b", 2)])
         first = q.claim(1)
-        prepared = q._prepared["queue_pop", 3]
+        prepared = q._prepared["queue_pop", 7]
         assert (prepared.sender is not None) == (direct and target.kind == "single")
         flush(target)
         second = q.claim(1, done_request=first.request)  # two request keys: another head
         assert [t.id for t in (*first.tasks, *second.tasks)] == ["a", "b"]
-        assert q._prepared["queue_pop", 3] is prepared
-        assert q._prepared["queue_pop", 4].head[2] == len(q.script_keys) + 4
+        assert q._prepared["queue_pop", 7] is prepared
+        assert q._prepared["queue_pop", 8].head[2] == len(q.script_keys) + 8
         assert q.ack([*first.tasks, *second.tasks]) == 2
         assert q.stats()["in_flight"] == 0
 

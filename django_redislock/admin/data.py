@@ -371,7 +371,8 @@ def purge_confirmed(queue: Any, seen: int, chunk: int = PURGE_CHUNK) -> tuple[in
     while deleted < seen:
         budget = min(chunk, seen - deleted)
         (reply,) = _results(
-            queue.backend, [("queue_purge", queue.script_keys, [budget, seen - deleted])]
+            queue.backend,
+            [("queue_purge", [*queue.script_keys, *queue.group_keys], [budget, seen - deleted])],
         )
         step, left = int(reply[0]), int(reply[1])
         if step < 0:
@@ -398,7 +399,7 @@ def act(
     if action == "cancel":
         return cancel(queue, [id for id, _where, _score in seen], reason)
     args: list[Any] = [action]
-    keys: list[str] = list(queue.script_keys)
+    keys: list[str] = [*queue.script_keys, *queue.group_keys]
     packed: dict[str, str] = {}
     if action == "delete":  # a pending workflow member's step ends in the same script
         found, packed = packed_members(queue, [id for id, where, _ in seen if where == 1])

@@ -41,6 +41,7 @@ from .data import (
 )
 from .flow import FLOW_ACTIONS
 from .functions import function_context
+from .groups import group_context
 from .history import function_name
 from .keytypes import explain
 from .lookup import queue_exists, queue_of
@@ -203,6 +204,7 @@ def queue_page(
         runs_url=url("runs", queue.backend.alias, queue.name),
         **trend_context(page.trend if page else None, queue),
         **function_context(page.functions if page else None, queue),
+        **(group_context(queue) if not error else {}),
         **long_context(page.long_trend if page else None),
     )
 

@@ -82,7 +82,8 @@ async def send_async(fn: Any, payload: dict[str, Any]) -> Enqueued:
     A call that stores its result (its enqueue is a ``MULTI`` with the mark), waits for a
     transaction's commit, or runs inline (``EAGER``) goes through the blocking path in a
     thread instead, with the same semantics as ``delay``.
-    So does a call of a ``unique_for`` task (its enqueue checks the window).
+    So does a call of a ``unique_for`` task (its enqueue checks the window) or of a task of
+    a concurrency group.
     ``fn`` is the :class:`~.task_function.TaskFunction`.
     """
     queue = fn.queue
@@ -92,6 +93,7 @@ async def send_async(fn: Any, payload: dict[str, Any]) -> Enqueued:
         or fn.ttl_of_results(queue) is not None
         or (options["COMMIT_MODE"] == "on_commit" and in_transaction())
         or fn.unique_for is not None
+        or fn.group is not None
     ):
         return await asyncio.to_thread(fn._send, payload, None, 0, False, fn.priority)
     task_id = fn.task_id(payload, None)

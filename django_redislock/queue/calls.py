@@ -30,6 +30,7 @@ from .arguments import (
     parse_flags,
 )
 from .flow import FLOW_PART
+from .group_keys import GROUP_PARTS
 from .history import function_of, worker_id
 from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
 from .records import (
@@ -104,6 +105,8 @@ class QueueCalls:
         #: id -> server µs its ``unique_for`` window ends: written by the acks, read by the
         #: enqueues of ``@task(unique_for=...)`` (see queue_enqueue.lua); expires by itself
         self.unique_key = backend.key(f"q:{name}", "unique")
+        #: the concurrency groups' hold zset, groups hash and wait zset (see .groups)
+        self.group_keys = tuple(backend.key(f"q:{name}", part) for part in GROUP_PARTS)
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
         self._prepared: dict[tuple[str, int], Prepared] = {}
@@ -260,7 +263,7 @@ class QueueCalls:
             return parse_claim(self.name, reply, self.serializer.loads, lease_us, request)
 
         request = self.request_key()
-        extra: tuple[str, ...] = (self.flow_key, request, self.unique_key)
+        extra: tuple[str, ...] = (self.flow_key, request, self.unique_key, *self.group_keys)
         if done_request is not None:
             extra += (self._own_key(done_request),)
         return Call("queue_pop", args, parse, extra)
@@ -321,22 +324,20 @@ class QueueCalls:
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
         took = "" if runtime is None else micros(check_seconds(runtime, "runtime", allow_zero=True))
         args = [task.id, task.claim, micros(seconds), error[:4000], limit, worker_id(), took]
-        extra: tuple[str, ...] = (self.history_key, self.history_index_key, self.runs_failed_key)
-        if final:
-            if final not in FINAL_OUTCOMES:
-                raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
-            extra += (self.cancel_key,)
+        if final and final not in FINAL_OUTCOMES:
+            raise InvalidArgument(f"final must be one of {FINAL_OUTCOMES}, got {final!r}")
+        history = (self.history_key, self.history_index_key, self.runs_failed_key, self.cancel_key)
+        extra: tuple[str, ...] = (*history, *self.group_keys)
         args += [final, function_of(task)]
         member = retry_extras(self, task)  # type: ignore[arg-type]
         if member is not None:  # a workflow member: its death ends its step (.workflows)
-            if not final:
-                extra += (self.cancel_key,)
             extra += member[0]
             args += member[1]
         return Call("queue_retry", args, lambda reply: RETRY_RESULTS[int(reply)], extra)
 
     def _ack_call(self, tasks: TaskRef | Iterable[TaskRef]) -> Call[int]:
-        return Call("queue_ack", ack_refs(tasks), int, (self.request_key(), self.unique_key))
+        extra = (self.request_key(), self.unique_key, *self.group_keys)
+        return Call("queue_ack", ack_refs(tasks), int, extra)
 
     def _release_call(self, tasks: Iterable[Task]) -> Call[int]:
         tasks = list(tasks)
@@ -400,7 +401,9 @@ class QueueCalls:
 
     def _purge_call(self, chunk: int) -> Call[tuple[int, int]]:
         check_count(chunk, "chunk", allow_zero=False)
-        return Call("queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])))
+        return Call(
+            "queue_purge", [chunk], lambda reply: (int(reply[0]), int(reply[1])), self.group_keys
+        )
 
     def _stats_call(self) -> Call[dict[str, Any]]:
         def parse(reply: list[Any]) -> dict[str, Any]:

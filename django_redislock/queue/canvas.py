@@ -50,6 +50,11 @@ class Signature:
     def __init__(
         self, task: TaskFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> None:
+        if getattr(task, "group", None) is not None:  # its members are queued by a script
+            raise InvalidArgument(
+                f"{task.path} has a group_key: tasks of concurrency groups cannot be "
+                'workflow steps or members yet (docs/queue.md, "Concurrency groups")'
+            )
         self.task = task
         self.args = list(args)
         self.kwargs = dict(kwargs)

@@ -36,6 +36,8 @@ from ..validation import check_count, check_id, check_seconds
 from .arguments import Cursor, TaskRef, enqueue_args
 from .calls import QueueCalls
 from .flow import FlowMixin
+from .groups import GroupInfo
+from .groups import groups as list_groups
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .records import READY, Claim, Entry, Task, micros
 from .removal import RemovalMixin
@@ -350,6 +352,12 @@ class Queue(QueueCalls, FlowMixin, RemovalMixin):
             done, left = await self._arun(call)
             deleted += done
         return deleted
+
+    def groups(self, count: int = 200) -> list[GroupInfo]:
+        """Up to ``count`` concurrency groups of this queue with admitted or held tasks:
+        their admitted (ready or running) and held counts and limits (an operator's read:
+        one script that scans the groups hash, never on a claim's path)."""
+        return list_groups(self, count)
 
     def stats(self) -> dict[str, Any]:
         """Counts by state and the age in seconds of the oldest due task (no scans)."""

@@ -40,7 +40,8 @@ from .discovery import (
 )
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY
-from .task_function import TaskFunction, positional_bounds
+from .task_checks import positional_bounds
+from .task_function import TaskFunction
 
 __all__ = [
     "TASK_MODULES_SETTING",
@@ -93,6 +94,9 @@ def task(
     retry_on: tuple[type[BaseException], ...] | None = None,
     dont_retry_on: tuple[type[BaseException], ...] = (),
     retry_jitter: bool | None = None,
+    group_key: Callable[..., str] | None = None,
+    group_concurrency: int | None = None,
+    group_rate_limit: str | None = None,
 ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
 
@@ -122,7 +126,11 @@ def task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     these failures are retried), ``dont_retry_on`` (these are dead-lettered at once) and
     ``retry_jitter`` (``OPTIONS['RETRY_JITTER']`` for this task) shape its retries; inside a
     run, ``raise Retry(countdown=, max_retries=)`` asks for one (docs/queue.md, "A task's
-    control over its retries").
+    control over its retries"). ``group_key`` (a callable given the call's arguments, which
+    returns its group, e.g. a tenant) puts its calls in concurrency groups: at most
+    ``group_concurrency`` (default 1) of a group are ready or running at a time, admitted at
+    most ``group_rate_limit`` often, and groups take turns, so one group's backlog never
+    starves another's (docs/queue.md, "Concurrency groups").
     """
 
     def register(function: Callable[P, R]) -> TaskFunction[P, R]:

@@ -38,6 +38,7 @@ class RemovalMixin:
     history_key: str
     history_index_key: str
     runs_failed_key: str
+    group_keys: tuple[str, ...]
 
     if TYPE_CHECKING:  # provided by QueueCalls and Queue
         backend: Any
@@ -119,6 +120,7 @@ class RemovalMixin:
             self.history_key,
             self.history_index_key,
             self.runs_failed_key,
+            *self.group_keys,
         )
         args = [id, f"TaskCancelled: {reason}"[:4000], worker_id()]
         if checked:
@@ -131,8 +133,9 @@ class RemovalMixin:
         """Delete ``id`` in any state: ``"removed"``, ``"unknown"``, ``"changed"`` (see
         :meth:`_cancel_call` for ``seen``)."""
         args: list[Any] = [check_id(id)]
-        keys: tuple[str, ...] = ()
+        keys: tuple[str, ...] = self.group_keys
         if checked:
-            keys, member_args = removal_extras(self, seen)  # type: ignore[arg-type]
+            member_keys, member_args = removal_extras(self, seen)  # type: ignore[arg-type]
+            keys += member_keys
             args += member_args
         return Call("queue_remove", args, lambda reply: REMOVE_RESULTS[int(reply)], keys)

@@ -299,23 +299,29 @@ async def run_async(queue: Queue, call: Call[R]) -> R:
 
 
 def marked_sender(
-    queue: Queue, payload: dict[str, Any], ttl: float, due_in: int
+    queue: Queue, payload: dict[str, Any], ttl: float, due_in: int, grouped: bool = False
 ) -> Callable[[list[Any]], list[int]]:
     """What sends one call's enqueue ARGV with its mark (``payload`` carries the marker).
 
-    The record outlives the call's delay (``due_in``, µs) by ``ttl`` seconds.
+    The record outlives the call's delay (``due_in``, µs) by ``ttl`` seconds. ``grouped``:
+    the ARGV is ``queue_group_enqueue.lua``'s (a task of a concurrency group).
     """
 
     def send(args: list[Any]) -> list[int]:
-        call_id, data = args[1], args[3]
+        call_id, data = (args[2], args[4]) if grouped else (args[1], args[3])
         marks = [(call_id, data, payload[MARKER]["gen"])]
-        return send_marked(queue, args, marks, ttl + due_in / 1e6)
+        return send_marked(queue, args, marks, ttl + due_in / 1e6, grouped=grouped)
 
     return send
 
 
 def send_marked(
-    queue: Queue, enqueue_args: list[Any], marks: list[tuple[str, bytes, str]], ttl: float
+    queue: Queue,
+    enqueue_args: list[Any],
+    marks: list[tuple[str, bytes, str]],
+    ttl: float,
+    *,
+    grouped: bool = False,
 ) -> list[int]:
     """Enqueue calls and (re)start their result records in one ``MULTI``; the enqueue's codes
     (1 queued, 0 a copy kept, 2 refused by its ``unique_for`` window).
@@ -332,6 +338,7 @@ def send_marked(
         *queue.script_keys,
         queue.rates_key,
         *([queue.unique_key] if unique else []),
+        *([*queue.group_keys, queue.flow_key] if grouped else []),
         *([queue.request_key()] if replace else []),
     ]
     mark_keys = [queue.script_keys[3]]
@@ -340,7 +347,7 @@ def send_marked(
         mark_keys += record_keys(queue, task_id)
         mark_args += [task_id, data, gen]
     batch = Batch(backend.client, transaction=True)
-    batch.add("queue_enqueue", enqueue_keys, enqueue_args)
+    batch.add("queue_group_enqueue" if grouped else "queue_enqueue", enqueue_keys, enqueue_args)
     batch.add("result_mark", mark_keys, mark_args)
     with backend.errors():
         # After NOSCRIPT (a new server, a SCRIPT FLUSH) the rest of the MULTI is sent again

@@ -13,7 +13,6 @@ import functools
 import hashlib
 import inspect
 import json
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -34,14 +33,16 @@ from ..validation import (
     check_seconds,
     parse_rate,
 )
-from .arguments import enqueue_args
 from .call_options import EXPIRES, delay_of, expiry_of, in_transaction, send_async
 from .canvas import Signature
+from .groups import check_group, group_args, send_grouped
 from .handles import Enqueued
 from .priority import DEFAULT_PRIORITY, check_priority, enqueue_flag
 from .queue import Queue
 from .records import Entry, micros
-from .results import MARKER, eager_outcome, marked_sender, marker, send_marked
+from .results import MARKER, eager_outcome, marked_sender, marker
+from .task_batches import send_many
+from .task_checks import check_exceptions, positional_bounds
 from .workflows import MARK, chord_inputs
 
 P = ParamSpec("P")
@@ -76,6 +77,9 @@ class TaskFunction(Generic[P, R]):
         retry_on: tuple[type[BaseException], ...] | None = None,
         dont_retry_on: tuple[type[BaseException], ...] = (),
         retry_jitter: bool | None = None,
+        group_key: Callable[..., str] | None = None,
+        group_concurrency: int | None = None,
+        group_rate_limit: str | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -123,6 +127,10 @@ class TaskFunction(Generic[P, R]):
         self.retry_jitter = (
             None if retry_jitter is None else check_bool(retry_jitter, "retry_jitter")
         )
+        #: its concurrency group (docs/queue.md, "Concurrency groups"), None without
+        self.group = check_group(group_key, group_concurrency, group_rate_limit)
+        if self.group is not None and self.unique_for is not None:
+            raise InvalidArgument("group_key cannot be combined with unique_for (not supported)")
         self._queue: Queue | None = None
         self._signature: inspect.Signature | None = None
         #: (fewest, most) positional arguments that bind without keywords; see check_call
@@ -248,6 +256,7 @@ class TaskFunction(Generic[P, R]):
         task_id = self.task_id(payload, id)
         if queue is None:
             queue = self.queue
+        group = None if self.group is None else self.group.group_of(*self.call_of(payload))
         due_in = micros(check_seconds(delay, "delay", allow_zero=True))
         if expires is not None:  # after task_id: a unique id does not depend on it
             payload = {**payload, EXPIRES: expires}
@@ -264,6 +273,9 @@ class TaskFunction(Generic[P, R]):
             flag = "u" + flag
         args = [flag, task_id, due_in, data]
         sender = self._sender(queue, payload, ttl, due_in)
+        if group is not None and self.group is not None:
+            args = group_args(flag, self.group.limits, [(Entry(task_id, due_in, data), group)])
+            sender = self._group_sender(queue, payload, ttl, due_in)
         if options["COMMIT_MODE"] == "on_commit" and in_transaction():
             result = Enqueued(task_id, queue=queue)
 
@@ -281,6 +293,19 @@ class TaskFunction(Generic[P, R]):
         if ttl is not None:
             return marked_sender(queue, payload, ttl, due_in)
         return queue.send_unique if self.unique_for is not None else queue.send_entries
+
+    def _group_sender(
+        self, queue: Queue, payload: dict[str, Any], ttl: float | None, due_in: int
+    ) -> Callable[[list[Any]], Sequence[int]]:
+        """What sends one grouped call's ARGV (see :func:`.groups.group_args`)."""
+        if ttl is None:
+            return lambda args: send_grouped(queue, args)
+        return marked_sender(queue, payload, ttl, due_in, grouped=True)
+
+    @staticmethod
+    def call_of(payload: Mapping[str, Any]) -> tuple[Sequence[Any], Mapping[str, Any]]:
+        """The ``(args, kwargs)`` of an envelope."""
+        return payload.get("args", ()), payload.get("kwargs", {})
 
     def ttl_of_results(self, queue: Queue) -> float | None:
         """Seconds a result of this task is kept, or None when results are not stored.
@@ -312,48 +337,7 @@ class TaskFunction(Generic[P, R]):
         batch is sent; transactions and eager mode are honoured as in
         :meth:`enqueue`, and each id tells whether it was queued likewise.
         """
-        queue = self.queue
-        check_count(batch_size, "batch_size", allow_zero=False)
-        level = self.priority if priority is None else check_priority(priority)
-        ttl = self.ttl_of_results(queue)
-        entries, gens = [], []
-        for args, kwargs in calls:
-            payload = self.payload(args, kwargs)
-            task_id = self.task_id(payload, None)
-            if ttl is not None:
-                payload[MARKER] = marker(queue, ttl)
-                gens.append(payload[MARKER]["gen"])
-            entries.append(queue.prepare(task_id, payload, delay))
-        options = queue.backend.options
-        results = [Enqueued(entry.id, queue=queue) for entry in entries]
-        if options["EAGER"]:
-            for result, entry in zip(results, entries, strict=True):
-                value = self.run(queue.serializer.loads(entry.data))
-                result._known = eager_outcome(queue, value, ttl)
-            return results
-
-        def send_batch(batch: list[Entry], start: int) -> Sequence[int]:
-            args = enqueue_args(batch, False, level)
-            if self.unique_for is not None:
-                args[0] = "u" + args[0]
-            if ttl is None:
-                if self.unique_for is not None:
-                    return queue.send_unique(args)
-                return queue.enqueue_prepared(batch, False, level)
-            marks = [(e.id, e.data, gens[start + i]) for i, e in enumerate(batch)]
-            return send_marked(queue, args, marks, ttl + delay)
-
-        def send() -> None:
-            for start in range(0, len(entries), batch_size):
-                codes = send_batch(entries[start : start + batch_size], start)
-                for result, code in zip(results[start:], codes, strict=False):
-                    result._set_code(code)
-
-        if options["COMMIT_MODE"] == "on_commit" and in_transaction():
-            transaction.on_commit(send)
-        else:
-            send()
-        return results
+        return send_many(self, calls, delay, batch_size, priority)
 
     def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
         """The envelope a worker needs to make the call."""
@@ -410,35 +394,3 @@ class TaskFunction(Generic[P, R]):
         if inspect.iscoroutine(result):
             return asyncio.run(result)
         return result
-
-
-def check_exceptions(value: Any, argument: str) -> tuple[type[BaseException], ...]:
-    """A tuple of exception classes (one class alone is taken as a tuple of one)."""
-    if isinstance(value, type):
-        value = (value,)
-    if not isinstance(value, (tuple, list)) or not all(
-        isinstance(item, type) and issubclass(item, BaseException) for item in value
-    ):
-        raise InvalidArgument(f"{argument} must be a tuple of exception classes, got {value!r}")
-    return tuple(value)
-
-
-def positional_bounds(signature: inspect.Signature) -> tuple[float, float]:
-    """How many positional arguments alone bind to ``signature``: ``(fewest, most)``.
-
-    ``(inf, -1)`` (nothing binds without keywords) when a keyword-only parameter
-    has no default; ``most`` is infinite with ``*args``.
-    """
-    fewest, most = 0, 0
-    unbounded = False
-    for parameter in signature.parameters.values():
-        kind = parameter.kind
-        if kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            most += 1
-            if parameter.default is parameter.empty:
-                fewest = most
-        elif kind is parameter.VAR_POSITIONAL:
-            unbounded = True
-        elif kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
-            return (math.inf, -1)
-    return (fewest, math.inf if unbounded else most)

@@ -254,7 +254,12 @@ class Worker(IdleWait):
                 try:
                     if not self._round() and not self._done():
                         if self.burst and not self._busy() and not self._held_back():
-                            break
+                            if not any(self._acks.values()):
+                                break
+                            # acks not sent yet may admit held tasks of a concurrency
+                            # group (docs/queue.md): send them, then look once more
+                            self._flush_acks(force=True)
+                            continue
                         self._wait()
                     self._flush_counters()
                 except OUTAGES as exc:

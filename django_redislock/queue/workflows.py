@@ -187,8 +187,8 @@ def stored_mark(queue: Queue, raw: Any, id: str) -> dict[str, Any] | None:
 
 def packed_members(queue: Queue, ids: list[str]) -> tuple[list[str], dict[str, str]]:
     """For ``admin_task_action.lua``'s delete: the workflow keys to append to the queue's
-    eleven, and the packed field of each of ``ids`` that is a workflow member (one
-    ``HMGET`` of their payloads, read by :func:`stored_mark`)."""
+    eleven keys and its four group keys, and the packed field of each of ``ids`` that is a
+    workflow member (one ``HMGET`` of their payloads, read by :func:`stored_mark`)."""
     with queue.backend.errors():
         raws = queue.backend.client.hmget(queue.script_keys[3], ids) if ids else []
     keys: list[str] = []

@@ -13,11 +13,17 @@
 --         count and changes nothing
 -- KEYS[13] (optional, after KEYS[12]) the unique zset: "<token>+<ms>:<id>" opens the id's
 --         unique_for window there (see the claims fragment)
+-- KEYS[14..17] (optional) the concurrency groups' keys (see the groups
+--         fragment): an acked task of a group gives its slot back
+-- include: priority
+-- include: gcra
+-- include: groups
 -- include: claims
 if #KEYS >= 12 then
   local seen = redis.call('GET', KEYS[12])
   if seen then return tonumber(seen) end
 end
-local done = ack(ARGV, 1, KEYS[13])
+local G = #KEYS >= 17 and {KEYS[14], KEYS[15], KEYS[16], KEYS[17]} or nil
+local done = ack(ARGV, 1, KEYS[13], G)
 if #KEYS >= 12 then redis.call('SET', KEYS[12], done, 'PX', 60000) end
 return done

@@ -12,10 +12,12 @@
 -- KEYS[13] the task's result hash, KEYS[14] its done list (see result_store.lua)
 -- KEYS[15], KEYS[16] the queue's history hash and index (see the history fragment), KEYS[17] its
 --          run log of ends other than success (see the runlog fragment)
+-- KEYS[18..21] (optional) the concurrency groups' keys (see the groups
+--          fragment): a held task is removed too, and an admitted one gives its slot back
 -- ARGV[1] id, ARGV[2] the reason (recorded as its error), ARGV[3] who asked ("host:pid")
 -- ARGV[4] (optional) the enqueue time (KEYS[11]) of the copy the caller read, "-" when it
 --         read none: a queued copy with another one is not removed (-1, see below)
--- KEYS[18], KEYS[19] (optional) the copy the caller read is a workflow member: its workflow
+-- KEYS[22], KEYS[23] (optional, with KEYS[21]) the copy the caller read is a workflow member: its workflow
 -- hash and the queue's workflow dependency hash; ARGV[5] the workflow id, ARGV[6] its time to
 -- live (ms), ARGV[7] the member's role, ARGV[8] its index: removing it ends its step as
 -- failed in this call (see the workflow fragment: wf_removed)
@@ -24,6 +26,8 @@
 --         -1 nothing changed: the queued copy is not the one the caller read (read it again)
 -- include: priority
 -- include: workflow
+-- include: gcra
+-- include: groups
 -- include: history
 -- include: runlog
 local PRUNE = 20
@@ -39,10 +43,13 @@ if redis.call('ZSCORE', KEYS[2], id) then
   redis.call('HSET', KEYS[12], id, redis.call('HGET', KEYS[11], id) or '')
   return 2
 end
-if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
+local G = #KEYS >= 21 and {KEYS[18], KEYS[19], KEYS[20], KEYS[21]} or nil
+local held = G and redis.call('HEXISTS', G[4], 'h:' .. id) == 1
+if not (held or redis.call('ZSCORE', KEYS[1], id)) then return 0 end
 if ARGV[4] and (redis.call('HGET', KEYS[11], id) or '-') ~= ARGV[4] then return -1 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if G then grp_forget(G, id, now) end
 local attempts = tonumber(redis.call('HGET', KEYS[5], id) or '0')
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[4], id)
@@ -52,8 +59,8 @@ redis.call('HDEL', KEYS[8], id)
 redis.call('HDEL', KEYS[11], id)
 redis.call('HDEL', KEYS[12], id)
 prio_forget({id})
-if #KEYS >= 19 then
-  wf_removed(KEYS[18], KEYS[19], ARGV[5], ARGV[6], ARGV[7], ARGV[8], id, ARGV[2])
+if #KEYS >= 23 then
+  wf_removed(KEYS[22], KEYS[23], ARGV[5], ARGV[6], ARGV[7], ARGV[8], id, ARGV[2])
 end
 history_add(KEYS[15], KEYS[16], id, attempts + 1, now, '', ARGV[3], 'cancelled', ARGV[2])
 runlog_push(KEYS[17], {runlog_entry(id, attempts + 1, math.floor(now / 1000), '', ARGV[3],

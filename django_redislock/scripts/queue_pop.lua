@@ -12,7 +12,12 @@
 --         (kept 60 s)
 -- KEYS[14] (optional) the unique zset: acks "<token>+<ms>:<id>" open the id's unique_for
 --         window there (see the claims fragment)
--- KEYS[15] (optional) the request key of the caller's previous claim, deleted: its answer
+-- KEYS[15..18] (optional) the concurrency groups' hold zset, groups hash, wait zset and
+--         tasks hash (see the groups fragment): with the flow hash's "groups" field set (a
+--         grouped task was queued here), a claim first admits the held tasks whose wait
+--         ended, and marks the claims of grouped tasks, whose acks and dead letters (here:
+--         expired leases) give their group's slot back
+-- KEYS[19] (optional) the request key of the caller's previous claim, deleted: its answer
 --         arrived, so it will not be resent
 -- ARGV[1] how many due tasks to claim (0 to a few thousand: ids go to single commands)
 -- ARGV[2] lease in microseconds
@@ -34,8 +39,10 @@
 --          parse): per task "<due score>,<this run's attempt number>,<id bytes>,<last error
 --          bytes>,<payload bytes>", joined with ","; and every task's id, then every task's
 --          last error, then every task's payload, concatenated ('' and '' for no task)}
--- include: claims
 -- include: priority
+-- include: gcra
+-- include: groups
+-- include: claims
 -- include: flow
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -44,9 +51,11 @@ local lease = tonumber(ARGV[2])
 local default_max = tonumber(ARGV[4])
 local start_all = ARGV[5] == '1'
 
-local acked = ack(ARGV, 7, KEYS[14])
-if #KEYS >= 15 then redis.call('DEL', KEYS[15]) end
-local quota, paused, limit = flow_quota(now, count)
+local quota, paused, limit, grouped = flow_quota(now, count)
+local G = nil
+if grouped and #KEYS >= 18 then G = {KEYS[15], KEYS[16], KEYS[17], KEYS[18]} end
+local acked = ack(ARGV, 7, KEYS[14], G, now)
+if #KEYS >= 19 then redis.call('DEL', KEYS[19]) end
 
 -- the claimed tasks as the reply's last two strings (see "returns" above)
 local texts = {}
@@ -84,6 +93,12 @@ local function wake_and_hints(out, held)
   end
   local lease_first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   if lease_first[2] then out[3] = lease_first[2] end
+  if G then  -- a held task admitted later (its due time, its group's rate) is work due then
+    local waits = redis.call('ZRANGE', G[3], 0, 0, 'WITHSCORES')
+    if waits[2] and (out[2] == -1 or tonumber(waits[2]) < tonumber(out[2])) then
+      out[2] = waits[2]
+    end
+  end
   return out
 end
 
@@ -132,6 +147,7 @@ for _, id in ipairs(expired) do
     if attempts >= limit_of(v, default_max) then
       redis.call('ZADD', KEYS[3], now, id)
       redis.call('HDEL', KEYS[8], id)
+      if G and string.byte(v) == 103 then grp_release(G, id, now) end
     else
       redis.call('ZADD', KEYS[1], now, id)
       prio_back(id, now)
@@ -146,6 +162,7 @@ for _, id in ipairs(expired) do
   end
 end
 
+if G then grp_promote(G, now) end
 local out = {now, -1, -1, acked, #expired, 0, {}, {}, 0, -1, '', ''}
 local claimed = 0
 if quota > 0 then
@@ -188,6 +205,12 @@ if quota > 0 then
     local errors = redis.call('HMGET', KEYS[6], unpack(ids))
     local attempts = redis.call('HMGET', KEYS[5], unpack(ids))
     local held = redis.call('HMGET', KEYS[8], unpack(ids))
+    local groups = nil  -- the groups of the claimed tasks (claims of grouped ones are marked)
+    if G then
+      local fields = {}
+      for i = 1, n do fields[i] = 'i:' .. ids[i] end
+      groups = redis.call('HMGET', G[4], unpack(fields))
+    end
     local last = redis.call('HINCRBY', KEYS[8], '', n)
     out[6] = last - n + 1
     local tokens, counted, scores, flags = {}, {}, {}, {}
@@ -195,6 +218,7 @@ if quota > 0 then
       local token = string.format('%d', last - n + i)
       attempts[i] = tonumber(attempts[i] or '0') + 1
       tokens[2 * i - 1] = ids[i]
+      if groups and groups[i] then token = 'g' .. token end
       tokens[2 * i] = start_all and (token .. '|0') or token
       counted[2 * i - 1] = ids[i]
       counted[2 * i] = attempts[i]

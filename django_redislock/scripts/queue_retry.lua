@@ -18,14 +18,19 @@
 -- added to it (see the runlog fragment)
 -- KEYS[15] (optional) the cancel requests hash (id -> enqueue time, see queue_cancel.lua): the
 -- task's request, if any, is dropped (its run ended)
--- KEYS[16], KEYS[17] (optional, with KEYS[15]) the task is a workflow member: its workflow
+-- KEYS[16..19] (optional, with KEYS[15]) the concurrency groups' keys (see
+-- the groups fragment): a task of a group gives its slot back, and a retried one is held
+-- until it is due and its group has a slot
+-- KEYS[20], KEYS[21] (optional, with KEYS[19]) the task is a workflow member: its workflow
 -- hash and the queue's workflow dependency hash; ARGV[10] the workflow id, ARGV[11] its time
 -- to live (ms), ARGV[12] the member's role, ARGV[13] its index: a dead-lettered member ends
 -- its workflow's step as failed (see the workflow fragment), in this call
 -- The failed run counts as an attempt (here, unless its start was recorded already).
--- include: claims
 -- include: workflow
 -- include: priority
+-- include: gcra
+-- include: groups
+-- include: claims
 -- include: history
 -- include: runlog
 local t = redis.call('TIME')
@@ -41,6 +46,8 @@ redis.call('HSET', KEYS[6], id, ARGV[4])
 local final = ARGV[8] or ''
 local dead = final ~= '' or attempts >= tonumber(ARGV[5])
 if #KEYS >= 15 and final ~= '' then redis.call('HDEL', KEYS[15], id) end
+local G = nil
+if #KEYS >= 19 and string.byte(v) == 103 then G = {KEYS[16], KEYS[17], KEYS[18], KEYS[19]} end
 if #KEYS >= 13 then
   local outcome = final ~= '' and final or (dead and 'dead' or 'retried')
   history_add(KEYS[12], KEYS[13], id, attempts, now, ARGV[7] or '', ARGV[6] or '', outcome,
@@ -52,11 +59,13 @@ if #KEYS >= 13 then
 end
 if dead then
   redis.call('ZADD', KEYS[3], now, id)
-  if #KEYS >= 17 then
-    wf_end(KEYS[16], KEYS[17], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
+  if G then grp_release(G, id, now) end
+  if #KEYS >= 21 then
+    wf_end(KEYS[20], KEYS[21], ARGV[11], ARGV[10], ARGV[12], ARGV[13], false, '', ARGV[4], id, '')
   end
   return 2
 end
+if G and grp_back(G, id, now + tonumber(ARGV[3]), now) then return 1 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
 prio_back(id, now + tonumber(ARGV[3]))
 if redis.call('LLEN', KEYS[7]) == 0 then redis.call('LPUSH', KEYS[7], 1) end

@@ -6,6 +6,8 @@
 --   "<token>"        claimed under that token, its run not recorded as started
 --   "<token>|<max>"  claimed and its run recorded as started (one attempt counted); <max> is
 --                    the task's own max_attempts (0: the queue's default)
+--   "g<token>", "g<token>|<max>"  the same, of a task of a concurrency group (see the
+--                    groups fragment): its run's end gives the group's slot back
 --   "?"              queued again after a lease expired: a suspect, whose next run is recorded
 --                    as started before it runs
 -- The field "" is the counter the tokens are drawn from (ids are never empty).
@@ -16,6 +18,7 @@ local function owns(v, token)
   if not v then return false end
   local bar = string.find(v, '|', 1, true)
   local held = bar and string.sub(v, 1, bar - 1) or v
+  if string.byte(held) == 103 then held = string.sub(held, 2) end  -- "g": a grouped task
   return held == token
 end
 -- holder(id, token): the claims field of id when it is in flight under token, else nil
@@ -41,8 +44,11 @@ end
 -- nothing; returns how many were acknowledged.
 -- "<token>+<ms>:<id>" also opens the id's unique_for window of <ms> milliseconds: it goes
 -- to the unique zset (key unique: id -> server µs the window ends; see queue_enqueue.lua),
--- whose ended entries are dropped here and which expires by itself after its longest window
-local function ack(args, from, unique)
+-- whose ended entries are dropped here and which expires by itself after its longest window.
+-- G: the groups fragment's keys (nil: no task of a group is acknowledged here): an acked task
+-- of a group gives its slot back, and the next one of its group is admitted as of `now` (the
+-- caller's server time, when it has one: a claim then finds it due)
+local function ack(args, from, unique, G, now)
   local ids, tokens, windows = {}, {}, nil
   for i = from, #args do
     local colon = string.find(args[i], ':', 1, true)
@@ -59,11 +65,15 @@ local function ack(args, from, unique)
   if #ids == 0 then return 0 end
   local flying = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   local held = redis.call('HMGET', KEYS[8], unpack(ids))
-  local done, opened = {}, {}
+  local done, opened, grouped = {}, {}, nil
   for i, id in ipairs(ids) do
     if flying[i] and owns(held[i], tokens[i]) then
       done[#done + 1] = id
       if windows and windows[i] then opened[#opened + 1] = i end
+      if G and string.byte(held[i]) == 103 then
+        grouped = grouped or {}
+        grouped[#grouped + 1] = id
+      end
     end
   end
   if #done > 0 then
@@ -74,6 +84,13 @@ local function ack(args, from, unique)
     redis.call('HDEL', KEYS[8], unpack(done))
     if redis.call('EXISTS', KEYS[10]) == 1 then redis.call('HDEL', KEYS[10], unpack(done)) end
     redis.call('HDEL', KEYS[11], unpack(done))
+  end
+  if grouped then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    for _, id in ipairs(grouped) do grp_release(G, id, now) end
   end
   if #opened > 0 and unique then
     local t = redis.call('TIME')

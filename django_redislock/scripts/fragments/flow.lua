@@ -2,19 +2,22 @@
 -- script includes it).
 -- KEYS[12] flow hash: "paused" -> "1" while the queue is paused; "interval" and "burst" its
 -- rate limit (µs between two tasks, tasks admitted at once); "tat" the limit's theoretical
--- arrival time (GCRA, µs of server time). No other field is read here.
+-- arrival time (GCRA, µs of server time); "groups" -> "1" once a task of a concurrency group
+-- was queued here (see the groups fragment). No other field is read here.
 -- flow_quota(now, count): how many tasks this claim may take (0 while paused), whether the
--- queue is paused, and the limit's state for flow_charge (nil without a limit)
+-- queue is paused, the limit's state for flow_charge (nil without a limit), and whether the
+-- queue has concurrency groups (read in the same command: a queue without pays nothing)
 local function flow_quota(now, count)
-  local f = redis.call('HMGET', KEYS[12], 'paused', 'interval', 'burst', 'tat')
-  if f[1] then return 0, true, nil end
-  if not f[2] then return count, false, nil end
+  local f = redis.call('HMGET', KEYS[12], 'paused', 'interval', 'burst', 'tat', 'groups')
+  local grouped = f[5] and true or false
+  if f[1] then return 0, true, nil, grouped end
+  if not f[2] then return count, false, nil, grouped end
   local interval, burst = tonumber(f[2]), tonumber(f[3])
   local tat = math.max(tonumber(f[4] or '0'), now)
   local tolerance = (burst - 1) * interval
   local free = 0
   if tat - tolerance <= now then free = math.floor((now + tolerance - tat) / interval) + 1 end
-  return math.min(count, free), false, {interval, tolerance, tat, free}
+  return math.min(count, free), false, {interval, tolerance, tat, free}, grouped
 end
 -- flow_charge(limit, n): count n claimed tasks against the limit; returns when the next task
 -- is allowed (µs) once this claim used the limit up, else nil

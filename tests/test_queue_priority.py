@@ -247,7 +247,7 @@ def test_listings_carry_the_level(redis_target: RedisTarget) -> None:
 
 
 def test_admin_run_now_and_requeue_keep_the_level(redis_target: RedisTarget) -> None:
-    from django_redislock.admin import data
+    from django_redislock.admin import data, search
 
     q = make_queue(redis_target)
     q.enqueue("plain", 1)
@@ -255,7 +255,7 @@ def test_admin_run_now_and_requeue_keep_the_level(redis_target: RedisTarget) -> 
     later = q.get("later")
     assert later is not None
     assert data.act(q, "run", [("later", 1, later.score)]) == [1]
-    row = data.find_task(q, "later")
+    row = search.find_task(q, "later")
     assert row is not None and row.priority == 5 and row.state == READY
     [task] = q.pop(1)
     assert task.id == "later"  # run now: ahead of the older default-level task

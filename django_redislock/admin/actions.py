@@ -31,19 +31,11 @@ from .common import (
     unquote,
     url,
 )
-from .data import (
-    ACTIONS,
-    CHANGED,
-    DONE,
-    GONE,
-    REQUESTED,
-    act,
-    find_task,
-    task_page,
-)
+from .data import ACTIONS, CHANGED, DONE, GONE, REQUESTED, act, task_page
 from .lookup import queue_of
 from .queues import STATE_LABELS
 from .rows import WHERE
+from .search import find_task
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

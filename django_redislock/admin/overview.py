@@ -25,7 +25,8 @@ from django.utils.http import urlencode
 from ..handlers import locks, queues
 from ..models import MANAGE_TASKS, PURGE_QUEUES, RELEASE_LOCKS
 from .common import LIVE_SECONDS, REDIS_ERRORS, can, duration, read_all, render, require, url
-from .data import find_everywhere, supports_scripts
+from .data import supports_scripts
+from .search import find_everywhere
 from .summaries import QueueSummary, queue_summaries
 from .workers import listing, worker_count
 

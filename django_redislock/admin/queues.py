@@ -31,14 +31,7 @@ from .common import (
     url,
     wants_live,
 )
-from .data import (
-    ACTIONS,
-    PrefixHits,
-    TaskPage,
-    find_prefix,
-    find_task,
-    task_page,
-)
+from .data import ACTIONS, TaskPage, task_page
 from .flow import FLOW_ACTIONS
 from .functions import function_context
 from .groups import group_context
@@ -47,6 +40,7 @@ from .keytypes import explain
 from .lookup import queue_exists, queue_of
 from .rows import TaskRow
 from .runs import runs_url
+from .search import PrefixHits, find_prefix, find_task
 from .trends import long_rows, outcome_rows
 from .workflows import mark_id, workflow_url
 

@@ -444,7 +444,7 @@ def test_an_action_over_a_whole_state(dashboard: Dashboard, admin_client: Client
 
 
 def test_find_ids_by_prefix(dashboard: Dashboard, admin_client: Client) -> None:
-    from django_redislock.admin import data
+    from django_redislock.admin import search
 
     q = dashboard.queue()
     q.enqueue_many([(f"order-{i:03}", i) for i in range(30)])
@@ -458,8 +458,8 @@ def test_find_ids_by_prefix(dashboard: Dashboard, admin_client: Client) -> None:
     star = admin_client.get(Q, {"q": "order-*", "match": "prefix"}).content.decode()
     assert set(re.findall(r">(order-[^<]*)</a>", star)) == {"order-*x"}
     # a small scan budget makes the search page through the sets
-    old = data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS
-    data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS = 1, 10, 5
+    old = search.PREFIX_SCAN_CALLS, search.PREFIX_SCAN_COUNT, search.PREFIX_HITS
+    search.PREFIX_SCAN_CALLS, search.PREFIX_SCAN_COUNT, search.PREFIX_HITS = 1, 10, 5
     try:
         seen: set[str] = set()
         page = admin_client.get(Q, {"q": "order-", "match": "prefix"}).content.decode()
@@ -471,7 +471,7 @@ def test_find_ids_by_prefix(dashboard: Dashboard, admin_client: Client) -> None:
             page = admin_client.get(unescape(more.group(1))).content.decode()
         assert len(seen) == 32
     finally:
-        data.PREFIX_SCAN_CALLS, data.PREFIX_SCAN_COUNT, data.PREFIX_HITS = old
+        search.PREFIX_SCAN_CALLS, search.PREFIX_SCAN_COUNT, search.PREFIX_HITS = old
     nothing = admin_client.get(Q, {"q": "zzz", "match": "prefix"})
     assert (constants.WARNING, "No task id starts with “zzz” in this queue.") in levels(nothing)
 

@@ -15,7 +15,7 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client
 
 from django_redislock.admin.charts import COLOURS, spark
-from django_redislock.admin.data import PREFIX_HITS, find_prefix
+from django_redislock.admin.search import PREFIX_HITS, find_prefix
 from django_redislock.queue.rates import Trend
 
 from .conftest import BASE, Dashboard

@@ -33,6 +33,7 @@ from ..exceptions import InvalidArgument, StockNotFound
 from .calls import REQUEST_TTL_MS, StockCall, set_call
 from .records import Reconciliation, Reservation, StockStats, Take, TakeResult, bucket_of
 from .sold_out import Ticket, memory
+from .sold_out_counts import counts
 
 if TYPE_CHECKING:
     from .stock import Stock
@@ -81,15 +82,30 @@ def units_keys(stock: Stock, shards: int) -> list[str]:
     return [stock.bucket(index)._built_keys().own[0] for index in range(shards)]
 
 
-def refused_here(stock: Stock, shards: int, qty: int) -> Take | None:
-    """Refused from memory when every bucket is remembered sold out (0 Redis calls)."""
+def refused_here(stock: Stock, shards: int, qty: int, buyer: str) -> Take | None:
+    """Refused from memory when every bucket is remembered sold out (0 Redis calls).
+
+    Counted once, in the buyer's home bucket (:func:`count`).
+    """
     left = 0
     for key in units_keys(stock, shards):
         units = memory.refuses(stock.backend, key, qty)
         if units is None:
             return None
         left += units
+    count(stock, shards, buyer, True)
     return Take(TakeResult.SOLD_OUT, left)
+
+
+def count(stock: Stock, shards: int, buyer: str, local: bool) -> None:
+    """A sold-out refusal of a sharded take, counted once, in the buyer's home bucket.
+
+    A refusal after a sweep asked every bucket is one buyer refused, not one per bucket:
+    the buckets' counts add up to the item's refusals (docs/admin.md, "Flash sales").
+    """
+    bucket = stock.bucket(home_bucket(buyer, shards))
+    keys = bucket._built_keys()
+    counts.count(keys.backend, keys.own, local)
 
 
 def remember(stock: Stock, shards: int, left: dict[int, int], ticket: Ticket) -> None:
@@ -111,7 +127,7 @@ def sweep(home: int, shards: int) -> Iterator[int]:
 
 def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) -> Take:
     """:meth:`Stock.take` of a stock of ``shards > 1`` buckets (module doc)."""
-    known = refused_here(stock, shards, qty)
+    known = refused_here(stock, shards, qty, buyer)
     if known is not None:
         return known
     ticket = memory.ticket(stock.backend)
@@ -132,12 +148,13 @@ def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) 
         return taken(stock, shards, found)
     stock.bucket(home)._run(claim_call(buyer, False))
     remember(stock, shards, left, ticket)
+    count(stock, shards, buyer, False)
     return Take(TakeResult.SOLD_OUT, sum(left.values()))
 
 
 async def take_async(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) -> Take:
     """The asyncio twin of :func:`take`."""
-    known = refused_here(stock, shards, qty)
+    known = refused_here(stock, shards, qty, buyer)
     if known is not None:
         return known
     ticket = memory.ticket(stock.backend)
@@ -158,6 +175,7 @@ async def take_async(stock: Stock, shards: int, qty: int, buyer: str, data: dict
         return taken(stock, shards, found)
     await stock.bucket(home)._arun(claim_call(buyer, False))
     remember(stock, shards, left, ticket)
+    count(stock, shards, buyer, False)
     return Take(TakeResult.SOLD_OUT, sum(left.values()))
 
 

@@ -1,0 +1,180 @@
+"""Sold-out refusals are counted by each process and reach the bucket's meta hash at a flush.
+
+Issue 27 item 5: the admin's refusals lacked sold out (locally and in Redis). The take's
+sold-out answer stays one read at the server and the local flag 0 calls
+(tests/test_inventory_sold_out.py, tests/test_inventory_sold_out_memory.py): the client
+counts them and flushes. Tests call ``flush()`` (the conftest turns the timer off), except
+the one test of the timer, which waits for the counts to arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+import pytest
+
+from django_redislock.exceptions import ConnectionFailed
+from django_redislock.inventory import Stock, TakeResult, sold_out, sold_out_counts
+from django_redislock.inventory.shards import home_bucket
+from django_redislock.inventory.sold_out import memory
+from django_redislock.inventory.sold_out_counts import counts
+
+from . import inventory_tasks
+from .conftest import RedisTarget
+from .processes import wait_for
+
+DEADLINE = 10.0
+
+
+@pytest.fixture(autouse=True)
+def _memory_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remembered sell-out is trusted for the whole test (no listener race, no ageing):
+    which take is answered locally and which by Redis is then decided by the test alone."""
+    monkeypatch.setattr(sold_out, "UNTRACKED_AGE", 3600.0)
+    monkeypatch.setattr(sold_out, "MAX_AGE", 3600.0)
+    memory.clear()
+
+
+def make_stock(target: RedisTarget, item: str) -> Stock:
+    return Stock(item, order_task=inventory_tasks.record_order, using=target.queue_backend())
+
+
+def sold_out_counted(stock: Any) -> tuple[int, int]:
+    """(by Redis, local) as ``stats()`` reads them from the meta hash."""
+    refused = stock.stats().refused
+    return refused["sold_out_redis"], refused["sold_out_local"]
+
+
+def test_local_and_redis_sold_outs_reach_redis_at_a_flush(redis_target: RedisTarget) -> None:
+    stock = make_stock(redis_target, "counted")
+    stock.set(1)
+    assert stock.take(buyer="first").ok
+    assert stock.take(buyer="late-0").result is TakeResult.SOLD_OUT  # the take script
+    for n in range(1, 4):
+        assert stock.take(buyer=f"late-{n}").result is TakeResult.SOLD_OUT  # the local flag
+    assert asyncio.run(stock.take_async(buyer="late-4")).result is TakeResult.SOLD_OUT  # local
+    memory.clear()  # as another process would: the take script again
+    assert asyncio.run(stock.take_async(buyer="late-5")).result is TakeResult.SOLD_OUT
+    memo = (id(stock.backend), stock.keys()[0])
+    memory.entries[memo] = memory.entries[memo]._replace(at=0.0)  # too old: a probe GET
+    assert stock.take(buyer="late-6").result is TakeResult.SOLD_OUT
+    assert stock.take(2, buyer="late-7").result is TakeResult.SOLD_OUT  # local again
+    assert sold_out_counted(stock) == (0, 0)  # nothing written by the takes themselves
+    assert counts.flush()
+    assert sold_out_counted(stock) == (3, 5)
+    assert counts.pending == {}
+    assert counts.flush()  # nothing pending: nothing added
+    assert sold_out_counted(stock) == (3, 5)
+    refused = stock.stats().refused
+    assert (refused["duplicate"], refused["not_open"], refused["ended"]) == (0, 0, 0)
+
+
+def test_a_sharded_refusal_counts_once_in_the_buyers_home_bucket(
+    redis_target: RedisTarget,
+) -> None:
+    stock = make_stock(redis_target, "counted-split")
+    stock.set(0, shards=3)
+    buyers: dict[int, str] = {}
+    for n in range(200):
+        buyers.setdefault(home_bucket(f"c{n}", 3), f"c{n}")
+    # bucket 0's buyer asks every bucket (all sold out): one refusal, by Redis, in bucket 0
+    assert stock.take(buyer=buyers[0]).result is TakeResult.SOLD_OUT
+    # then every bucket is remembered: refused locally, in the buyer's home bucket
+    assert stock.take(buyer=buyers[2]).result is TakeResult.SOLD_OUT
+    assert asyncio.run(stock.take_async(buyer=buyers[2])).result is TakeResult.SOLD_OUT
+    memory.clear()
+    assert asyncio.run(stock.take_async(buyer=buyers[1])).result is TakeResult.SOLD_OUT
+    assert counts.flush()
+    parts = stock.bucket_stats()
+    found = [(p.refused["sold_out_redis"], p.refused["sold_out_local"]) for p in parts]
+    assert found == [(1, 0), (1, 0), (0, 2)]
+    total = stock.stats().refused
+    assert (total["sold_out_redis"], total["sold_out_local"]) == (2, 2)
+
+
+def test_a_failed_flush_keeps_the_counts_and_warns_once(
+    redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stock = make_stock(redis_target, "counted-kept")
+    stock.set(1)
+    assert stock.take(buyer="first").ok
+    assert stock.take(buyer="late-0").result is TakeResult.SOLD_OUT
+    assert stock.take(buyer="late-1").result is TakeResult.SOLD_OUT
+
+    def unreachable(client: Any, calls: Any) -> Any:
+        raise ConnectionFailed("Redis is unreachable (test)")
+
+    monkeypatch.setattr(sold_out_counts, "run_batch", unreachable)
+    with caplog.at_level(logging.INFO, logger="django_redislock.inventory"):
+        assert not counts.flush()
+        assert stock.take(buyer="late-2").result is TakeResult.SOLD_OUT  # counted meanwhile
+        assert not counts.flush()
+        monkeypatch.undo()
+        assert counts.flush()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "kept for the next flush" in warnings[0].getMessage()
+    assert any("reach Redis again" in r.getMessage() for r in caplog.records)
+    assert sold_out_counted(stock) == (1, 2)  # nothing lost, nothing twice
+
+
+def test_the_pending_table_is_bounded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sold_out_counts, "MAX_BUCKETS", 2)
+    backend: Any = object()
+    with caplog.at_level(logging.WARNING, logger="django_redislock.inventory"):
+        for n in range(4):
+            counts.count(backend, [f"u{n}", f"m{n}"], True)
+        counts.count(backend, ["u0", "m0"], False)  # a bucket already pending still counts
+    assert sorted(key for _, key in counts.pending) == ["m0", "m1"]
+    assert (counts.pending[(id(backend), "m0")].local, counts.dropped) == (1, 2)
+    assert counts.pending[(id(backend), "m0")].redis == 1
+    assert len(caplog.records) == 1
+
+
+def test_a_cleared_stock_gets_no_meta_hash_back(redis_target: RedisTarget) -> None:
+    stock = make_stock(redis_target, "counted-cleared")
+    stock.set(0)
+    assert stock.take(buyer="late").result is TakeResult.SOLD_OUT
+    assert stock.clear()
+    assert counts.flush()
+    assert redis_target.raw.exists(stock.keys()[1]) == 0
+
+
+def test_the_thread_flushes_by_itself(
+    redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stock = make_stock(redis_target, "counted-timer")
+    stock.set(0)
+    monkeypatch.setattr(sold_out_counts, "EVERY", 0.05)
+    monkeypatch.setattr(sold_out_counts, "TIMER", True)  # off for the other tests (conftest)
+    assert stock.take(buyer="late-0").result is TakeResult.SOLD_OUT
+    assert stock.take(buyer="late-1").result is TakeResult.SOLD_OUT
+    assert counts.thread is not None and counts.thread.daemon
+    counts.wake.set()  # a thread started by an earlier test waits with the timer off
+    wait_for(lambda: sold_out_counted(stock) == (1, 1), DEADLINE, "the timer's flush")
+
+
+def test_a_forked_child_starts_with_no_counts_and_its_own_thread() -> None:
+    backend: Any = object()
+    counts.count(backend, ["u", "m"], True)
+    parent_thread = counts.thread
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        try:
+            empty = counts.pending == {} and counts.thread is None
+            counts.count(backend, ["u", "m"], False)
+            own = counts.thread is not None and counts.thread.is_alive()
+            os.write(write, b"ok" if empty and own else b"no")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 8)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"ok"
+    assert counts.thread is parent_thread and counts.pending[(id(backend), "m")].local == 1

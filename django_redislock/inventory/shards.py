@@ -82,18 +82,14 @@ def units_keys(stock: Stock, shards: int) -> list[str]:
     return [stock.bucket(index)._built_keys().own[0] for index in range(shards)]
 
 
-def refused_here(stock: Stock, shards: int, qty: int, buyer: str) -> Take | None:
-    """Refused from memory when every bucket is remembered sold out (0 Redis calls).
-
-    Counted once, in the buyer's home bucket (:func:`count`).
-    """
+def refused_here(stock: Stock, shards: int, qty: int) -> Take | None:
+    """Refused from memory when every bucket is remembered sold out (0 Redis calls)."""
     left = 0
     for key in units_keys(stock, shards):
         units = memory.refuses(stock.backend, key, qty)
         if units is None:
             return None
         left += units
-    count(stock, shards, buyer, True)
     return Take(TakeResult.SOLD_OUT, left)
 
 
@@ -127,8 +123,9 @@ def sweep(home: int, shards: int) -> Iterator[int]:
 
 def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) -> Take:
     """:meth:`Stock.take` of a stock of ``shards > 1`` buckets (module doc)."""
-    known = refused_here(stock, shards, qty, buyer)
+    known = refused_here(stock, shards, qty)
     if known is not None:
+        count(stock, shards, buyer, True)
         return known
     ticket = memory.ticket(stock.backend)
     home = home_bucket(buyer, shards)
@@ -154,8 +151,9 @@ def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) 
 
 async def take_async(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) -> Take:
     """The asyncio twin of :func:`take`."""
-    known = refused_here(stock, shards, qty, buyer)
+    known = refused_here(stock, shards, qty)
     if known is not None:
+        count(stock, shards, buyer, True)
         return known
     ticket = memory.ticket(stock.backend)
     home = home_bucket(buyer, shards)

@@ -8,7 +8,8 @@ script, or the one-``GET`` probe of a process that saw the stock sold out) and r
 the local flag. A daemon thread, started at the first count, adds them to the bucket's meta
 hash (``refused_sold_out_redis``, ``refused_sold_out_local``) every :data:`EVERY` seconds, one
 pipeline of ``stock_count`` scripts per backend (one round trip per master on a Cluster), and
-``atexit`` flushes what is left. A count costs the hot path one uncontended lock.
+``atexit`` flushes what is left. A count costs the hot path a dict lookup and one ``next()``
+of an ``itertools.count`` (atomic under the GIL; no lock).
 
 What can be lost or late:
 
@@ -18,8 +19,9 @@ What can be lost or late:
 * a flush that fails keeps its counts for the next one (logged at warning once per outage);
   one whose reply was lost after Redis ran it is counted again by the next (a counter for
   watching a sale, not its books);
-* at most :data:`MAX_BUCKETS` buckets are pending at once: counts of further buckets are
-  dropped (logged at warning once) until a flush empties the table;
+* at most :data:`MAX_BUCKETS` buckets are counted at once: refusals of further buckets are
+  not counted (logged at warning once) until a flush forgets the buckets it wrote (it does
+  once the table is half full);
 * a bucket cleared before the flush drops its counts (the script counts only in a stock that
   exists, so it never leaves a meta hash behind).
 
@@ -30,6 +32,7 @@ starts its own.
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
 import threading
@@ -56,16 +59,33 @@ SCRIPT = "stock_count"
 
 
 class Pending:
-    """One bucket's counts not yet in Redis."""
+    """One bucket's counters in this process (kept from one flush to the next).
 
-    __slots__ = ("backend", "local", "meta", "redis", "units")
+    A refusal is one ``next()`` of an ``itertools.count``: atomic under the GIL (no lock on
+    the hot path, where a lock cost about as much as the rest of a local refusal's
+    bookkeeping). Only the flushing thread reads them (a ``next()`` too, whose own step it
+    subtracts) and keeps what it already wrote: a failed flush writes nothing, so its counts
+    are simply still there for the next one.
+    """
+
+    __slots__ = ("backend", "local", "meta", "read", "redis", "units", "written")
 
     def __init__(self, backend: RedisQueueBackend, units: str, meta: str) -> None:
         self.backend = backend
         self.units = units
         self.meta = meta
-        self.redis = 0
-        self.local = 0
+        self.redis = itertools.count()
+        self.local = itertools.count()
+        #: the flusher's own ``next()`` calls on each counter so far
+        self.read = 0
+        #: (by Redis, local) already in the meta hash
+        self.written = (0, 0)
+
+    def totals(self) -> tuple[int, int]:
+        """(by Redis, local) counted so far (the flusher's side: one reader at a time)."""
+        redis, local = next(self.redis) - self.read, next(self.local) - self.read
+        self.read += 1
+        return redis, local
 
 
 class SoldOutCounts:
@@ -80,46 +100,56 @@ class SoldOutCounts:
         #: one flush at a time (the thread's, ``atexit``'s, a caller's)
         self.flushing = threading.Lock()
         self.wake = threading.Event()
-        self.pending: dict[tuple[int, str], Pending] = {}
+        self.entries: dict[tuple[int, str], Pending] = {}
         self.thread: threading.Thread | None = None
         self.pid = os.getpid()
         #: True from a failed flush to the next one that succeeds (one warning per outage)
         self.failing = False
-        #: counts dropped because :data:`MAX_BUCKETS` buckets were pending
+        #: refusals not counted because :data:`MAX_BUCKETS` buckets were kept
         self.dropped = 0
 
     # -- the hot path -------------------------------------------------------------------------
 
     def count(self, backend: RedisQueueBackend, own: list[str], local: bool) -> None:
         """One sold-out refusal of the bucket whose keys are ``own`` (units, meta, ...)."""
+        entry = self.entries.get((id(backend), own[1]))
+        if entry is None:
+            entry = self._add(backend, own)
+            if entry is None:
+                return
+        next(entry.local if local else entry.redis)
+
+    def _add(self, backend: RedisQueueBackend, own: list[str]) -> Pending | None:
         key = (id(backend), own[1])
         with self.lock:
-            entry = self.pending.get(key)
-            if entry is None:
-                if len(self.pending) >= MAX_BUCKETS:
-                    self._drop()
-                    return
-                entry = self.pending[key] = Pending(backend, own[0], own[1])
-                if self.thread is None:
-                    self._start()
-            if local:
-                entry.local += 1
-            else:
-                entry.redis += 1
+            entry = self.entries.get(key)
+            if entry is not None:
+                return entry
+            if len(self.entries) >= MAX_BUCKETS:
+                if not self.dropped:
+                    logger.warning(
+                        "sold-out refusals of more than %d stock buckets are waiting for "
+                        "Redis: further buckets are not counted until a flush succeeds",
+                        MAX_BUCKETS,
+                    )
+                self.dropped += 1
+                return None
+            entry = self.entries[key] = Pending(backend, own[0], own[1])
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="redislock-sold-out-counts")
+                self.thread.daemon = True
+                self.thread.start()
+            return entry
 
-    def _drop(self) -> None:
-        if not self.dropped:
-            logger.warning(
-                "sold-out refusal counts of more than %d stock buckets are waiting for Redis: "
-                "further buckets' counts are dropped until a flush succeeds",
-                MAX_BUCKETS,
-            )
-        self.dropped += 1
-
-    def _start(self) -> None:
-        self.thread = threading.Thread(target=self._run, name="redislock-sold-out-counts")
-        self.thread.daemon = True
-        self.thread.start()
+    def pending(self) -> dict[tuple[int, str], tuple[int, int]]:
+        """(by Redis, local) not yet written, per (backend id, meta key) (tests, debugging)."""
+        with self.flushing:
+            found = {}
+            for key, entry in list(self.entries.items()):
+                redis, local = entry.totals()
+                if (redis, local) != entry.written:
+                    found[key] = (redis - entry.written[0], local - entry.written[1])
+            return found
 
     # -- the thread's side --------------------------------------------------------------------
 
@@ -138,81 +168,92 @@ class SoldOutCounts:
             except Exception:  # never let the thread die: the counts stay for the next one
                 logger.exception("flushing sold-out refusal counts failed")
 
-    def flush(self) -> bool:
-        """Add the pending counts to the buckets' meta hashes; False if some stayed pending.
+    def flush(self, *, last: bool = False) -> bool:
+        """Add the counts not yet written to the buckets' meta hashes; False if some failed.
 
-        One pipeline per backend. The counts of a backend whose pipeline failed (or of a
-        bucket whose script failed) go back to the table, added to what came since.
+        One pipeline per backend. What a failed pipeline (or a bucket's failed script) did
+        not write stays counted for the next flush; at exit (``last``) it is lost, and the
+        warning says so.
         """
         with self.flushing:
-            with self.lock:
-                taken, self.pending = self.pending, {}
-            by_backend: dict[int, list[Pending]] = {}
-            for entry in taken.values():
-                by_backend.setdefault(id(entry.backend), []).append(entry)
-            failed: list[Pending] = []
+            by_backend: dict[int, list[tuple[Pending, tuple[int, int]]]] = {}
+            for entry in list(self.entries.values()):
+                totals = entry.totals()
+                if totals != entry.written:
+                    by_backend.setdefault(id(entry.backend), []).append((entry, totals))
+            failed = 0
             error: BaseException | None = None
-            for entries in by_backend.values():
-                backend = entries[0].backend
+            for batch in by_backend.values():
+                backend = batch[0][0].backend
                 calls: list[Any] = [
-                    (SCRIPT, [entry.units, entry.meta], [entry.redis, entry.local])
-                    for entry in entries
+                    (
+                        SCRIPT,
+                        [entry.units, entry.meta],
+                        [totals[0] - entry.written[0], totals[1] - entry.written[1]],
+                    )
+                    for entry, totals in batch
                 ]
                 try:
                     with backend.errors():
                         results = run_batch(backend.client, calls)
-                except Exception as exc:  # unreachable, a timeout, a cluster moving: keep them
-                    failed += entries
-                    error = exc
+                except Exception as exc:  # unreachable, a timeout, a cluster moving: kept
+                    failed, error = failed + len(batch), exc
                     continue
-                for entry, result in zip(entries, results, strict=True):
+                for (entry, totals), result in zip(batch, results, strict=True):
                     if isinstance(result, Exception):
-                        failed.append(entry)
-                        error = result
-            self._kept(failed, error)
+                        failed, error = failed + 1, result
+                    else:
+                        entry.written = totals
+            self._said(failed, error, last)
+            if len(self.entries) >= MAX_BUCKETS // 2:
+                self._prune()
             return not failed
 
-    def _kept(self, failed: list[Pending], error: BaseException | None) -> None:
+    def _said(self, failed: int, error: BaseException | None, last: bool) -> None:
         if not failed:
             if self.failing:
                 logger.info("sold-out refusal counts reach Redis again")
             self.failing = False
-            self.dropped = 0
             return
-        if not self.failing:
+        if last:
+            logger.warning(
+                "sold-out refusal counts of %d stock bucket(s) were lost at exit (%s)",
+                failed,
+                error,
+            )
+        elif not self.failing:
             logger.warning(
                 "sold-out refusal counts of %d stock bucket(s) could not be written (%s); "
                 "they are kept for the next flush",
-                len(failed),
+                failed,
                 error,
             )
         self.failing = True
+
+    def _prune(self) -> None:
+        """Forget the buckets with nothing left to write (a table of many sales stays small;
+        a refusal counted in the instant its bucket is forgotten is lost)."""
         with self.lock:
-            for entry in failed:
-                key = (id(entry.backend), entry.meta)
-                found = self.pending.get(key)
-                if found is None:
-                    if len(self.pending) >= MAX_BUCKETS:
-                        self._drop()
-                        continue
-                    self.pending[key] = entry
-                else:
-                    found.redis += entry.redis
-                    found.local += entry.local
+            for key, entry in list(self.entries.items()):
+                totals = (next(entry.redis) - entry.read, next(entry.local) - entry.read)
+                entry.read += 1
+                if totals == entry.written:
+                    del self.entries[key]
+            self.dropped = 0
 
     def at_exit(self) -> None:
         """Flush what is left (best effort: an interpreter exiting waits for no outage)."""
-        if self.pid != os.getpid() or not self.pending:
+        if self.pid != os.getpid() or not self.entries:
             return
         try:
-            self.flush()
+            self.flush(last=True)
         except Exception:  # exiting: nothing more to do
             logger.debug("the last sold-out refusal counts were not written", exc_info=True)
 
     def discard(self) -> None:
-        """Forget the pending counts (after any flush under way): tests start from none."""
+        """Forget every count (after any flush under way): tests start from none."""
         with self.flushing, self.lock:
-            self.pending = {}
+            self.entries = {}
             self.failing = False
             self.dropped = 0
 

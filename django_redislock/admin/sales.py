@@ -41,8 +41,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
-from ..inventory import Stock
-from ..inventory import sold_out_counts
+from ..inventory import Stock, sold_out_counts
 from ..inventory.shards import bucket_queue, total_stats
 from .common import REDIS_ERRORS, duration, read, render, require, url
 from .summaries import queue_summaries

@@ -10,8 +10,11 @@ the one test of the timer, which waits for the counts to arrive.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -24,7 +27,7 @@ from django_redislock.inventory.sold_out_counts import counts
 
 from . import inventory_tasks
 from .conftest import RedisTarget
-from .processes import wait_for
+from .processes import ROOT, wait_for
 
 DEADLINE = 10.0
 
@@ -176,3 +179,52 @@ def test_a_forked_child_starts_with_no_counts_and_its_own_thread() -> None:
     os.waitpid(pid, 0)
     assert answer == b"ok"
     assert counts.thread is parent_thread and counts.pending() == {(id(backend), "m"): (0, 1)}
+
+
+def test_a_flush_forgets_written_buckets_once_the_table_is_half_full(
+    fakeredis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sold_out_counts, "MAX_BUCKETS", 4)
+    stocks = [make_stock(fakeredis_target, f"counted-{n}") for n in range(2)]
+    for stock in stocks:
+        stock.set(0)
+        assert stock.take(buyer="late").result is TakeResult.SOLD_OUT
+    assert len(counts.entries) == 2
+    assert counts.flush()
+    assert counts.entries == {}  # written, then forgotten: room for other sales
+    assert [sold_out_counted(stock) for stock in stocks] == [(1, 0), (1, 0)]
+    assert stocks[0].take(buyer="later").result is TakeResult.SOLD_OUT  # counted again
+    assert counts.flush() and sold_out_counted(stocks[0]) == (1, 1)
+
+
+CHILD = """
+import json, os, sys
+import django
+django.setup()
+from django_redislock.backends.redis import RedisQueueBackend
+from django_redislock.inventory import Stock, TakeResult, sold_out
+sold_out.UNTRACKED_AGE = sold_out.MAX_AGE = 3600.0  # 1 answer by Redis, then 2 local
+stock = Stock("counted-exit", queue=None, using=RedisQueueBackend("test", json.loads(sys.argv[1])))
+for n in range(3):
+    assert stock.take(buyer=f"late-{n}").result is TakeResult.SOLD_OUT
+"""
+
+
+@pytest.mark.parametrize("exit", ["normal", "SIGKILL"])
+def test_a_process_flushes_its_counts_at_exit(single_target: RedisTarget, exit: str) -> None:
+    """``atexit`` writes what the timer did not (a SIGKILLed process loses it: documented)."""
+    stock = Stock("counted-exit", queue=None, using=single_target.queue_backend())
+    stock.set(0)
+    code = CHILD + ("os.kill(os.getpid(), 9)\n" if exit == "SIGKILL" else "")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(single_target.params())],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == (0 if exit == "normal" else -9), done.stderr
+    assert sold_out_counted(stock) == ((1, 2) if exit == "normal" else (0, 0))

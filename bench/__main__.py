@@ -58,6 +58,9 @@ def main() -> int:
                     print(f"- {note}")
                 print(f"(written to {path})")
         finally:
+            from django_redislock.inventory.sold_out_counts import counts
+
+            counts.discard()  # sold-out refusal counts: not flushed at exit to a stopped server
             server.stop()
     return 0
 

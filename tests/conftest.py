@@ -186,6 +186,26 @@ def _settings_point_at_test_server(redis_server: RedisProcess) -> Iterator[None]
     queues.reset()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _sold_out_counts_timer_off() -> None:
+    """No timed flush of sold-out refusal counts (tests call ``flush()``): a flush landing
+    in a test would show in its command statistics (tests/test_inventory_sold_out*.py)."""
+    from django_redislock.inventory import sold_out_counts
+
+    sold_out_counts.TIMER = False
+
+
+@pytest.fixture(autouse=True)
+def _sold_out_counts_discarded() -> Iterator[None]:
+    """Each test starts and ends with no sold-out counts pending (none is flushed into a
+    later test, or at exit into a stopped server)."""
+    from django_redislock.inventory.sold_out_counts import counts
+
+    counts.discard()
+    yield
+    counts.discard()
+
+
 @pytest.fixture
 def artifacts_dir() -> Path:
     """A folder for screenshots and reports that outlives the test run."""

@@ -79,7 +79,8 @@ def test_a_sharded_set_lists_every_bucket_order_queue_before_any_take(
 
 def test_refusals_are_counted_in_the_bucket_that_refused(redis_target: RedisTarget) -> None:
     """The admin's per-bucket refusals: a duplicate found by a bucket's take or by the claim
-    of a sweep counts in that bucket; a sold-out answer is not counted (one read, no write)."""
+    of a sweep counts in that bucket; a sold-out answer is counted by the process, at its
+    next flush (tests/test_inventory_sold_out_counts.py)."""
     stock = make_stock(redis_target, item="refusals")
     stock.set(3, shards=3)  # one unit per bucket
     first = homed(1, 3, 2)
@@ -87,7 +88,14 @@ def test_refusals_are_counted_in_the_bucket_that_refused(redis_target: RedisTarg
     assert stock.take(buyer=first[0]).result is TakeResult.ALREADY_BOUGHT  # by the claim
     assert stock.take(buyer=first[1]).ok  # swept to another bucket
     assert [part.refused["duplicate"] for part in stock.bucket_stats()] == [0, 1, 0]
-    assert stock.stats().refused == {"duplicate": 1, "not_open": 0, "ended": 0, "admission": 0}
+    assert stock.stats().refused == {
+        "duplicate": 1,
+        "not_open": 0,
+        "ended": 0,
+        "admission": 0,
+        "sold_out_redis": 0,
+        "sold_out_local": 0,
+    }
 
 
 def test_units_split_over_buckets_each_in_its_own_slot(redis_target: RedisTarget) -> None:

@@ -23,9 +23,10 @@ difference between two readings of this process (the live refresh reads
 every few seconds) over the last minute, else the mean since the sale
 opened; a sharded stock's buckets get their own rate and estimate. Refusals
 come from the counters the take script keeps in each bucket's meta hash (already
-bought, not open, ended, not admitted). Sold-out refusals are not counted, and
-the page says so: the take answers them from one read (no write), and a process
-that remembers the stock sold out answers from memory (docs/admin.md).
+bought, not open, ended, not admitted) and from the sold-out counts each process
+keeps and adds to the same hash every few seconds (answered by Redis, answered from
+the local flag: :mod:`~django_redislock.inventory.sold_out_counts`), shown as one
+"sold out" figure with its two parts and how late it may be (docs/admin.md).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
-from ..inventory import Stock
+from ..inventory import Stock, sold_out_counts
 from ..inventory.shards import bucket_queue, total_stats
 from .common import REDIS_ERRORS, duration, read, render, require, url
 from .summaries import queue_summaries
@@ -147,13 +148,20 @@ REFUSAL_LABELS = {
 }
 
 
-def refusals(stats: Any) -> list[tuple[str, int]]:
-    """The non-zero refusal counters of a stock or bucket, labelled, in a fixed order."""
-    return [
-        (label, stats.refused[key])
+def refusals(stats: Any) -> list[tuple[str, int, str]]:
+    """The non-zero refusal counters of a stock or bucket: (label, count, note), in a fixed
+    order; sold out last, the sum of its two counters, its note their split and lateness."""
+    found = [
+        (label, stats.refused[key], "")
         for key, label in REFUSAL_LABELS.items()
         if stats.refused.get(key)
     ]
+    local, redis = stats.refused.get("sold_out_local", 0), stats.refused.get("sold_out_redis", 0)
+    if local or redis:
+        every = f"{sold_out_counts.EVERY:g}"
+        note = f"counted within {every} s: {local:,} local, {redis:,} in Redis"
+        found.append(("sold out", local + redis, note))
+    return found
 
 
 def as_stock(entry: Any) -> tuple[str, Stock]:
@@ -294,4 +302,5 @@ def sales_page(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespon
         rows=rows,
         queues=queues,
         error=error,
+        count_every=f"{sold_out_counts.EVERY:g}",
     )

@@ -211,10 +211,12 @@ def clear_call() -> StockCall[bool]:
     return StockCall("stock_clear", [REQUEST_TTL_MS], bool, request=request_id(), announces=True)
 
 
-#: The take's refusals the stock's meta hash counts (``refused_<name>``), in the stats
-#: script's order. Sold out is not one of them: a sold-out take stays one read at the server
-#: (docs/guarantees.md), and most sold-out answers never reach Redis (the local flag).
-REFUSALS = ("duplicate", "not_open", "ended", "admission")
+#: The refusals the stock's meta hash counts (``refused_<name>``), in the stats script's
+#: order: the take script's own (one ``HINCRBY`` when it refuses), then the sold-out ones,
+#: which the take never writes (a sold-out take stays one read at the server,
+#: docs/guarantees.md, and most never reach Redis: the local flag). Each process counts
+#: those and flushes them every few seconds (:mod:`.sold_out_counts`).
+REFUSALS = ("duplicate", "not_open", "ended", "admission", "sold_out_redis", "sold_out_local")
 
 
 def stats_call(item: str) -> StockCall[StockStats]:

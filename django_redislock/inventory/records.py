@@ -152,10 +152,12 @@ class StockStats:
     opens: datetime | None
     closes: datetime | None
     now: datetime
-    #: takes refused in Redis, by reason (``duplicate``, ``not_open``, ``ended``,
-    #: ``admission``): counters the take script keeps in the stock's meta hash. Sold out is
-    #: not counted: the take answers it from one read (no write), and a process that saw the
-    #: stock sold out answers from memory or with one GET, without the script.
+    #: refused takes, by reason: ``duplicate``, ``not_open``, ``ended``, ``admission`` (counters
+    #: the take script keeps in the stock's meta hash), then ``sold_out_redis`` (answered sold
+    #: out by Redis: the take script or a process's one-``GET`` probe) and ``sold_out_local``
+    #: (from a process's local flag, no Redis call). The take writes nothing when it answers
+    #: sold out: each process counts those and adds them every few seconds
+    #: (:mod:`~django_redislock.inventory.sold_out_counts`), so they are up to that late.
     refused: dict[str, int] = field(default_factory=dict)
 
     @property

@@ -33,6 +33,7 @@ from ..exceptions import InvalidArgument, StockNotFound
 from .calls import REQUEST_TTL_MS, StockCall, set_call
 from .records import Reconciliation, Reservation, StockStats, Take, TakeResult, bucket_of
 from .sold_out import Ticket, memory
+from .sold_out_counts import counts
 
 if TYPE_CHECKING:
     from .stock import Stock
@@ -92,6 +93,17 @@ def refused_here(stock: Stock, shards: int, qty: int) -> Take | None:
     return Take(TakeResult.SOLD_OUT, left)
 
 
+def count(stock: Stock, shards: int, buyer: str, local: bool) -> None:
+    """A sold-out refusal of a sharded take, counted once, in the buyer's home bucket.
+
+    A refusal after a sweep asked every bucket is one buyer refused, not one per bucket:
+    the buckets' counts add up to the item's refusals (docs/admin.md, "Flash sales").
+    """
+    bucket = stock.bucket(home_bucket(buyer, shards))
+    keys = bucket._built_keys()
+    counts.count(keys.backend, keys.own, local)
+
+
 def remember(stock: Stock, shards: int, left: dict[int, int], ticket: Ticket) -> None:
     """Every bucket answered sold out in one sweep: the item is, for this process."""
     keys = units_keys(stock, shards)
@@ -113,6 +125,7 @@ def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) 
     """:meth:`Stock.take` of a stock of ``shards > 1`` buckets (module doc)."""
     known = refused_here(stock, shards, qty)
     if known is not None:
+        count(stock, shards, buyer, True)
         return known
     ticket = memory.ticket(stock.backend)
     home = home_bucket(buyer, shards)
@@ -132,6 +145,7 @@ def take(stock: Stock, shards: int, qty: int, buyer: str, data: dict[str, Any]) 
         return taken(stock, shards, found)
     stock.bucket(home)._run(claim_call(buyer, False))
     remember(stock, shards, left, ticket)
+    count(stock, shards, buyer, False)
     return Take(TakeResult.SOLD_OUT, sum(left.values()))
 
 
@@ -139,6 +153,7 @@ async def take_async(stock: Stock, shards: int, qty: int, buyer: str, data: dict
     """The asyncio twin of :func:`take`."""
     known = refused_here(stock, shards, qty)
     if known is not None:
+        count(stock, shards, buyer, True)
         return known
     ticket = memory.ticket(stock.backend)
     home = home_bucket(buyer, shards)
@@ -158,6 +173,7 @@ async def take_async(stock: Stock, shards: int, qty: int, buyer: str, data: dict
         return taken(stock, shards, found)
     await stock.bucket(home)._arun(claim_call(buyer, False))
     remember(stock, shards, left, ticket)
+    count(stock, shards, buyer, False)
     return Take(TakeResult.SOLD_OUT, sum(left.values()))
 
 

@@ -57,6 +57,7 @@ from .calls import (
 from .reads import StockReads
 from .records import BUCKET_MARK, Reconciliation, Reservation, Take, TakeResult
 from .sold_out import Ticket, channel, memory
+from .sold_out_counts import counts
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisQueueBackend
@@ -211,18 +212,28 @@ class Stock(Buckets, StockReads):
         return check_units(qty, "qty", allow_zero=False), check_buyer(buyer), check_data(data)
 
     def _refused_here(self, qty: int) -> Take | None:
-        """A refusal this process knows without Redis (:mod:`.sold_out`), or None."""
-        units = memory.refuses(self.backend, self._built_keys().own[0], qty)
-        return None if units is None else Take(TakeResult.SOLD_OUT, units)
+        """A refusal this process knows without Redis (:mod:`.sold_out`), or None.
+
+        Counted in this process (:mod:`.sold_out_counts`): Redis hears of it at the next flush.
+        """
+        keys = self._built_keys()
+        units = memory.refuses(self.backend, keys.own[0], qty)
+        if units is None:
+            return None
+        counts.count(keys.backend, keys.own, True)
+        return Take(TakeResult.SOLD_OUT, units)
 
     def _probing(self) -> bool:
         """True when this process saw the stock sold out: a take reads the units first."""
         return memory.known(self.backend, self._built_keys().own[0])
 
     def _took(self, take: T, ticket: Ticket) -> T:
-        """Remember a sold-out answer (the next takes are refused here); forget any other."""
-        key = self._built_keys().own[0]
+        """Remember a sold-out answer (the next takes are refused here) and count it; forget
+        any other."""
+        keys = self._built_keys()
+        key = keys.own[0]
         if take is not None and take.result is TakeResult.SOLD_OUT:
+            counts.count(keys.backend, keys.own, False)  # answered by Redis (script or probe)
             memory.remember(self.backend, key, take.remaining, ticket)
         else:
             memory.forget(self.backend, key)

@@ -20,7 +20,8 @@
 --   µs until it would be); a resend of a take that took answers {0, the same units left,
 --   the same time}. A refusal changes nothing but its counter in the meta hash
 --   (refused_duplicate, refused_not_open, refused_ended, refused_admission: the admin's
---   per-bucket refusals; sold out is not counted, it stays one read) and records no answer:
+--   per-bucket refusals; sold out is not counted here, it stays one read: the client counts
+--   it and flushes every few seconds, inventory/sold_out_counts.py) and records no answer:
 --   its resend is simply a new take (counted again). The server time is 0 in the answers
 --   that did not need it (sold out, no such stock).
 -- Sold out is answered first, from the one read of the units and the request's record (a

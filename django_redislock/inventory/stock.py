@@ -25,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..conf import DEFAULT_ALIAS
-from ..exceptions import ConfigurationError, InvalidArgument, StockNotFound
+from ..exceptions import ConfigurationError, InvalidArgument
 from ..queue.registry import TaskFunction
 from ..queue.sending import run_call, run_call_async
 from ..validation import (
@@ -34,10 +34,8 @@ from ..validation import (
     check_name,
     check_units,
     parse_rate,
-    window_micros,
 )
 from . import shards as sharding
-from .buckets import Buckets
 from .calls import (
     KEY_PARTS,
     TAKE_SCRIPT,
@@ -45,17 +43,15 @@ from .calls import (
     StockKeys,
     admission_args,
     check_data,
-    clear_call,
     hash_tag,
     probed,
-    reconcile_call,
     restore_call,
-    set_call,
     take_call,
     take_queue_keys,
 )
 from .reads import StockReads
-from .records import BUCKET_MARK, Reconciliation, Reservation, Take, TakeResult
+from .records import BUCKET_MARK, Reservation, Take, TakeResult
+from .setup import StockSetup
 from .sold_out import Ticket, channel, memory
 from .sold_out_counts import counts
 
@@ -67,7 +63,7 @@ R = TypeVar("R")
 T = TypeVar("T", bound="Take | None")
 
 
-class Stock(Buckets, StockReads):
+class Stock(StockSetup, StockReads):
     """The units of one item on sale, on the Redis of a ``REDISLOCK_QUEUES`` alias.
 
     ``Stock("phone-x", order_task=create_order)`` takes units and queues
@@ -366,79 +362,3 @@ class Stock(Buckets, StockReads):
         if shards == 1 and sharding.bucket_of(call.args[0]) == 0:
             return await self._arun(call)
         return await sharding.restore_async(self, shards, reservation, rebuy)
-
-    # -- setting up a sale ------------------------------------------------------------------
-
-    def set(
-        self, units: int, *, opens: Any = ..., closes: Any = ..., shards: int | None = None
-    ) -> int:
-        """Make ``units`` the units left, and set the sale window (datetimes; None: open-ended).
-
-        Omitted window bounds keep their stored values. Buyers and reservations
-        are kept: use a new item name for a new sale, or :meth:`clear` first.
-        ``shards`` splits a new stock's units over that many buckets, each in its own
-        hash slot with its own order queue (docs/seckill.md, "A sale over many
-        shards"); omitted, a stock keeps its number (1 for a new one). Another
-        number than an existing stock's raises InvalidArgument: :meth:`clear` first.
-        """
-        call = self._set_call(units, opens, closes)
-        count = sharding.chosen(self, shards)
-        if count == 1:
-            left = self._run(call)
-            self._known_shards(1)
-            return left
-        return sharding.set_units(self, count, call.args[1], call.args[2], call.args[3])
-
-    def _set_call(self, units: int, opens: Any = ..., closes: Any = ...) -> StockCall[int]:
-        return set_call(
-            "set",
-            check_units(units, "units", allow_zero=True),
-            window_micros(opens, "opens"),
-            window_micros(closes, "closes"),
-        )
-
-    def _add_call(self, units: int) -> StockCall[int]:
-        return set_call("add", check_units(units, "units", allow_zero=False), "", "")
-
-    def add(self, units: int) -> int:
-        """Add ``units`` (restock) atomically; returns the units left. Raises StockNotFound.
-
-        A resend of the call by a retrying client answers the same and adds
-        nothing more; a second call of your own adds again.
-        """
-        call = self._add_call(units)
-        shards = self._shard_count()
-        if shards > 1:
-            return sharding.add_units(self, shards, units)
-        left = self._run(call)
-        if left < 0:
-            raise StockNotFound(f"stock {self.item!r} was never set; call set() first")
-        return left
-
-    def reconcile(self, *, fix: bool = False) -> Reconciliation:
-        """Check the stock's counters and buyers set against its reservation records.
-
-        With ``fix``, set the ``taken`` counter from the records and add buyers missing from
-        the buyers set (see ``stock_reconcile.lua``; ``manage.py reconcile_stock``).
-        """
-        shards = self._shard_count()
-        if shards > 1:
-            parts = [self.bucket(i)._run(reconcile_call(self.item, fix)) for i in range(shards)]
-            return sharding.total_reconciliation(self.item, parts)
-        return self._run(reconcile_call(self.item, fix))
-
-    def _clear_call(self) -> StockCall[bool]:
-        return clear_call()
-
-    def clear(self) -> bool:
-        """Delete the stock, its buyers and reservations (not queued tasks); True if it existed.
-
-        A sharded stock clears every bucket it is known to have (the number is read once per
-        object, as for a take).
-        """
-        shards = self._shard_count()
-        if shards > 1:
-            return sharding.clear(self, shards)
-        cleared = self._run(clear_call())
-        self._forget_shards()
-        return cleared

@@ -72,7 +72,7 @@ def test_functions_week_and_runs_in_a_browser(
         expect(page.locator("#run-rows")).to_contain_text("CardDeclined")
         # the sidebar folded, so the newest round's receipts and payments (one declined) fit
         page.click("#toggle-nav-sidebar")
-        clip = {"x": 0, "y": 0, "width": 1280, "height": 1450}
+        clip: Any = {"x": 0, "y": 0, "width": 1280, "height": 1450}
         page.screenshot(path=str(shots / "runs.png"), full_page=True, clip=clip)
         page.click("#toggle-nav-sidebar")
         page.go_back()

@@ -34,6 +34,7 @@ SUITES: list[str] = [
     "semaphore",
     "fair",
     "groups",
+    "admin_walk",
 ]
 
 

@@ -92,7 +92,7 @@ def release_a_permit(page: Any, expect: Any, shot: Any, permit_id: str) -> None:
     page.click("#coordination-link a")
     row = page.locator("tr.coord-row", has_text="exports:tenant-7")
     expect(row).to_contain_text(permit_id)
-    shot("coordination")
+    shot("coordination-permit")
     row.locator("li.holder", has_text=permit_id).locator(".release-link").click()
     expect(page.locator("#content")).to_contain_text("Force-release the permit")
     page.click("input[value='Yes, release it']")

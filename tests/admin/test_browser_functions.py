@@ -65,6 +65,17 @@ def test_functions_week_and_runs_in_a_browser(
         week = page.locator("table.rates-long")
         expect(week.locator("svg.rate-bars-long")).to_have_count(10)
         week.screenshot(path=str(shots / "queue-week.png"))
+        page.click("#recent-runs")
+        # the run log: every end of a run, newest first, successes and failures alike
+        expect(page.locator("#run-rows")).to_contain_text("200 of 200 runs match")
+        expect(page.locator("#run-rows")).to_contain_text("succeeded")
+        expect(page.locator("#run-rows")).to_contain_text("CardDeclined")
+        # the sidebar folded, so the newest round's receipts and payments (one declined) fit
+        page.click("#toggle-nav-sidebar")
+        clip: Any = {"x": 0, "y": 0, "width": 1280, "height": 1450}
+        page.screenshot(path=str(shots / "runs.png"), full_page=True, clip=clip)
+        page.click("#toggle-nav-sidebar")
+        page.go_back()
         functions.get_by_role("link", name="shop.tasks.pay").click()
         expect(page.locator("#run-function")).to_have_value("shop.tasks.pay")
         # every run of the function: 30 a round, 3 of them declined
@@ -76,5 +87,5 @@ def test_functions_week_and_runs_in_a_browser(
         expect(page.locator("#run-rows th.name")).to_have_count(12)
         expect(page.locator("#run-rows")).to_contain_text("CardDeclined")
         browser.close()
-    for name in ("queue-functions", "queue-week", "runs-function"):
+    for name in ("queue-functions", "queue-week", "runs", "runs-function"):
         assert (shots / f"{name}.png").stat().st_size > 5_000

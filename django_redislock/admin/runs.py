@@ -19,7 +19,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.http import urlencode
 
 from ..queue import runlog
-from .common import REDIS_ERRORS, duration, parse_int, queue_key, read, render, require, url
+from .common import (
+    REDIS_ERRORS,
+    duration,
+    parse_int,
+    queue_key,
+    read,
+    render,
+    require,
+    runtime,
+    url,
+)
 from .lookup import queue_exists, queue_of
 
 if TYPE_CHECKING:
@@ -122,7 +132,7 @@ def runs_page(
                     "row": run,
                     "url": url("task", queue.backend.alias, queue.name, run.id),
                     "ago": duration(max(0.0, (page.now - run.ended).total_seconds())),
-                    "runtime": duration(run.runtime) if run.runtime is not None else "",
+                    "runtime": runtime(run.runtime) if run.runtime is not None else "",
                     "type_url": runs_url(alias, name, error=run.error_type)
                     if run.error_type
                     else "",

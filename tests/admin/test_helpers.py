@@ -6,7 +6,7 @@ import pytest
 from django.test import RequestFactory
 
 from django_redislock.admin.actions import parse_selected
-from django_redislock.admin.common import duration
+from django_redislock.admin.common import duration, runtime
 from django_redislock.admin.queues import requested_page
 from django_redislock.admin.rows import TaskRow
 from django_redislock.templatetags.redislock_admin import count
@@ -28,6 +28,15 @@ from django_redislock.templatetags.redislock_admin import count
 )
 def test_duration(seconds: float | None, text: str) -> None:
     assert duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.0, "0.0 ms"), (0.0004, "0.4 ms"), (0.04, "40 ms"), (0.5, "500 ms"), (3.25, "3.2 s")],
+)
+def test_runtime(seconds: float, text: str) -> None:
+    """A run's runtime below a second is shown in ms: the recent runs said "0.0 s"."""
+    assert runtime(seconds) == text
 
 
 def test_count_filter() -> None:

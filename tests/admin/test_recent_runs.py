@@ -40,7 +40,9 @@ def test_recent_runs_list_filter_and_link(dashboard: Dashboard, admin_client: Cl
     assert fail(q, "a3", "TimeoutError: again", runtime=2.0) == "retried"
     html = admin_client.get(RUNS).content.decode()
     assert ids_in(html) == ["a3", "a2", "a1"]  # newest first
-    assert worker_id() in html and "2.0 s" in html
+    assert worker_id() in html and "2.0 s" in html and "250 ms" in html  # not "0.2 s"
+    # the type's link and the message are two words, not "TimeoutErrorTimeoutError: again"
+    assert re.search(r'>TimeoutError</a> <code class="preview">TimeoutError: again', html)
     assert HOSTILE not in html and "&lt;script&gt;" in html
     timeouts = admin_client.get(RUNS, {"error": "TimeoutError"}).content.decode()
     assert ids_in(timeouts) == ["a3", "a1"]

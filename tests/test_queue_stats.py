@@ -22,7 +22,7 @@ NOW = 1_700_000_000_000_000
 
 
 def reply(*counters: int, first: int = NOW - 2_500_000, lease: int = -1) -> list[object]:
-    return [NOW, 3, 5, 1, 2, str(first), str(lease), 0, 1, b"10/s", *counters]
+    return [NOW, 3, 5, 1, 2, str(first), str(lease), 0, 1, b"10/s", 4, *counters]
 
 
 def test_a_reply_reads_into_the_record() -> None:
@@ -30,7 +30,7 @@ def test_a_reply_reads_into_the_record() -> None:
     assert (stats.ready, stats.delayed, stats.in_flight, stats.dead) == (3, 2, 1, 2)
     assert stats.oldest_due_age == 2.5 and stats.next_lease_in == 1.0
     assert stats.paused is True and stats.rate_limit == "10/s" and stats.total == 8
-    assert stats.counters == {}
+    assert stats.counters == {} and stats.held == 4  # concurrency groups' held tasks
     with_counters = QueueStats.from_reply("q", reply(4, 0), ("succeeded", "lost"))
     assert with_counters.counters == {"succeeded": 4, "lost": 0}
 
@@ -44,7 +44,7 @@ def test_no_ready_task_and_no_lease_read_as_none() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [[], [NOW, "x", 5, 1, 2, -1, -1, 0, 0, ""], [*reply(), 7], reply()[:9]],
+    [[], [NOW, "x", 5, 1, 2, -1, -1, 0, 0, "", 0], [*reply(), 7], reply()[:10]],
 )
 def test_a_malformed_reply_is_a_value_error_naming_the_queue(bad: list[object]) -> None:
     with pytest.raises(ValueError, match="queue 'q'"):

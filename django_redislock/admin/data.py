@@ -30,6 +30,7 @@ from ..locking.index import HeldLock
 from ..locking.pipeline import run_scripts
 from ..queue import fnstats
 from ..queue.flow import parse_flow
+from ..queue.groups import groups_call, parse_groups
 from ..queue.rates import LongTrend, long_call, parse_long
 from ..queue.records import DEAD, DELAYED, IN_FLIGHT, READY, STATES
 from ..queue.workflows import packed_members
@@ -39,6 +40,8 @@ from .trends import trend_call, trend_of
 
 #: Rows per page of the locks and queue pages.
 PAGE_SIZE = 50
+#: Concurrency groups a queue page shows at most.
+GROUPS_SHOWN = 50
 #: Bytes of each payload a queue page fetches for its preview column.
 PREVIEW_BYTES = 200
 #: Bytes of a payload the task page shows (the rest is behind its download link).
@@ -93,6 +96,8 @@ class TaskPage:
     functions: Any = None
     #: The day's and the week's rates (:mod:`~django_redislock.queue.rates`), or why not.
     long_trend: Any = None
+    #: The queue's concurrency groups (:mod:`~django_redislock.queue.groups`), or why not.
+    groups: Any = None
 
     @property
     def first_row(self) -> int:
@@ -126,7 +131,7 @@ def task_page(
     score, id = cursor or (0, "")
     args = [state, direction, score, id, size, PREVIEW_BYTES]
     flow_call = ("queue_flow", [*queue.script_keys, queue.flow_key], ["read"])
-    reply, trend, flow, functions, long = run_scripts(
+    reply, trend, flow, functions, long, groups = run_scripts(
         queue.backend,
         [
             ("queue_page", queue.script_keys, args),
@@ -134,6 +139,7 @@ def task_page(
             flow_call,
             fnstats.read_call(queue),
             long_call(queue),
+            groups_call(queue, GROUPS_SHOWN),
         ],
     )
     if isinstance(reply, Exception):
@@ -171,6 +177,7 @@ def task_page(
         None if isinstance(flow, Exception) else parse_flow(flow),
         functions_of(functions),
         long_of(long),
+        groups if isinstance(groups, Exception) else parse_groups(groups),
     )
 
 

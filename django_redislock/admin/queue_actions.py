@@ -69,7 +69,7 @@ def queue_action(
             messages.error(request, f"Queue “{queue.name}” cannot be read: {summary.error}")
             return HttpResponseRedirect(back)
         # a purge also deletes the tasks concurrency groups hold (not in the summary's counts)
-        count = summary.total + held_count(queue) if purge else summary.dead
+        count = summary.total + summary.held if purge else summary.dead
         if request.method != "POST":
             return render(
                 model_admin,
@@ -193,9 +193,3 @@ def return_expired(
     else:
         messages.warning(request, f"Queue “{queue.name}” has no expired lease any more.")
     return HttpResponseRedirect(back)
-
-
-def held_count(queue: Any) -> int:
-    """Tasks the queue's concurrency groups hold (waiting for a slot), one ``ZCARD``."""
-    with queue.backend.errors():
-        return int(queue.backend.client.zcard(queue.group_keys[0]))

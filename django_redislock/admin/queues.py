@@ -198,7 +198,7 @@ def queue_page(
         runs_url=url("runs", queue.backend.alias, queue.name),
         **trend_context(page.trend if page else None, queue),
         **function_context(page.functions if page else None, queue),
-        **(group_context(queue) if not error else {}),
+        **group_context(page.groups if page else None),
         **long_context(page.long_trend if page else None),
     )
 

@@ -74,6 +74,11 @@ class QueueSummary:
         return self.stats.total if self.stats else 0
 
     @property
+    def held(self) -> int:
+        """Tasks its concurrency groups hold (see :attr:`QueueStats.held`)."""
+        return self.stats.held if self.stats else 0
+
+    @property
     def trouble(self) -> tuple[int, float, int]:
         """Sort key of the overview, most troubled first: errors, expired leases and dead
         tasks, then the longest wait of a due task, then depth."""

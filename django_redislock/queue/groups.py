@@ -111,9 +111,18 @@ class GroupInfo:
 
 def groups(queue: Queue, count: int = 200) -> list[GroupInfo]:
     """Up to ``count`` groups of ``queue`` that have admitted or held tasks (one script)."""
+    script, keys, args = groups_call(queue, count)
+    return parse_groups(queue.backend.script(script)(keys=keys, args=args))
+
+
+def groups_call(queue: Queue, count: int = 200) -> tuple[str, list[str], list[Any]]:
+    """The script call of :func:`groups` (the admin's queue page sends it in its pipeline)."""
     check_count(count, "count", allow_zero=False)
-    keys = list(queue.group_keys[:3])  # hold, groups, wait
-    reply = queue.backend.script("queue_groups")(keys=keys, args=[count])
+    return "queue_groups", list(queue.group_keys[:3]), [count]  # hold, groups, wait
+
+
+def parse_groups(reply: Any) -> list[GroupInfo]:
+    """The groups in a ``queue_groups`` reply."""
     out = []
     for i in range(0, len(reply), 6):
         name, running, spec, held, tat, wait = reply[i : i + 6]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 #: The script every summary of a queue is read with.
 SUMMARY_SCRIPT = "queue_summary"
 #: Fields of the script's reply before the counters hash.
-HEAD = 10
+HEAD = 11
 
 
 def counters_key(queue: QueueCalls) -> str:
@@ -37,9 +37,10 @@ def counters_key(queue: QueueCalls) -> str:
     return queue.backend.key(f"q:{queue.name}", "counters")
 
 
-def summary_extra_keys(queue: QueueCalls) -> tuple[str, str]:
-    """The script's keys after the queue's ``script_keys``: the flow and counters hashes."""
-    return (queue.flow_key, counters_key(queue))
+def summary_extra_keys(queue: QueueCalls) -> tuple[str, str, str]:
+    """The script's keys after the queue's ``script_keys``: the flow and counters hashes and
+    the concurrency groups' held tasks."""
+    return (queue.flow_key, counters_key(queue), queue.group_keys[0])
 
 
 def summary_call(
@@ -101,6 +102,9 @@ class QueueStats:
     #: Run outcomes counted by workers (``succeeded``, ``failed``, ...), those that were
     #: asked for (see :func:`summary_call`); do not modify.
     counters: Mapping[str, int] = field(default_factory=dict)
+    #: Tasks concurrency groups hold back until their group has a slot (not in the counts
+    #: above: they are in none of the queue's states yet).
+    held: int = 0
 
     @classmethod
     def from_reply(
@@ -128,6 +132,7 @@ class QueueStats:
                 expired_leases=int(reply[7]),
                 paused=bool(int(reply[8])),
                 rate_limit=to_text(reply[9]) or None,
+                held=int(reply[10]),
                 counters=dict(zip(counters, values, strict=True)),
             )
         except (TypeError, IndexError, ValueError) as exc:

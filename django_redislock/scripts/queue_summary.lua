@@ -7,10 +7,11 @@
 --             takes its keys in)
 -- KEYS[12] flow hash (pause and rate limit; see the flow fragment)
 -- KEYS[13] outcome counters hash (written by workers with HINCRBY)
+-- KEYS[14] the concurrency groups' held tasks zset (see the groups fragment)
 -- ARGV the outcome counters to read (fields of KEYS[13]); none for a summary without them
 -- returns {now (microseconds), due (ready), pending (ready + delayed), in flight, dead,
 --          first pending score or -1, earliest lease deadline or -1, expired leases,
---          1 if paused else 0, the rate limit as written or "",
+--          1 if paused else 0, the rate limit as written or "", the tasks groups hold,
 --          then the value of each counter named in ARGV, 0 when unset}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -19,7 +20,8 @@ local lease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local flow = redis.call('HMGET', KEYS[12], 'paused', 'rate')
 local out = {now, redis.call('ZCOUNT', KEYS[1], '-inf', now), redis.call('ZCARD', KEYS[1]),
   redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]), first[2] or -1, lease[2] or -1,
-  redis.call('ZCOUNT', KEYS[2], '-inf', now), flow[1] and 1 or 0, flow[2] or ''}
+  redis.call('ZCOUNT', KEYS[2], '-inf', now), flow[1] and 1 or 0, flow[2] or '',
+  redis.call('ZCARD', KEYS[14])}
 if #ARGV > 0 then
   local counters = redis.call('HMGET', KEYS[13], unpack(ARGV))
   for i = 1, #ARGV do out[#out + 1] = counters[i] or 0 end

@@ -44,7 +44,7 @@ def read_stats(sales: list[Sale]) -> dict[int, Any]:
 
     seconds = admin_timeout()
     with suppress(DeadlineExceeded):  # the sales read by then are shown, the others say why
-        within(seconds * 0.9, run, key="shop-admin-sales")  # the rest renders the page
+        within(seconds * 0.75, run, key="shop-admin-sales")  # the rest renders the page
     late = DeadlineExceeded(f"Redis did not answer within the {seconds:g} s page deadline")
     return {sale.pk: found.get(sale.pk, late) for sale in sales}
 

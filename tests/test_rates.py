@@ -242,8 +242,12 @@ def test_a_drain_of_10000_tasks_gives_exact_counts(target: RedisTarget) -> None:
         bare_summary, bare_trips = drain(bare)
     assert bare_summary.processed == summary.processed
     assert read(bare).total("succeeded") == 0  # the patch did leave the rates out
-    timed = 2 * (int(max(summary.elapsed, bare_summary.elapsed)) + 1)
-    assert trips <= bare_trips + timed, (trips, bare_trips, summary.elapsed)
+    # what the test guards is "no round trip per task" (a per-task trip would add 10,000);
+    # the trips that come with time are allowed for both drains' time, not the longer one's:
+    # under load (two CPU burners beside the suite) the drain with the rates made 6 more
+    # trips than the bare one in 1.4 s, against the 4 the longer drain's time allowed
+    timed = 2 * (int(summary.elapsed + bare_summary.elapsed) + 2)
+    assert trips <= bare_trips + timed, (trips, bare_trips, summary.elapsed, bare_summary.elapsed)
     print(f"round trips of a 10,020-task drain: {trips} with rates, {bare_trips} without")
 
 

@@ -228,6 +228,23 @@ def test_a_crashed_queued_waiter_is_skipped_once_its_lease_lapses(
     assert fair(real_target, wait_lease=1).acquire(timeout=30)  # granted once it lapsed
 
 
+def test_a_waiter_with_a_short_lease_never_shortens_a_longer_waiters_queue(
+    real_target: RedisTarget,
+) -> None:
+    """The queue and lease zsets outlive the longest live lease: each waiting try set their
+    TTL to its own lease + 1 s, so a waiter with a 0.5 s lease queued behind one with a 600 s
+    lease cut both keys to 1.5 s, and the long waiter's place vanished with them."""
+    holder = fair(real_target, ttl=300)
+    assert holder.acquire()
+    long_wait = fair(real_target, wait_lease=600)
+    short_wait = fair(real_target, wait_lease=0.5)
+    assert [int(x) for x in long_wait._call(long_wait._attempt("long", "{}", True, 600.0))][2] == 1
+    assert [int(x) for x in short_wait._call(short_wait._attempt("short", "{}", True, 0.5))][2] == 2
+    for key in (long_wait._queue_key, long_wait._lease_key):
+        assert real_target.raw.pttl(key) > 600_000  # not 1,500 ms
+    holder.release()
+
+
 def test_fences_increase_and_the_watchdog_renews(real_target: RedisTarget) -> None:
     lock = fair(real_target, ttl=0.3, watchdog=True)
     with lock:

@@ -46,8 +46,11 @@ local function queue()
   end
   redis.call('ZADD', KEYS[5], now + lease, owner)
   redis.call('ZADD', KEYS[6], 'GT', now + lease, KEYS[1])
-  redis.call('PEXPIRE', KEYS[4], lease + 1000)  -- both outlive the latest lease, no longer
-  redis.call('PEXPIRE', KEYS[5], lease + 1000)
+  -- both outlive the longest live lease, no longer: a waiter with a shorter lease than
+  -- another's never shortens them (the other's place would vanish with the keys)
+  for _, key in ipairs({KEYS[4], KEYS[5]}) do
+    if redis.call('PTTL', key) < lease + 1000 then redis.call('PEXPIRE', key, lease + 1000) end
+  end
   return redis.call('ZRANK', KEYS[4], owner) + 1
 end
 if hold[1] then

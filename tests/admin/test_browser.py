@@ -30,6 +30,25 @@ ARGS = [
     "--disable-sync",
 ]
 
+
+def operator_page(playwright: Any, live_server: Any, to: str) -> tuple[Any, Any]:
+    """A headless Chromium (1,280 x 800) signed in as the ``operator`` superuser the test
+    created (password ``s3cret-pass``), on the page ``to``: ``(browser, page)``."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.set_default_timeout(15_000)
+    log_in(page, live_server, to)
+    return browser, page
+
+
+def log_in(page: Any, live_server: Any, to: str) -> None:
+    """Sign ``page`` in as the ``operator`` superuser and go on to ``to``."""
+    page.goto(f"{live_server.url}/admin/login/?next={to}")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", "s3cret-pass")
+    page.click("input[type=submit]")
+
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..processes import wait_for
 from .conftest import BASE, Dashboard
-from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401 - slow, needs Chromium
+from .test_browser import operator_page, pytestmark  # noqa: F401 - slow, needs Chromium
 
 
 def test_semaphores_fair_locks_and_a_latch_in_a_browser(
@@ -48,14 +48,8 @@ def test_semaphores_fair_locks_and_a_latch_in_a_browser(
     try:
         wait_for(lambda: exports.waiting() == 1 and ledger.waiting() == 1, 60, "both waiters")
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.set_default_timeout(15_000)
             url = f"{BASE}locks/coordination/?alias=default%26refresh%3Doff"
-            page.goto(f"{live_server.url}/admin/login/?next={url}")
-            page.fill("#id_username", "operator")
-            page.fill("#id_password", "s3cret-pass")
-            page.click("input[type=submit]")
+            browser, page = operator_page(playwright, live_server, url)
             rows = page.locator("tr.coord-row")
             expect(rows).to_have_count(4)
             exports_row = rows.filter(has_text="exports:tenant-7")

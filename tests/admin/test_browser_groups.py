@@ -15,7 +15,7 @@ import pytest
 from django_redislock import task
 
 from .conftest import BASE, Dashboard
-from .test_browser import ARGS, CHROMIUM
+from .test_browser import operator_page
 from .test_browser import pytestmark as browser_marks
 
 #: delay() sends after the commit: this test commits
@@ -50,13 +50,7 @@ def test_the_concurrency_groups_table_in_a_browser(
     shots = artifacts_dir / "admin"
     shots.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        page.goto(f"{live_server.url}/admin/login/?next={BASE}queues/default/tenants/")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
+        browser, page = operator_page(playwright, live_server, f"{BASE}queues/default/tenants/")
         table = page.locator("#concurrency-groups")
         rows = table.locator("tbody tr")
         expect(rows).to_have_count(len(TENANTS))

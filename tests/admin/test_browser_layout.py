@@ -19,7 +19,7 @@ import pytest
 from django_redislock.queue.workers import beat
 
 from .conftest import BASE, Dashboard, dead_task
-from .test_browser import ARGS, CHROMIUM
+from .test_browser import ARGS, CHROMIUM, log_in, operator_page
 from .test_workers_page import record
 
 pytestmark = [
@@ -45,13 +45,6 @@ LINES = """() => Array.from(document.querySelectorAll("td.numeric")).flatMap((ce
 })"""
 
 
-def log_in(page: Any, live_server: Any, to: str) -> None:
-    page.goto(f"{live_server.url}/admin/login/?next={to}")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-
-
 def test_long_names_never_widen_a_page_and_numbers_never_wrap(
     single: Dashboard, live_server: Any, django_user_model: Any
 ) -> None:
@@ -66,10 +59,7 @@ def test_long_names_never_widen_a_page_and_numbers_never_wrap(
         dead_task(orders, f"dead-{i}")
     orders.enqueue_many([(f"o{i}", {"n": i}) for i in range(3000)])
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        log_in(page, live_server, f"{BASE}%3Frefresh%3Doff")
+        browser, page = operator_page(playwright, live_server, f"{BASE}%3Frefresh%3Doff")
         expect(page.locator("body")).to_contain_text("3,000")
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 1280, f"the overview is {width} px wide"

@@ -4,32 +4,23 @@ script that removes it (single server and cluster): cancel, remove, the admin's 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from django.test import override_settings
 
-from django_redislock import chain, chord, queues
+from django_redislock import chain, chord
 from django_redislock.admin import data
 from django_redislock.exceptions import TaskFailed
 
+from . import test_workflows
 from . import workflow_tasks as wt
 from .conftest import RedisTarget
 from .test_workflows import drain, runs_of, wf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-@pytest.fixture(params=["single", "cluster"])
-def real(request: pytest.FixtureRequest) -> Iterator[RedisTarget]:
-    target: RedisTarget = request.getfixturevalue(f"{request.param}_target")
-    params = target.params()
-    options = {**params.get("OPTIONS", {}), "RETRY_BACKOFF": 0.01, "RETRY_BACKOFF_MAX": 0.01}
-    params = {**params, "KEY_PREFIX": "test", "OPTIONS": options}
-    with override_settings(REDISLOCK_QUEUES={"default": params}):
-        queues["default"].queue("wf").purge()
-        queues["default"].client.delete(wt.RUNS_KEY)  # type: ignore[attr-defined]
-        yield target
+#: The workflow tests' server fixture (single and cluster, retries 10 ms apart, queue purged).
+real = test_workflows.real
 
 
 def test_a_cancelled_queued_chain_step_fails_the_chain_at_once(real: RedisTarget) -> None:

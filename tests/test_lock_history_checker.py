@@ -181,8 +181,9 @@ def test_more_permits_believed_at_once_than_the_semaphore_has_is_found() -> None
 # -- the fair lock's order (issue 30) --------------------------------------------------------
 
 
-def fair(op: str, *tries: tuple[float, float, int, int], **kw: Any) -> dict[str, Any]:
-    """One fair acquire: its tries ``(send, reply, code, place)``; granted if one has code 1."""
+def fair(op: str, *tries: tuple[float | int, ...], **kw: Any) -> dict[str, Any]:
+    """One fair acquire: its tries ``(send, reply, code, place[, resent])``; granted if one
+    has code 1."""
     rec = {"ev": "fair", "worker": op, "op": op, "name": "f", "lease": 2.0}
     rec.update(tries=[list(t) for t in tries], granted=any(t[2] == 1 for t in tries))
     rec.update(kw)
@@ -230,3 +231,16 @@ def test_a_waiter_that_left_or_whose_lease_may_have_lapsed_is_not_live() -> None
     # a try with no reply (Redis away, taken back) ends what is certain about a
     cut = fair("a", (1.0, 1.01, 0, 1), (1.5, 1.9, -1, 0))
     assert types([cut, b]) == []
+
+
+def test_a_waiter_whose_try_was_resent_may_have_had_its_turn() -> None:
+    # a's try sent at 1.4 lost its reply and was resent (the fifth field): its first send
+    # may have been granted, and the grant may have ended by its TTL while a's process was
+    # stopped, so the resend queued a again at the back (place 3). b's grant at 1.6 may be
+    # the next waiter's turn after a's: not a violation (seed 101 of session 15's runs).
+    a = fair("a", (1.0, 1.01, 0, 1), (1.4, 3.2, 0, 3, 1), leave=3.2)
+    b = fair("b", (1.1, 1.11, 0, 2), (1.6, 1.61, 1, 0))
+    assert types([a, b]) == []
+    # the same try answered without a resend: a was refused and kept its place throughout
+    a_sure = fair("a", (1.0, 1.01, 0, 1), (1.4, 1.41, 0, 1), (1.8, 3.2, 0, 3), leave=3.2)
+    assert types([a_sure, b]) == ["fair grant out of arrival order"]

@@ -20,11 +20,13 @@ FAIR_MARGIN = 0.05
 class FairWait:
     """One acquire of a fair lock, as its caller saw it: each try's send and reply.
 
-    ``tries`` are ``(start, end, code, place)``: ``start`` when the ``fair_acquire`` call was
-    first sent, ``end`` when its reply came (after resends of a lost reply: the call took
-    effect somewhere in between, at the first send that reached Redis), ``code`` 1 granted, 0
-    refused, -1 no reply at all (Redis unreachable: the call was taken back); ``place`` the
-    1-based place in the queue a refused waiting try reported (0: not queued). ``leave`` is
+    ``tries`` are ``(start, end, code, place, resent)``: ``start`` when the ``fair_acquire``
+    call was first sent, ``end`` when its reply came (after resends of a lost reply: the call
+    took effect somewhere in between, at the first send that reached Redis), ``code`` 1
+    granted, 0 refused, -1 no reply at all (Redis unreachable: the call was taken back);
+    ``place`` the 1-based place in the queue a refused waiting try reported (0: not queued);
+    ``resent`` 1 when a reply was lost and the call resent (older records have no fifth
+    field: not resent). ``leave`` is
     when the call to leave the queue was sent (a timeout, a take-back), ``lease`` the
     wait-lease in seconds, ``granted`` whether the acquire returned the lock.
     """
@@ -33,13 +35,16 @@ class FairWait:
     op: str
     name: str
     lease: float
-    tries: list[tuple[float, float, int, int]]
+    tries: list[tuple[float, float, int, int, int]]
     leave: float | None
     granted: bool
 
     @classmethod
     def of(cls, rec: dict[str, Any]) -> FairWait:
-        tries = [(float(a), float(b), int(c), int(d)) for a, b, c, d in rec["tries"]]
+        tries = [
+            (float(t[0]), float(t[1]), int(t[2]), int(t[3]), int(t[4]) if len(t) > 4 else 0)
+            for t in rec["tries"]
+        ]
         return cls(
             str(rec["worker"]),
             str(rec["op"]),
@@ -59,11 +64,11 @@ class FairWait:
         """The interval the grant happened in (its try's send and reply), if granted."""
         if not self.granted:
             return None
-        return next(((a, b) for a, b, code, _ in self.tries if code == 1), None)
+        return next(((t[0], t[1]) for t in self.tries if t[2] == 1), None)
 
     def queued(self) -> int | None:
         """Index of the first try whose reply said this call was queued (its arrival)."""
-        return next((i for i, (_, _, c, place) in enumerate(self.tries) if c == 0 and place), None)
+        return next((i for i, t in enumerate(self.tries) if t[2] == 0 and t[3]), None)
 
     def tally(self) -> list[str]:
         """What this acquire adds to the report's counts."""
@@ -80,14 +85,17 @@ class FairWait:
         ``start`` the place is kept until ``start + lease`` at least. The chain of renewals
         holds while each next try's reply came before the current certain deadline; after a
         gap the lease may have lapsed (the waiter would queue again at the back), so nothing
-        later is certain. The waiter stops waiting when its granting try or its leave is sent.
+        later is certain. The waiter stops waiting when its granting try or its leave is sent,
+        and may have stopped when a try whose reply was lost was sent: that try's first send
+        may have been granted, and the grant may have ended by its TTL before the resend came
+        (a process stopped past the TTL), which then queues the waiter again at the back.
         """
         first = self.queued()
         if first is None:
             return float("-inf")
         until = self.tries[first][0] + self.lease - FAIR_MARGIN
-        for start, end, code, place in self.tries[first + 1 :]:
-            if code != 0 or not place or end >= until:
+        for start, end, code, place, resent in self.tries[first + 1 :]:
+            if code != 0 or not place or resent or end >= until:
                 break
             until = max(until, start + self.lease - FAIR_MARGIN)
         ends = [until]
@@ -96,7 +104,7 @@ class FairWait:
             ends.append(grant[0])
         if self.leave is not None:
             ends.append(float(self.leave))
-        ends += [a for a, _, code, place in self.tries[first + 1 :] if code != 0 or not place]
+        ends += [t[0] for t in self.tries[first + 1 :] if t[2] != 0 or not t[3] or t[4]]
         return min(ends)
 
 

@@ -18,20 +18,22 @@ def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
 
     A call whose reply was lost is resent by ``_resolve``; the resends are part of the same
     try, which spans from the first send to the last reply (or to the take-back when Redis
-    stayed away: code -1). ``_leave`` is the take-back and the leave of a waiter that stops.
+    stayed away: code -1), and is marked resent. ``_leave`` is the take-back and the leave
+    of a waiter that stops. ``owner`` is the call's owner token, to find it in a server log.
     """
     call, resolve, leave = lock._call, lock._resolve, lock._leave
     state: dict[str, Any] = {"start": 0.0, "resolving": False}
 
-    def add(start: float, result: Any) -> None:
+    def add(start: float, result: Any, resent: bool = False) -> None:
         code = int(result[0])
         place = int(result[2]) if code == 0 and len(result) > 2 else 0
-        trace["tries"].append([start, now(), code, place])
+        trace["tries"].append([start, now(), code, place, int(resent)])
 
     def _call(c: Any) -> Any:
         if c[0] != "fair_acquire" or state["resolving"]:
             return call(c)
         state["start"] = start = now()
+        trace["owner"] = c[2][0]
         result = call(c)  # a ConnectionFailed goes to _resolve, which records the try
         add(start, result)
         return result
@@ -41,11 +43,11 @@ def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
         try:
             result = resolve(c, owner, exc)
         except BaseException:
-            trace["tries"].append([state["start"], now(), -1, 0])
+            trace["tries"].append([state["start"], now(), -1, 0, 1])
             raise
         finally:
             state["resolving"] = False
-        add(state["start"], result)
+        add(state["start"], result, resent=True)
         return result
 
     def _leave(owner: str) -> None:

@@ -220,7 +220,8 @@ def test_workers_ride_out_a_redis_outage(aof_place: tuple[RedisProcess, Place], 
         time.sleep(1.0)
         server.start()
         wait_for(lambda: len(runs_of("done")) == n, 60, "every task to finish")
-        assert all(w.poll() is None for w in workers)  # still running after the outage
+        exited = [finish(w) for w in workers if w.poll() is not None]
+        assert not exited, exited  # still running after the outage (else: code, out, err)
         for w in workers:
             w.send_signal(signal.SIGTERM)
         results = [finish(w) for w in workers]

@@ -241,7 +241,8 @@ def test_a_waiter_with_a_short_lease_never_shortens_a_longer_waiters_queue(
     assert [int(x) for x in long_wait._call(long_wait._attempt("long", "{}", True, 600.0))][2] == 1
     assert [int(x) for x in short_wait._call(short_wait._attempt("short", "{}", True, 0.5))][2] == 2
     for key in (long_wait._queue_key, long_wait._lease_key):
-        assert real_target.raw.pttl(key) > 600_000  # not 1,500 ms
+        # not 1,500 ms; 600 s less the time since the try (seconds on a loaded machine)
+        assert real_target.raw.pttl(key) > 500_000
     holder.release()
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -62,7 +63,8 @@ def test_local_and_redis_sold_outs_reach_redis_at_a_flush(redis_target: RedisTar
     memory.clear()  # as another process would: the take script again
     assert asyncio.run(stock.take_async(buyer="late-5")).result is TakeResult.SOLD_OUT
     memo = (id(stock.backend), stock.keys()[0])
-    memory.entries[memo] = memory.entries[memo]._replace(at=0.0)  # too old: a probe GET
+    # too old: a probe GET (``at=0.0`` was not old on a machine up for less than MAX_AGE)
+    memory.entries[memo] = memory.entries[memo]._replace(at=time.monotonic() - 2 * 3600.0)
     assert stock.take(buyer="late-6").result is TakeResult.SOLD_OUT
     assert stock.take(2, buyer="late-7").result is TakeResult.SOLD_OUT  # local again
     assert sold_out_counted(stock) == (0, 0)  # nothing written by the takes themselves

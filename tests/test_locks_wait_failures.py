@@ -29,21 +29,25 @@ def test_a_cut_wait_connection_does_not_end_the_acquire(
     assert holder.acquire(blocking=False)
     results: list[object] = []
 
+    async def acquire_release() -> None:
+        # one task acquires and releases: a hold belongs to the task that took it
+        got = await lock.acquire_async(timeout=20)
+        results.append(got)
+        if got:
+            await lock.release_async()
+
+    lock = backend.lock(name, ttl=30)
+
     def waiter() -> None:
-        lock = backend.lock(name, ttl=30)
         try:
-            if mode == "sync":
-                results.append(lock.acquire(timeout=20))
-            else:
-                results.append(asyncio.run(lock.acquire_async(timeout=20)))
+            if mode == "async":
+                asyncio.run(acquire_release())
+                return
+            results.append(lock.acquire(timeout=20))
+            if results[-1] is True:
+                lock.release()
         except BaseException as exc:
             results.append(exc)
-            return
-        if results[-1] is True:
-            if mode == "sync":
-                lock.release()
-            else:
-                asyncio.run(lock.release_async())
 
     thread = threading.Thread(target=waiter, daemon=True)
     thread.start()

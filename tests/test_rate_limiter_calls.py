@@ -10,11 +10,14 @@ and an admission whose reply was lost and that the client resends is charged onc
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
 
+from django_redislock.backends.redis import RedisLockBackend
 from django_redislock.calls.direct import direct_pool
+from django_redislock.exceptions import ConnectionFailed
 from django_redislock.locking import limiter as limiter_module
 
 from .conftest import RedisTarget
@@ -79,6 +82,17 @@ def test_each_key_keeps_its_prepared_call_up_to_the_bound(
     assert list(limit._heads) == ["c", "7"]  # the oldest went first
     remote = redis_target.lock_backend().rate_limiter("api", "1/m", burst=1, local_refusals=False)
     assert not any(remote.try_acquire(key=k).admitted for k in ("a", "b", "c", "7"))
+
+
+def test_an_unreachable_server_is_connection_failed() -> None:
+    """The prepared path hands client errors to ``backend.errors()`` as the generic one did."""
+    with socket.socket() as probe:  # a port nobody listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    params = {"LOCATION": f"redis://127.0.0.1:{port}/0", "OPTIONS": {"SOCKET_TIMEOUT": 1}}
+    limit = RedisLockBackend("gone", params).rate_limiter("api", "1/m", local_refusals=False)
+    with pytest.raises(ConnectionFailed, match="unreachable"):
+        limit.try_acquire()
 
 
 def rate_takes(args: Args) -> bool:

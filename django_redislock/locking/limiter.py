@@ -20,6 +20,12 @@ sleeps leaves its slot unused: a limit is never exceeded, at worst under-used. E
 carries a request id: a client that resends it after a lost reply is answered the same
 admission and charged once.
 
+A blocking take is a prepared ``EVALSHA`` (:meth:`RateLimiter._prepared`), sent like a lock
+call: its head with the limit's state key is packed once per limit key and client, the
+request key leads each call's arguments, and a plain client skips redis-py's
+``execute_command`` (:mod:`django_redislock.calls.direct`). The asyncio twins use the
+generic script call: there is no asyncio direct sender.
+
 Refusals are answered locally when they can be (``local_refusals=True``, the default):
 every answer tells a lower bound of the limit's state, which only a reset moves back, so
 a take that the bound says must wait is one Redis would refuse too, and this process
@@ -227,7 +233,7 @@ class RateLimiter:
     async def try_acquire_async(
         self, cost: int = 1, *, key: Any = None, wait: float = 0.0
     ) -> Admission:
-        """The asyncio twin of :meth:`try_acquire`."""
+        """The asyncio twin of :meth:`try_acquire` (through the generic script call)."""
         cost, wait = self._checked(cost, wait)
         known = self._known_refusal(cost, key, wait)
         if known is not None:

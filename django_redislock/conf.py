@@ -85,10 +85,10 @@ CONNECTION_OPTIONS: dict[str, Option] = {
     "DIRECT_SENDER": Option(
         True,
         boolean,
-        "Send the hot lock and enqueue calls straight on a pooled connection (EVALSHA packed "
-        "once) instead of through redis-py's execute_command; used only with a plain "
-        "redis.Redis on a standard pool (see docs/calls.md). False: every call goes through "
-        "redis-py's wrapper.",
+        "Send the hot lock, enqueue and rate limiter calls straight on a pooled connection "
+        "(EVALSHA packed once) instead of through redis-py's execute_command; used only with "
+        "a plain redis.Redis on a standard pool (see docs/calls.md). False: every call goes "
+        "through redis-py's wrapper.",
     ),
     "CLUSTER": Option(
         False, boolean, "Connect with RedisCluster; LOCATION names one or more startup nodes."

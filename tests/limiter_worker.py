@@ -3,8 +3,8 @@
 In each of ``threads`` threads, ``rounds`` times, take ``cost`` units (the costs cycle
 through ``costs``) of limit ``name`` (``rate``, ``burst``) with ``try_acquire()``; prints
 one JSON line: the units admitted, the decisions made and the script calls sent to Redis
-(counted by a wrapper around the backend's ``script``). The backend is built from explicit
-parameters, never from settings.
+(counted by wrappers around the limiter's prepared call and the backend's ``script``).
+The backend is built from explicit parameters, never from settings.
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from typing import Any
 
 
 def counting(backend: Any, calls: list[int]) -> None:
-    """Count the script calls ``backend`` sends (one per round trip of the limiter)."""
+    """Count the script calls the rate limiters of ``backend`` send (one per round trip).
+
+    A blocking take sends through the limiter's prepared call (``RateLimiter._prepared``),
+    an asyncio take through the backend's ``script``: both are wrapped.
+    """
     original: Callable[..., Any] = backend.script
+    make: Callable[..., Any] = backend.rate_limiter
 
     def script(*args: Any, **kwargs: Any) -> Any:
         run = original(*args, **kwargs)
@@ -29,7 +34,24 @@ def counting(backend: Any, calls: list[int]) -> None:
 
         return call
 
+    def rate_limiter(*args: Any, **kwargs: Any) -> Any:
+        limit = make(*args, **kwargs)
+        prepared: Callable[[Any], Any] = limit._prepared
+
+        def counted(key: Any) -> Any:
+            entry, requests = prepared(key)
+
+            def call(call_args: Any) -> Any:
+                calls.append(1)
+                return entry(call_args)
+
+            return call, requests
+
+        limit._prepared = counted
+        return limit
+
     backend.script = script
+    backend.rate_limiter = rate_limiter
 
 
 def main(args: dict[str, Any]) -> None:

@@ -20,6 +20,12 @@ sleeps leaves its slot unused: a limit is never exceeded, at worst under-used. E
 carries a request id: a client that resends it after a lost reply is answered the same
 admission and charged once.
 
+A blocking take is a prepared ``EVALSHA`` (:meth:`RateLimiter._prepared`), sent like a lock
+call: its head with the limit's state key is packed once per limit key and client, the
+request key leads each call's arguments, and a plain client skips redis-py's
+``execute_command`` (:mod:`django_redislock.calls.direct`). The asyncio twins use the
+generic script call: there is no asyncio direct sender.
+
 Refusals are answered locally when they can be (``local_refusals=True``, the default):
 every answer tells a lower bound of the limit's state, which only a reset moves back, so
 a take that the bound says must wait is one Redis would refuse too, and this process
@@ -31,17 +37,23 @@ is at most the server's (the server also counts other processes' admissions sinc
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..calls.node import OUTAGE_ERRORS
 from ..calls.requests import request_id
+from ..calls.values import Arg
+from ..connections import ROUTED_ERRORS
 from ..exceptions import InvalidArgument
-from ..validation import check_count, check_name, check_seconds, parse_rate
+from ..validation import MAX_SECONDS, check_count, check_name, check_seconds, parse_rate
 from .known import known_limits
 from .names import safe_name
+from .transport import client_calls
 
 if TYPE_CHECKING:
     from ..backends.redis import RedisLockBackend
+    from ..calls.script import Prepared
 
 #: How long an admitted take's record is kept for a resend (ms): longer than any retry.
 REQUEST_TTL_MS = 60_000
@@ -49,6 +61,19 @@ REQUEST_TTL_MS = 60_000
 
 #: Longest wait a take may reserve a slot for (seconds): a day.
 MAX_WAIT = 86_400.0
+
+#: Most keys one limiter keeps a prepared take of (the oldest goes first): see ``_prepared``.
+MAX_HEADS = 1024
+
+#: What ``backend.errors()`` turns into this library's errors (``CLUSTERDOWN`` included,
+#: which ``ROUTED_ERRORS`` lacks): the hot path hands only these to it.
+_ERRORS = (*ROUTED_ERRORS, *OUTAGE_ERRORS)
+
+#: The types of a ``wait`` the fast check in ``_checked`` takes as they are.
+_NUMBERS = (int, float)
+
+#: One key's prepared take and the start of its request keys (``...:req:``).
+_Head = tuple["Prepared", str]
 
 
 class Admission(NamedTuple):
@@ -83,11 +108,23 @@ class RateLimiter:
         self.local_refusals = bool(local_refusals)
         self._seconds = self.interval / 1_000_000
         self._known = known_limits(backend)
+        #: str(key) (None: no key) -> its prepared take on the current client (``_prepared``)
+        self._heads: dict[str | None, _Head] = {}
+        self._grow = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<RateLimiter {self.name!r} {self.rate.text} burst={self.burst}>"
 
     def _checked(self, cost: int, wait: float) -> tuple[int, float]:
+        # the common case in a few comparisons (a take's own cost in µs); anything else, bad
+        # input included, is judged by the checks below (a bool is neither int nor float)
+        if (
+            type(cost) is int
+            and 0 < cost <= self.burst
+            and type(wait) in _NUMBERS
+            and 0 <= wait <= MAX_SECONDS
+        ):
+            return cost, float(wait)
         cost = check_count(cost, "cost", allow_zero=False)
         wait = check_seconds(wait, "wait", allow_zero=True)
         if cost > self.burst:
@@ -109,6 +146,33 @@ class RateLimiter:
         longest = round(min(wait, MAX_WAIT) * 1_000_000)
         return "rate_take", keys, [self.interval, self.burst, cost, REQUEST_TTL_MS, longest]
 
+    def _prepared(self, key: str | None) -> _Head:
+        """The prepared take of limit ``key`` on the blocking client, and its request keys' start.
+
+        A take's keys are the limit's state (fixed) and a fresh request key (per call), so
+        the ``EVALSHA`` head carries the first and each call leads its arguments with the
+        second (``extra_keys=1``); both share the limit's hash tag, so a Cluster routes the
+        call by either to the same slot. Through a
+        :class:`~django_redislock.calls.direct.DirectSender` where the client allows one,
+        like the lock calls (:mod:`.transport`); ``NOSCRIPT`` is handled by
+        :class:`~django_redislock.calls.script.Prepared`.
+        """
+        backend = self.backend
+        client = backend.client
+        entry = self._heads.get(key)
+        if entry is not None and entry[0].client is client:
+            return entry
+        tag = self._tag(key)
+        direct = bool(backend.options.get("DIRECT_SENDER", True))
+        calls = client_calls(backend, client)
+        prepared = calls.get(client, "rate_take", [backend.key(tag, "tat")], direct, 1)
+        entry = (prepared, backend.key(tag, "req") + ":")
+        with self._grow:  # eviction iterates the dict: no other thread may add meanwhile
+            if key not in self._heads and len(self._heads) >= MAX_HEADS:
+                del self._heads[next(iter(self._heads))]
+            self._heads[key] = entry
+        return entry
+
     def _which(self, key: Any) -> tuple[str, str | None]:
         """The limit's entry in this process's table (one per Redis key)."""
         return (self.name, None if key is None else str(key))
@@ -123,7 +187,7 @@ class RateLimiter:
 
     def _admission(self, reply: Any, cost: int, key: Any, sent: float) -> Admission:
         """The server's answer, and what it tells of the limit's tat (see :mod:`.known`)."""
-        admitted, micros = (int(value) for value in reply)
+        admitted, micros = int(reply[0]), int(reply[1])
         wait = micros / 1_000_000
         if self.local_refusals:
             if not admitted:
@@ -147,16 +211,29 @@ class RateLimiter:
         known = self._known_refusal(cost, key, wait)
         if known is not None:
             return known
-        script, keys, args = self._script_call(cost, wait, key)
+        prepared, requests = self._prepared(None if key is None else str(key))
+        longest = round(min(wait, MAX_WAIT) * 1_000_000)
+        # KEYS[2] (the request key) leads ARGV: see _prepared; one id per take, never per send
+        args: list[Arg] = [
+            requests + request_id(),
+            self.interval,
+            self.burst,
+            cost,
+            REQUEST_TTL_MS,
+            longest,
+        ]
         sent = time.monotonic()
-        with self.backend.errors():
-            reply = self.backend.script(script)(keys=keys, args=args)
+        try:  # a plain try, not backend.errors(): the hot path (as the queue's calls)
+            reply = prepared(args)
+        except _ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
+            with self.backend.errors():
+                raise
         return self._admission(reply, cost, key, sent)
 
     async def try_acquire_async(
         self, cost: int = 1, *, key: Any = None, wait: float = 0.0
     ) -> Admission:
-        """The asyncio twin of :meth:`try_acquire`."""
+        """The asyncio twin of :meth:`try_acquire` (through the generic script call)."""
         cost, wait = self._checked(cost, wait)
         known = self._known_refusal(cost, key, wait)
         if known is not None:

@@ -42,13 +42,19 @@ class ClientCalls:
         self.calls: dict[tuple[Any, ...], Prepared] = {}
         self._grow = threading.Lock()
 
-    def get(self, client: Client, name: str, keys: list[str], direct: bool) -> Prepared:
-        """The prepared call of script ``name`` with ``keys`` (built on first use)."""
-        cache_key = (name, direct, *keys)
+    def get(
+        self, client: Client, name: str, keys: list[str], direct: bool, extra_keys: int = 0
+    ) -> Prepared:
+        """The prepared call of script ``name`` with ``keys`` (built on first use).
+
+        ``extra_keys``: each call's arguments start with that many more keys (see
+        :meth:`~django_redislock.calls.script.Script.prepare`).
+        """
+        cache_key = (name, direct, extra_keys, *keys)
         entry = self.calls.get(cache_key)
         if entry is None:
             # the pool decided once above, not per call built (redis-py's metrics check)
-            entry = script(name).prepare(client, keys, direct=False)
+            entry = script(name).prepare(client, keys, direct=False, extra_keys=extra_keys)
             if direct and self.pool is not None:
                 entry.sender = DirectSender(self.pool, entry.head)
             with self._grow:  # eviction iterates the dict: no other thread may add meanwhile

@@ -39,9 +39,15 @@ CLIENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisClusterException,
 )
 
-#: What a call path hands to ``errors()``: the client errors, and Redis refusing a write at
-#: ``maxmemory`` (turned into :class:`~.exceptions.ServerOutOfMemory`).
-ROUTED_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, redis.exceptions.OutOfMemoryError)
+#: What a hot call path (a plain ``try``, not ``errors()``) hands to ``errors()``: the client
+#: errors, ``CLUSTERDOWN`` (a slot's master restarting: the command did not run, turned into
+#: ``ConnectionFailed``) and Redis refusing a write at ``maxmemory`` (turned into
+#: :class:`~.exceptions.ServerOutOfMemory`).
+ROUTED_ERRORS: tuple[type[Exception], ...] = (
+    *CLIENT_ERRORS,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.OutOfMemoryError,
+)
 
 SCHEMES = ("redis", "rediss", "unix", "cache", "embedded")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from django_redislock.backends.redis import RedisQueueBackend
+from django_redislock.backends.redis import RedisLockBackend, RedisQueueBackend
 from django_redislock.exceptions import InvalidArgument, RedisLockError, ServerOutOfMemory
 
 from .conftest import RedisTarget
@@ -74,3 +74,17 @@ def test_an_enqueue_at_maxmemory_raises_the_library_error(full_server: RedisProc
         queue.enqueue("one-more", {"blob": blob})
     assert queue.stats()["ready"] == ready  # nothing was queued by the refused calls
     assert queue.get("one-more") is None
+
+
+def test_a_lock_acquire_at_maxmemory_raises_the_library_error(full_server: RedisProcess) -> None:
+    """The lock calls' hot path hands OOM to ``errors()`` too (it let the raw error out)."""
+    backend = RedisLockBackend("full", {"LOCATION": full_server.url, "KEY_PREFIX": "full"})
+    filler = RedisQueueBackend("full", {"LOCATION": full_server.url, "KEY_PREFIX": "full"})
+    queue = filler.queue("jobs")
+    with pytest.raises(ServerOutOfMemory):
+        for i in range(200):  # 20 MB at most: well past 3 MB
+            queue.enqueue(f"t{i}", {"blob": "x" * 100_000})
+    lock = backend.lock("full-lock", ttl=5)
+    with pytest.raises(ServerOutOfMemory, match="maxmemory"):
+        lock.acquire(blocking=False)
+    assert not lock.locked()  # nothing was written

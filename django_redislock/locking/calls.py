@@ -27,10 +27,9 @@ import asyncio
 import logging
 from typing import Any
 
-import redis
-
 from ..calls.script import Call
 from ..calls.wait import Popped, cancels, raise_swallowed_cancel
+from ..connections import ROUTED_ERRORS
 from ..exceptions import ConnectionFailed
 from .holding import HoldKeeping
 from .owners import Hold
@@ -105,7 +104,7 @@ class LockCalls(HoldKeeping):
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
             return self._scripts.run(self.backend, script, keys, args)
-        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterException):
+        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
             with self.backend.errors():
                 raise
 

@@ -41,7 +41,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..calls.node import OUTAGE_ERRORS
 from ..calls.requests import request_id
 from ..calls.values import Arg
 from ..connections import ROUTED_ERRORS
@@ -64,10 +63,6 @@ MAX_WAIT = 86_400.0
 
 #: Most keys one limiter keeps a prepared take of (the oldest goes first): see ``_prepared``.
 MAX_HEADS = 1024
-
-#: What ``backend.errors()`` turns into this library's errors (``CLUSTERDOWN`` included,
-#: which ``ROUTED_ERRORS`` lacks): the hot path hands only these to it.
-_ERRORS = (*ROUTED_ERRORS, *OUTAGE_ERRORS)
 
 #: The types of a ``wait`` the fast check in ``_checked`` takes as they are.
 _NUMBERS = (int, float)
@@ -225,7 +220,7 @@ class RateLimiter:
         sent = time.monotonic()
         try:  # a plain try, not backend.errors(): the hot path (as the queue's calls)
             reply = prepared(args)
-        except _ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
             with self.backend.errors():
                 raise
         return self._admission(reply, cost, key, sent)

@@ -131,7 +131,7 @@ class QueueCalls:
             self._prepared[call.script, extra] = prepared
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
             reply = prepared([*call.extra_keys, *call.args])
-        except ROUTED_ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -142,7 +142,7 @@ class QueueCalls:
             reply = await script(call.script).run_async(
                 self.backend.async_client(), keys, call.args
             )
-        except ROUTED_ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -176,7 +176,7 @@ class QueueCalls:
             hot = self._enqueue_head = (client, prepared, prepared.sender)
         try:  # a plain try, not backend.errors(), as in _run
             reply = hot[1](args)
-        except ROUTED_ERRORS:  # a cluster's node errors and OOM too: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
             with backend.errors():
                 raise
         return parse_flags(reply)

@@ -93,3 +93,39 @@ def test_without_epoll_the_loop_is_asyncios_own(monkeypatch: pytest.MonkeyPatch)
         assert type(loop._selector) is not FineEpollSelector  # type: ignore[attr-defined]
     finally:
         loop.close()
+
+
+class CountingEpoll:
+    """An epoll object that counts its ``poll`` calls (the rest goes to the real one)."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+        self.polls = 0
+
+    def poll(self, *args: object) -> object:
+        self.polls += 1
+        return self.real.poll(*args)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+@linux
+def test_a_timed_wait_that_runs_out_makes_no_second_system_call() -> None:
+    """A timer's wait (the async pool's usual one) ends with ``select()``: no ``epoll_wait``
+    after it, which would drop and take back the GIL once more per timer."""
+    selector = FineEpollSelector()
+    epoll = CountingEpoll(selector._selector)  # type: ignore[attr-defined]
+    selector._selector = epoll  # type: ignore[attr-defined]
+    left, right = socket.socketpair()
+    try:
+        selector.register(left, selectors.EVENT_READ, "left")
+        assert selector.select(0.002) == []
+        assert epoll.polls == 0
+        right.send(b"x")
+        [(key, _)] = selector.select(5.0)  # an event: collected with one epoll_wait
+        assert key.data == "left" and epoll.polls == 1
+    finally:
+        selector.close()
+        left.close()
+        right.close()

@@ -132,6 +132,30 @@ def test_the_async_pool_runs_an_async_task_without_a_thread_of_its_own(
     assert "redislock-sync" not in started, started
 
 
+def test_the_async_pool_starts_its_loop_before_its_first_claim(
+    alias: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # built when the first claim came back, the loop delayed a fresh worker's first run by it
+    events: list[str] = []
+    start, claim = threading.Thread.start, Worker._claim
+
+    def recording(self: threading.Thread) -> None:
+        if self.name == "redislock-async":
+            events.append("loop")
+        start(self)
+
+    def claiming(self: Worker, queue: Queue, count: int) -> Any:
+        events.append("claim")
+        return claim(self, queue, count)
+
+    monkeypatch.setattr(threading.Thread, "start", recording)
+    monkeypatch.setattr(Worker, "_claim", claiming)
+    tasks.wait_io_async.enqueue(args=["a0", 0.01], id="a0")
+    summary = Worker([pool_queue()], pool="async", concurrency=2, burst=True, timeout=30).run()
+    assert summary.succeeded == 1
+    assert events[:2] == ["loop", "claim"], events
+
+
 def test_claims_never_exceed_the_free_slots(alias: RedisTarget) -> None:
     for i in range(12):
         tasks.wait_io.enqueue(args=[f"t{i}", 0.3], id=f"t{i}")

@@ -7,7 +7,8 @@ where ``time.sleep(0.010)`` in a thread lasts 10.15 ms. For I/O-bound tasks of a
 milliseconds that lateness is the async pool's main cost against the thread pool, so
 the pool's own loop waits on the epoll descriptor with ``select()``, whose timeout
 has microseconds, and then collects the events without waiting. Nothing else changes:
-the same selector, the same events, one more system call per wait.
+the same selector, the same events, one more system call for a wait that an event
+ended (a wait that ran out, the timer's case, has no event to collect and makes none).
 
 Only where asyncio would build that loop anyway (the default policy on a platform
 with epoll); a policy of the user's (uvloop, say) keeps its own loop.
@@ -45,7 +46,9 @@ if hasattr(selectors, "EpollSelector"):
                 fd = self.fileno()
                 if fd < FD_SETSIZE:
                     # the epoll descriptor is readable as soon as any registered one is ready
-                    select.select([fd], [], [], timeout)
+                    readable, _, _ = select.select([fd], [], [], timeout)
+                    if not readable:
+                        return []  # a timer's wait ran out: no event to collect, no 2nd call
                     timeout = 0
             found: Any = super().select(timeout)
             return list(found)

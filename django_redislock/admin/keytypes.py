@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import RedisLockError
-from ..queue.calls import CLAIMS_PART, KEY_PARTS
+from ..queue.keys import CLAIMS_PART, KEY_PARTS
 from ..queue.priority import PRIORITY_PARTS
 from ..wire import to_text
 

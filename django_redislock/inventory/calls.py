@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from ..calls.requests import request_id
 from ..exceptions import InvalidArgument
-from ..queue.calls import KEY_PARTS as QUEUE_KEY_PARTS
 from ..queue.calls import QueueCalls
+from ..queue.keys import KEY_PARTS as QUEUE_KEY_PARTS
 from ..queue.records import from_micros
 from ..queue.serializers import JSONSerializer
 from ..validation import Rate

@@ -17,7 +17,7 @@ from ..calls.requests import request_key as new_request_key
 from ..calls.script import Prepared, script
 from ..connections import ROUTED_ERRORS
 from ..exceptions import InvalidArgument
-from ..validation import check_count, check_id, check_ids, check_name, check_seconds
+from ..validation import check_count, check_id, check_ids, check_seconds
 from .arguments import (
     Cursor,
     TaskRef,
@@ -29,10 +29,9 @@ from .arguments import (
     parse_codes,
     parse_flags,
 )
-from .flow import FLOW_PART
-from .group_keys import GROUP_PARTS
 from .history import function_of, worker_id
-from .priority import DEFAULT_PRIORITY, PRIORITY_PARTS
+from .keys import QueueKeys
+from .priority import DEFAULT_PRIORITY
 from .records import (
     DEAD,
     DELAYED,
@@ -56,57 +55,20 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 #: Retry outcomes, from the retry script's reply codes.
 RETRY_RESULTS = {0: "lost", 1: "retried", 2: "dead"}
-#: Cancel outcomes, from the cancel script's reply codes (see :meth:`Queue.cancel`).
-CANCEL_RESULTS = {0: "finished", 1: "removed", 2: "requested"}
 #: The outcomes a retry may end a task with instead of a failure (history, dead letter).
 FINAL_OUTCOMES = ("cancelled", "expired")
 #: The zset each listable state lives in (index into the scripts' KEYS).
 STATE_SETS = {READY: 1, DELAYED: 1, IN_FLIGHT: 2, DEAD: 3}
-#: The queue's keys, in the order of every script's KEYS.
-KEY_PARTS = ("pending", "inflight", "dead", "payload", "attempts", "errors", "signal")
-#: The hash of claim tokens, the eighth key of the queue scripts (not in ``Queue.keys``,
-#: which the admin and metrics scripts take as their first seven keys).
-CLAIMS_PART = "claims"
 #: Payload bytes one claim returns at most (beyond its first task): bounds a claim's reply.
 MAX_CLAIM_BYTES = 16 * 1024 * 1024
 
 
-class QueueCalls:
-    """The name, keys and serializer of a queue, and the builders of its calls."""
+class QueueCalls(QueueKeys):
+    """A queue's keys (:class:`~.keys.QueueKeys`), its serializer and the builders of its calls."""
 
     def __init__(self, backend: RedisQueueBackend, name: str) -> None:
-        self.backend = backend
-        self.name = check_name(name)
+        super().__init__(backend, name)
         self.serializer = get_serializer(backend.options["SERIALIZER"])
-        self.keys = [backend.key(f"q:{name}", part) for part in KEY_PARTS]
-        #: the keys every queue script takes: ``keys``, the claims hash, the priority keys
-        #: and the enqueue times
-        self.claims_key = backend.key(f"q:{name}", CLAIMS_PART)
-        #: the priority index zset and the levels hash (see queue/priority.py)
-        self.priority_keys = [backend.key(f"q:{name}", part) for part in PRIORITY_PARTS]
-        #: task id -> server time (µs) it was queued, kept as long as its payload
-        self.enqueued_key = backend.key(f"q:{name}", "enqueued")
-        self.script_keys = [*self.keys, self.claims_key, *self.priority_keys, self.enqueued_key]
-        self.signal_key = self.keys[KEY_PARTS.index("signal")]
-        #: pause and rate limit (see :mod:`.flow`), read by every claim
-        self.flow_key = backend.key(f"q:{name}", FLOW_PART)
-        #: the rate buckets (:mod:`.rates`): the enqueue scripts' key after ``script_keys``
-        self.rates_key = backend.key(f"q:{name}", "rates")
-        #: the task history (:mod:`.history`): the retry script's keys after ``script_keys``
-        self.history_key = backend.key(f"q:{name}", "history")
-        self.history_index_key = backend.key(f"q:{name}", "history-index")
-        #: the run log (:mod:`.runlog`): successes, and every other end of a run
-        self.runs_ok_key = backend.key(f"q:{name}", "runs-ok")
-        self.runs_failed_key = backend.key(f"q:{name}", "runs-failed")
-        #: per task function counts and runtimes (:mod:`.fnstats`), written by the worker
-        self.fnstats_key = backend.key(f"q:{name}", "fnstats")
-        #: id -> enqueue time of the copy to cancel (see queue_cancel.lua): read by renewals
-        self.cancel_key = backend.key(f"q:{name}", "cancel")
-        #: id -> server µs its ``unique_for`` window ends: written by the acks, read by the
-        #: enqueues of ``@task(unique_for=...)`` (see queue_enqueue.lua); expires by itself
-        self.unique_key = backend.key(f"q:{name}", "unique")
-        #: the concurrency groups' hold zset, groups hash and wait zset (see .groups)
-        self.group_keys = tuple(backend.key(f"q:{name}", part) for part in GROUP_PARTS)
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
         self._prepared: dict[tuple[str, int], Prepared] = {}

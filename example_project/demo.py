@@ -196,14 +196,25 @@ def report(
         print(f"{name:<32}{value}")
     if len(parts) > 1:
         queues = sale.stock.order_queues()
-        print(f"\n{'bucket':<8}{'left':>6}{'taken':>7}{'restored':>10}{'buyers':>8}  order queue")
+        header = f"{'bucket':<8}{'left':>6}{'taken':>7}{'restored':>10}{'buyers':>8}{'refused':>9}"
+        print(f"\n{header}  order queue")
         for index, part in enumerate(parts):
             print(
                 f"{index:<8}{part.remaining:>6}{part.taken:>7}{part.restored:>10}"
-                f"{part.buyers:>8}  {queues[index]}"
+                f"{part.buyers:>8}{refused_by_script(part):>9}  {queues[index]}"
             )
+        print(
+            "refused: takes the bucket's script refused (already bought, not open, ended, not "
+            "admitted); sold-out answers are counted by each process and shown in the admin"
+        )
         print()
     return [f"{name} = {value}" for name, value in checks.items() if value]
+
+
+def refused_by_script(part: Any) -> int:
+    """The refusals one bucket's take script counted (``StockStats.refused``): all but the
+    sold-out answers, which each process counts and adds every few seconds."""
+    return sum(n for reason, n in part.refused.items() if not reason.startswith("sold_out"))
 
 
 def farewell(data_dir: Path) -> None:

@@ -26,16 +26,14 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
-
-from django.db import connections
+from typing import TYPE_CHECKING, Any
 
 from .. import signals
+from .async_calls import Escaped, call_async, in_thread
 from .call_options import expired
 from .control import Control, cancelled_error, ended_by, enter, leave
-from .limits import Run, limits_of
-from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
+from .limits import limits_of
+from .payloads import HOPELESS, TRANSIENT, Runnable, runnable
 from .pool_loop import new_loop
 from .pool_thread import ThreadPool, contained
 from .queue import Queue
@@ -47,30 +45,6 @@ if TYPE_CHECKING:
     from .worker import Worker  # the worker builds its pool: no import back at run time
 
 logger = logging.getLogger("django_redislock.worker")
-
-R = TypeVar("R")
-
-#: What asyncio does not carry as a task's exception: it re-raises ``KeyboardInterrupt`` and
-#: ``SystemExit`` out of the loop (ending it), and a ``GeneratorExit`` thrown into a chain of
-#: awaits closes the coroutines instead. These travel as :class:`Escaped`.
-UNCARRIED = (KeyboardInterrupt, SystemExit, GeneratorExit)
-
-
-class Escaped(Exception):
-    """A task's ``BaseException`` on its way to :func:`execute_async`, which records it."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(repr(error))
-        self.error = error
-
-
-async def carried(coroutine: Coroutine[Any, Any, R]) -> R:
-    """Await ``coroutine``, carrying what asyncio would not (see :data:`UNCARRIED`)."""
-    try:
-        return await coroutine
-    except UNCARRIED as exc:
-        raise Escaped(exc) from None
-
 
 #: A loop that has not run a heartbeat's probe for this many heartbeats is shown wedged.
 STALL_BEATS = 2.0
@@ -305,102 +279,3 @@ async def flush_acks_async(worker: Worker) -> None:
             except BaseException:
                 worker._keep_acks(queue, tasks)
                 raise
-
-
-async def call_async(
-    worker: Worker,
-    queue: Queue,
-    task: Task,
-    fn: Runnable,
-    *,
-    limits: tuple[float | None, float | None],
-    watch: Any,
-    control: Control,
-) -> Any:
-    """Await an ``async def`` task within its hard limit, or run a sync one in a thread."""
-    coroutine = coroutine_of(fn, task.payload)
-    if coroutine is None:
-        runner = sync_run
-        return await in_thread(
-            lambda: runner(worker, queue, task, fn, limits=limits, watch=watch, control=control)
-        )
-    hard = limits[0]
-    if hard is None:
-        return await coroutine
-    # the limit watch only notices a coroutine that blocks the loop past hard + grace
-    run = Run(None, hard, f"task {task.id} ({task_path(task)}) of {queue.name!r}")
-    run.raise_in_thread, run.watch = False, watch
-    worker._limits.add(run)
-    try:
-        return await asyncio.wait_for(carried(coroutine), hard)  # wait_for makes a Task
-    except asyncio.TimeoutError:
-        if time.monotonic() - run.started >= hard:  # not a TimeoutError of the task's own
-            raise run.hard_error() from None
-        raise
-    finally:
-        run.active = False
-        worker._limits.discard(run)
-
-
-def sync_run(
-    worker: Worker,
-    queue: Queue,
-    task: Task,
-    fn: Runnable,
-    *,
-    limits: tuple[float | None, float | None],
-    watch: Any,
-    control: Control,
-) -> Any:
-    """A sync task in its thread, within its limits; the thread's DB connections closed after."""
-    token = enter(control)  # a new thread does not inherit the loop's context
-    try:
-        control.bind()
-        result = worker._call(queue, task, fn, limits, watch)
-        control.close()
-        return result
-    finally:
-        control.close()
-        leave(token)
-        connections.close_all()
-
-
-def coroutine_of(fn: Runnable, payload: Any) -> Coroutine[Any, Any, Any] | None:
-    """The coroutine of an ``async def`` ``@task`` call, or None for anything else."""
-    target = getattr(fn, "fn", None)
-    if not inspect.iscoroutinefunction(target) or not isinstance(payload, dict):
-        return None
-    coroutine: Coroutine[Any, Any, Any] = target(
-        *payload.get("args", ()), **payload.get("kwargs", {})
-    )
-    return coroutine
-
-
-async def in_thread(call: Callable[[], R]) -> R:
-    """Run ``call`` in a new daemon thread and await its result (the loop goes on meanwhile).
-
-    Not ``asyncio.to_thread``: its executor's threads are joined when the process
-    exits, so one task that cannot be ended would keep a stopping worker alive.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[R] = loop.create_future()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def target() -> None:
-        try:
-            result = call()
-        except BaseException as exc:  # handed to the awaiting coroutine, which records it
-            carry = Escaped(exc) if isinstance(exc, UNCARRIED) else exc
-            loop.call_soon_threadsafe(settle, None, carry)
-        else:
-            loop.call_soon_threadsafe(settle, result, None)
-
-    threading.Thread(target=target, name="redislock-sync", daemon=True).start()
-    return await future

@@ -10,15 +10,36 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from redis.retry import Retry
+
 now = time.monotonic
+
+#: Sends redis-py's Retry made again in this process (a worker runs one call at a time).
+RESENDS = [0]
+
+
+class CountingRetry(Retry):
+    """A redis-py Retry that counts its resends, so a trace can mark a try resent.
+
+    The workers that resend (half of them) do it inside redis-py, below the lock's own
+    ``_resolve``: without this count such a try would look like one plain send.
+    """
+
+    def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+        def failed(*fail_args: Any) -> Any:
+            RESENDS[0] += 1
+            return fail(*fail_args)
+
+        return super().call_with_retry(do, failed, *args, **kwargs)
 
 
 def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
     """Record each ``fair_acquire`` call of ``lock`` (wrapping this object's own methods).
 
-    A call whose reply was lost is resent by ``_resolve``; the resends are part of the same
-    try, which spans from the first send to the last reply (or to the take-back when Redis
-    stayed away: code -1), and is marked resent. ``_leave`` is the take-back and the leave
+    A call whose reply was lost is resent by ``_resolve``, or by redis-py's Retry
+    (:class:`CountingRetry`); the resends are part of the same try, which spans from the first
+    send to the last reply (or to the take-back when Redis stayed away: code -1), and is
+    marked resent. ``_leave`` is the take-back and the leave
     of a waiter that stops. ``owner`` is the call's owner token, to find it in a server log.
     """
     call, resolve, leave = lock._call, lock._resolve, lock._leave
@@ -34,8 +55,9 @@ def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
             return call(c)
         state["start"] = start = now()
         trace["owner"] = c[2][0]
+        resends = RESENDS[0]
         result = call(c)  # a ConnectionFailed goes to _resolve, which records the try
-        add(start, result)
+        add(start, result, resent=RESENDS[0] != resends)
         return result
 
     def _resolve(c: Any, owner: str, exc: Exception) -> Any:

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from .instrument import mutate, trace_fair
+from .instrument import CountingRetry, mutate, trace_fair
 from .recording import Belief, History, Rows
 
 now = time.monotonic
@@ -396,9 +396,9 @@ def backend_of(args: dict[str, Any]) -> Any:
     params["KEY_PREFIX"] = args["prefix"]
     if args.get("resend"):
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
 
-        params["OPTIONS"]["CLIENT_KWARGS"] = {"retry": Retry(NoBackoff(), 1)}
+        # a Retry that counts its resends, so the fair trace can mark a try resent
+        params["OPTIONS"]["CLIENT_KWARGS"] = {"retry": CountingRetry(NoBackoff(), 1)}
     if args["kind"] == "cluster":
         ports = {int(k): v for k, v in args["remap"].items()}
         kwargs = params["OPTIONS"].setdefault("CLIENT_KWARGS", {})

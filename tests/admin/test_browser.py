@@ -31,11 +31,11 @@ ARGS = [
 ]
 
 
-def operator_page(playwright: Any, live_server: Any, to: str) -> tuple[Any, Any]:
-    """A headless Chromium (1,280 x 800) signed in as the ``operator`` superuser the test
-    created (password ``s3cret-pass``), on the page ``to``: ``(browser, page)``."""
+def operator_page(playwright: Any, live_server: Any, to: str, height: int = 800) -> tuple[Any, Any]:
+    """A headless Chromium (1,280 x ``height``) signed in as the ``operator`` superuser the
+    test created (password ``s3cret-pass``), on the page ``to``: ``(browser, page)``."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page = browser.new_page(viewport={"width": 1280, "height": height})
     page.set_default_timeout(15_000)
     log_in(page, live_server, to)
     return browser, page
@@ -150,17 +150,11 @@ def test_operator_releases_a_lock_and_requeues_a_dead_task(
     shots = artifacts_dir / "admin"
     shots.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
+        browser, page = operator_page(playwright, live_server, f"{BASE}%3Frefresh%3Doff")
 
         def shot(name: str) -> None:
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
 
-        page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
         expect(page.locator("#lock-aliases")).to_contain_text("default 5")
         expect(page.locator(".queue-alias")).to_contain_text("orders")
         shot("overview")
@@ -198,15 +192,9 @@ def test_long_errors_wrap_and_the_audit_trail_links_back(
     shots = artifacts_dir / "admin"
     shots.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        page.goto(
-            f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/%3Fstate%3Ddead"
+        browser, page = operator_page(
+            playwright, live_server, f"{BASE}queues/default/orders/%3Fstate%3Ddead"
         )
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
         expect(page.locator("#result_list")).to_contain_text("order-979")
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 1280, f"the dead-task table is {width} px wide"
@@ -234,13 +222,7 @@ def test_queue_page_refreshes_in_place(
     orders = single.queue("orders")
     orders.enqueue("order-1", {"n": 1})
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        page.goto(f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
+        browser, page = operator_page(playwright, live_server, f"{BASE}queues/default/orders/")
         expect(page.locator("#result_list")).to_contain_text("order-1")
         page.evaluate("window.marker = 'no reload'")
         orders.enqueue("order-2", {"n": 2})
@@ -279,13 +261,7 @@ def test_flash_sale_panel_follows_the_sale(
         override_settings(REDISLOCK_ADMIN_STOCKS="shop.panel.live_stocks"),
         sync_playwright() as playwright,
     ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
+        browser, page = operator_page(playwright, live_server, f"{BASE}%3Frefresh%3Doff")
         page.click("#sales-link")
         expect(page.locator("#sale-rows")).to_contain_text("63")  # left
         for i in range(37, 50):

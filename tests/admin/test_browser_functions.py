@@ -13,7 +13,7 @@ from django_redislock import task
 from django_redislock.queue.worker import Worker
 
 from .conftest import BASE, Dashboard
-from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401 - slow, needs Chromium
+from .test_browser import operator_page, pytestmark  # noqa: F401 - slow, needs Chromium
 
 
 class CardDeclined(Exception):
@@ -51,13 +51,7 @@ def test_functions_week_and_runs_in_a_browser(
     shots = artifacts_dir / "admin"
     shots.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        page.goto(f"{live_server.url}/admin/login/?next={BASE}queues/default/orders/")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
+        browser, page = operator_page(playwright, live_server, f"{BASE}queues/default/orders/")
         functions = page.locator("table.task-functions")
         expect(functions.locator("tr.function")).to_have_count(2)
         expect(functions).to_contain_text("shop.tasks.send_receipt")

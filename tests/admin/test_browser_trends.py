@@ -15,7 +15,7 @@ from django_redislock import task
 from django_redislock.queue.worker import Worker
 
 from .conftest import BASE, Dashboard
-from .test_browser import ARGS, CHROMIUM, pytestmark  # noqa: F401 - slow, needs Chromium
+from .test_browser import operator_page, pytestmark  # noqa: F401 - slow, needs Chromium
 
 
 class PaymentDeclined(Exception):
@@ -59,13 +59,7 @@ def test_charts_and_task_runs_in_a_browser(
     shots = artifacts_dir / "admin"
     shots.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(15_000)
-        page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", "s3cret-pass")
-        page.click("input[type=submit]")
+        browser, page = operator_page(playwright, live_server, f"{BASE}%3Frefresh%3Doff")
         expect(page.locator(".queue-alias svg.rate-spark")).to_have_count(2)
         page.locator(".queue-alias").screenshot(path=str(shots / "overview-rates.png"))
         page.goto(f"{live_server.url}{BASE}queues/default/orders/?state=dead")

@@ -22,7 +22,7 @@ from django_redislock.queue.worker import Worker
 from ..conftest import RedisTarget
 from ..testapp import tasks
 from .conftest import BASE
-from .test_browser import ARGS, CHROMIUM
+from .test_browser import CHROMIUM, operator_page
 
 pytestmark = [
     pytest.mark.slow,
@@ -63,13 +63,9 @@ def test_workers_page_follows_the_workers(
     threads = [start(busy), start(idle)]
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            page.set_default_timeout(15_000)
-            page.goto(f"{live_server.url}/admin/login/?next={BASE}%3Frefresh%3Doff")
-            page.fill("#id_username", "operator")
-            page.fill("#id_password", "s3cret-pass")
-            page.click("input[type=submit]")
+            browser, page = operator_page(
+                playwright, live_server, f"{BASE}%3Frefresh%3Doff", height=720
+            )
             expect(page.locator(".queue-alias caption")).to_contain_text("2 workers alive")
             page.click("#workers-link")
             region = page.locator("#worker-aliases")

@@ -59,6 +59,12 @@ def test_semaphores_fair_locks_and_a_latch_in_a_browser(
             expect(ledger_row).to_contain_text(f"fence {ledger.fence}")
             expect(ledger_row.locator(".waiter-count")).to_have_text("1")
             expect(rows.filter(has_text="import:batch-42")).to_contain_text("2")
+            # each name on one line: the name column is not squeezed to a few letters
+            lines = rows.locator("td.name").evaluate_all(
+                "cells => cells.map(c => { const r = document.createRange();"
+                " r.selectNodeContents(c); return r.getClientRects().length; })"
+            )
+            assert lines == [1, 1, 1, 1], lines
             page.screenshot(path=str(shots / "coordination.png"), full_page=True)
             browser.close()
     finally:

@@ -10,9 +10,9 @@ its loop (see :mod:`.pool_async`, which uses these for each claimed task).
 What a run keeps while it waits is kept small: an ``async def`` task without a hard limit
 is awaited as it is (no coroutine of ours around it), and calls handed to a thread take
 their arguments (no closure, whose cells every run would make whether or not it needs
-them). Each object a waiting run holds counts towards the garbage collector's next pass;
-at 32 runs at once, 47 of them a run made one pass every 20-40 runs (see
-docs/benchmarks.md, "The async pool").
+them). Each object a waiting run holds counts towards the garbage collector's next pass:
+at 32 runs at once, the 47 a run held made one pass every 36-63 runs, the 22 it holds
+now one every 290-400, as in the thread pool (docs/benchmarks.md, "The async pool").
 """
 
 from __future__ import annotations

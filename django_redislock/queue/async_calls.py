@@ -6,6 +6,13 @@ is cancelled); a sync task runs in a daemon thread of its own with the thread po
 ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` raised by a task travel as
 :class:`Escaped`, so the pool records them as the task's failure instead of asyncio ending
 its loop (see :mod:`.pool_async`, which uses these for each claimed task).
+
+What a run keeps while it waits is kept small: an ``async def`` task without a hard limit
+is awaited as it is (no coroutine of ours around it), and calls handed to a thread take
+their arguments (no closure, whose cells every run would make whether or not it needs
+them). Each object a waiting run holds counts towards the garbage collector's next pass:
+at 32 runs at once, the 47 a run held made one pass every 36-63 runs, the 22 it holds
+now one every 290-400, as in the thread pool (docs/benchmarks.md, "The async pool").
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from django.db import connections
 
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from .worker import Worker
 
 R = TypeVar("R")
+P = ParamSpec("P")
 
 #: What asyncio does not carry as a task's exception: it re-raises ``KeyboardInterrupt`` and
 #: ``SystemExit`` out of the loop (ending it), and a ``GeneratorExit`` thrown into a chain of
@@ -52,7 +60,7 @@ async def carried(coroutine: Coroutine[Any, Any, R]) -> R:
         raise Escaped(exc) from None
 
 
-async def call_async(
+def call_async(
     worker: Worker,
     queue: Queue,
     task: Task,
@@ -61,17 +69,34 @@ async def call_async(
     limits: tuple[float | None, float | None],
     watch: Any,
     control: Control,
-) -> Any:
-    """Await an ``async def`` task within its hard limit, or run a sync one in a thread."""
+) -> Awaitable[Any]:
+    """What a run awaits: an ``async def`` task's own coroutine (within its hard limit, if it
+    has one), or a sync task in a thread of its own.
+
+    Called inside the run's ``try``: an ``async def`` task called with arguments it does not
+    take raises here, and that is the run's failure.
+    """
     coroutine = coroutine_of(fn, task.payload)
     if coroutine is None:
-        runner = sync_run
-        return await in_thread(
-            lambda: runner(worker, queue, task, fn, limits=limits, watch=watch, control=control)
+        return in_thread(
+            sync_run, worker, queue, task, fn, limits=limits, watch=watch, control=control
         )
     hard = limits[0]
     if hard is None:
-        return await coroutine
+        return coroutine  # awaited by the run itself: nothing of ours around it
+    return limited(worker, queue, task, coroutine, hard=hard, watch=watch)
+
+
+async def limited(
+    worker: Worker,
+    queue: Queue,
+    task: Task,
+    coroutine: Coroutine[Any, Any, Any],
+    *,
+    hard: float,
+    watch: Any,
+) -> Any:
+    """Await ``coroutine`` within ``hard`` seconds (``asyncio.wait_for`` cancels it)."""
     # the limit watch only notices a coroutine that blocks the loop past hard + grace
     run = Run(None, hard, f"task {task.id} ({task_path(task)}) of {queue.name!r}")
     run.raise_in_thread, run.watch = False, watch
@@ -121,8 +146,9 @@ def coroutine_of(fn: Runnable, payload: Any) -> Coroutine[Any, Any, Any] | None:
     return coroutine
 
 
-async def in_thread(call: Callable[[], R]) -> R:
-    """Run ``call`` in a new daemon thread and await its result (the loop goes on meanwhile).
+async def in_thread(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run ``call(*args, **kwargs)`` in a new daemon thread and await its result (the loop
+    goes on meanwhile).
 
     Not ``asyncio.to_thread``: its executor's threads are joined when the process
     exits, so one task that cannot be ended would keep a stopping worker alive.
@@ -140,7 +166,7 @@ async def in_thread(call: Callable[[], R]) -> R:
 
     def target() -> None:
         try:
-            result = call()
+            result = call(*args, **kwargs)
         except BaseException as exc:  # handed to the awaiting coroutine, which records it
             carry = Escaped(exc) if isinstance(exc, UNCARRIED) else exc
             loop.call_soon_threadsafe(settle, None, carry)

@@ -63,6 +63,9 @@ WATCH_INTERVAL = 0.05
 
 R = TypeVar("R")
 
+#: The ``(hard, soft)`` of a run without time limits.
+NO_LIMITS: tuple[None, None] = (None, None)
+
 
 def limits_of(fn: Any, options: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """The ``(hard, soft)`` limits of a run: the task's own, else the alias's options.
@@ -75,6 +78,8 @@ def limits_of(fn: Any, options: Mapping[str, Any]) -> tuple[float | None, float 
         hard = options.get("TASK_TIME_LIMIT")
     if soft is None:
         soft = options.get("TASK_SOFT_TIME_LIMIT")
+    if hard is None and soft is None:
+        return NO_LIMITS  # shared: a run keeps no tuple of its own for it
     if hard is not None and soft is not None and soft >= hard:
         soft = None  # a task's own hard limit below the alias's soft one: the soft one is moot
     return hard, soft

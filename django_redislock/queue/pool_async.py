@@ -35,7 +35,7 @@ from .control import Control, cancelled_error, ended_by, enter, leave
 from .limits import limits_of
 from .payloads import HOPELESS, TRANSIENT, Runnable, runnable
 from .pool_loop import new_loop
-from .pool_thread import ThreadPool, contained
+from .pool_thread import ThreadPool, around_run
 from .queue import Queue
 from .records import Task
 from .results import store_success_async
@@ -89,10 +89,9 @@ class AsyncPool(ThreadPool):
         self.submit_all(queue, [task], lease)
 
     def _start(self, queue: Queue, tasks: list[Task], lease: float) -> None:
+        runs, create = self._runs, asyncio.get_running_loop().create_task
         for task in tasks:
-            run = asyncio.ensure_future(self._serve_one(queue, task, lease))
-            self._runs.add(run)
-            run.add_done_callback(self._runs.discard)
+            runs.add(create(self._serve_one(queue, task, lease)))  # _serve_one discards it
 
     def close(self) -> None:
         loop, self._loop = self._loop, None
@@ -161,16 +160,20 @@ class AsyncPool(ThreadPool):
         self._probe_sent = None
 
     async def _serve_one(self, queue: Queue, task: Task, lease: float) -> None:
+        """One run, contained (as :func:`~.pool_thread.contained` contains the thread pool's):
+        a plain ``try`` here, no context manager object kept for the whole run."""
         worker = self.worker
         try:
-            with contained(queue, task):
-                if worker._stopping:
-                    released = await queue.release_async([task])
-                    with worker._lock:
-                        worker.summary.released += released
-                    return
+            if worker._stopping:
+                released = await queue.release_async([task])
+                with worker._lock:
+                    worker.summary.released += released
+            else:
                 await execute_async(worker, queue, task, lease)
+        except BaseException as exc:  # a SystemExit or KeyboardInterrupt too: the loop lives on
+            around_run(queue, task, exc)
         finally:
+            self._runs.discard(asyncio.current_task())
             with self._slots:
                 self.running -= 1
                 self._slots.notify_all()
@@ -181,24 +184,22 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
     try:
         fn = runnable(task)
     except TRANSIENT as exc:
-        error: Exception = exc
-        await in_thread(lambda: worker._postpone(queue, task, error))
+        await in_thread(worker._postpone, queue, task, exc)
         return
     except HOPELESS as exc:
-        hopeless: Exception = exc
-        await in_thread(lambda: worker._bury(queue, task, hopeless))
+        await in_thread(worker._bury, queue, task, exc)
         return
     task.unique_for = getattr(fn, "unique_for", None)  # the window its ack opens
     # a rate limit costs a call (in a thread: admit blocks); a task without one starts no thread
-    if getattr(fn, "rate_limit", None) is not None and not await in_thread(
-        lambda: admit(queue, task, fn)
-    ):
+    if getattr(fn, "rate_limit", None) is not None and not await in_thread(admit, queue, task, fn):
         return  # given back by its rate limit
     if (expired(task) is not None or task.cancel_requested) and await in_thread(
-        lambda: worker._not_to_start(queue, task)
+        worker._not_to_start, queue, task
     ):
         return
-    if not await begin_async(worker, queue, task, fn, lease):
+    if (
+        task.suspect or fn.lease is not None or fn.max_attempts is not None
+    ) and not await begin_async(worker, queue, task, fn, lease):
         return
     signals.task_started.send(sender=Queue, queue=queue, task=task)
     limits = limits_of(fn, queue.backend.options)
@@ -222,8 +223,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         worker._leaving(queue, task)
         if control.cancelled:
             uncancel()
-            why = ended_by(exc, task.id)
-            await in_thread(lambda: worker._ended_early(queue, task, why, runtime))
+            await in_thread(worker._ended_early, queue, task, ended_by(exc, task.id), runtime)
         else:
             args = worker._retry_args(queue, task, fn, exc, runtime)
             outcome = await queue.retry_async(task, **args)
@@ -243,8 +243,7 @@ async def returned_async(
     runtime = time.monotonic() - began
     if control.cancelled:  # it caught the cancel and returned: still cancelled
         uncancel()
-        why = cancelled_error(task.id)
-        await in_thread(lambda: worker._ended_early(queue, task, why, runtime))
+        await in_thread(worker._ended_early, queue, task, cancelled_error(task.id), runtime)
     else:
         await store_success_async(queue, task, result)  # store_result tasks: before the ack
         worker._succeeded(queue, task, result, runtime)

@@ -47,7 +47,13 @@ def contained(queue: Queue, task: Task) -> Iterator[None]:
     """
     try:
         yield
-    except OUTAGES as exc:
+    except BaseException as exc:  # a SystemExit or KeyboardInterrupt too: the thread lives on
+        around_run(queue, task, exc)
+
+
+def around_run(queue: Queue, task: Task, exc: BaseException) -> None:
+    """Log ``exc``, raised around the run of ``task`` (see :func:`contained`)."""
+    if isinstance(exc, OUTAGES):
         logger.warning(
             "task %s of %r: its outcome could not be recorded, Redis is unreachable (%s); "
             "it comes back after its lease",
@@ -55,8 +61,13 @@ def contained(queue: Queue, task: Task) -> Iterator[None]:
             queue.name,
             exc,
         )
-    except BaseException:  # a SystemExit or KeyboardInterrupt too: the thread lives on
-        logger.exception("task %s of %r: the worker failed around the run", task.id, queue.name)
+    else:
+        logger.error(
+            "task %s of %r: the worker failed around the run",
+            task.id,
+            queue.name,
+            exc_info=exc,
+        )
 
 
 #: Longest single wait of the main thread for a free slot (it then flushes acks, checks limits).

@@ -192,11 +192,12 @@ class Runs(Outcomes):
         cancel reaches it (see :mod:`.control`).
         """
         began = time.monotonic() if since is None else since
+        key = (queue.name, task.id)  # one key for the three entries: one object fewer per run
         with self._lock:
-            self._current[queue.name, task.id] = (time.time(), began)
-            self._live[queue.name, task.id] = task
+            self._current[key] = (time.time(), began)
+            self._live[key] = task
             if control is not None:
-                self._controls[queue.name, task.id] = control
+                self._controls[key] = control
 
     def _adopt(self, queue: Queue, claim: Claim) -> None:
         """Drop from ``claim`` the tasks this worker is running; their runs take its tokens.
@@ -229,10 +230,11 @@ class Runs(Outcomes):
             self._live.pop((queue.name, task.id), None)
 
     def _ended(self, queue: Queue, task: Task, watch: Watch | None) -> None:
+        key = (queue.name, task.id)
         with self._lock:
-            self._current.pop((queue.name, task.id), None)
-            self._live.pop((queue.name, task.id), None)
-            self._controls.pop((queue.name, task.id), None)
+            self._current.pop(key, None)
+            self._live.pop(key, None)
+            self._controls.pop(key, None)
         # every pool: a run is renewed while it lives (.limits.keep_for), so a finished one
         # must not be renewed after its ack (Redis would answer that its claim is gone)
         self._keeper.unwatch(watch)

@@ -9,15 +9,21 @@
 -- marker of the newest slot that began at least the window ago (entries scored below a marker
 -- were recorded before its slot began). Idle slots have no marker: when none is found in the
 -- 60 slots further back, entries below the oldest newer marker were older still.
+-- Forgetting is bounded: one call drops at most REQUEST_FORGET_MAX entries, the oldest first.
+-- Dropping a busy bucket's whole slot at once (80,000 entries: 34-113 ms) stalled the server
+-- for every client. "!<slot>" marks the slot's forgetting as done; while entries are left to
+-- forget the mark is taken away again, so the next record of the slot goes on with it.
 local REQUEST_SLOT_MS = 10000
 local REQUEST_SLOTS = 12  -- the window in slots
+local REQUEST_FORGET_MAX = 1000
 local function remember(key, member, score, now)
   redis.call('ZADD', key, score, member)
   local slot = math.floor(now / REQUEST_SLOT_MS)
-  if redis.call('ZADD', key, 'NX', score, '~' .. slot) == 0 then
+  if redis.call('ZADD', key, 'NX', score, '!' .. slot) == 0 then
     return
   end
-  local keep = score
+  redis.call('ZADD', key, 'NX', score, '~' .. slot)  -- NX: the slot's first score stays
+  local keep = redis.call('ZSCORE', key, '~' .. slot)
   for back = 1, REQUEST_SLOTS + 60 do
     local mark = redis.call('ZSCORE', key, '~' .. (slot - back))
     if mark then
@@ -25,5 +31,11 @@ local function remember(key, member, score, now)
       if back >= REQUEST_SLOTS then break end
     end
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. keep)
+  local old = redis.call('ZCOUNT', key, '-inf', '(' .. keep)
+  if old > REQUEST_FORGET_MAX then
+    redis.call('ZREMRANGEBYRANK', key, 0, REQUEST_FORGET_MAX - 1)  -- the lowest scores
+    redis.call('ZREM', key, '!' .. slot)  -- more to forget: the next record goes on
+  elseif old > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, old - 1)
+  end
 end

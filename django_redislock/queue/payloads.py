@@ -54,6 +54,13 @@ class Runnable(Protocol):
     def run(self, payload: Any) -> Any: ...
 
 
+def needs_start(task: Task, fn: Runnable) -> bool:
+    """Whether the start of ``task`` is recorded before it runs (one round trip, see
+    :meth:`~.runs.Runs._begin`): a suspect, or a task with its own ``lease`` or
+    ``max_attempts``. Every other run starts with no call of its own."""
+    return task.suspect or fn.lease is not None or fn.max_attempts is not None
+
+
 def task_path(task: Task) -> str:
     """The task path a payload names, for log lines; never raises."""
     try:

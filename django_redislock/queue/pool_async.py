@@ -33,7 +33,7 @@ from .async_calls import Escaped, call_async, in_thread
 from .call_options import expired
 from .control import Control, cancelled_error, ended_by, enter, leave
 from .limits import limits_of
-from .payloads import HOPELESS, TRANSIENT, Runnable, runnable
+from .payloads import HOPELESS, TRANSIENT, Runnable, needs_start, runnable
 from .pool_loop import new_loop
 from .pool_thread import ThreadPool, around_run
 from .queue import Queue
@@ -197,9 +197,7 @@ async def execute_async(worker: Worker, queue: Queue, task: Task, lease: float) 
         worker._not_to_start, queue, task
     ):
         return
-    if (
-        task.suspect or fn.lease is not None or fn.max_attempts is not None
-    ) and not await begin_async(worker, queue, task, fn, lease):
+    if needs_start(task, fn) and not await begin_async(worker, queue, task, fn, lease):
         return
     signals.task_started.send(sender=Queue, queue=queue, task=task)
     limits = limits_of(fn, queue.backend.options)
@@ -257,9 +255,8 @@ def uncancel() -> None:
 
 
 async def begin_async(worker: Worker, queue: Queue, task: Task, fn: Runnable, lease: float) -> bool:
-    """:meth:`Worker._begin <.worker.Worker._begin>` with the asyncio API."""
-    if not (task.suspect or fn.lease is not None or fn.max_attempts is not None):
-        return True
+    """:meth:`Worker._begin <.worker.Worker._begin>` with the asyncio API (called only for a
+    run that :func:`~.payloads.needs_start`)."""
     if task.suspect:
         await flush_acks_async(worker)
     started: bool = await queue.start_async(

@@ -23,7 +23,7 @@ from .database import close_old_connections
 from .keeper import LeaseKeeper, Watch
 from .limits import LimitWatch, Run, alarm, keep_for, limits_of
 from .outcomes import Outcomes
-from .payloads import HOPELESS, TRANSIENT, Runnable, runnable, task_path
+from .payloads import HOPELESS, TRANSIENT, Runnable, needs_start, runnable, task_path
 from .queue import Queue
 from .records import Claim, Task
 from .results import store_success
@@ -66,9 +66,8 @@ class Runs(Outcomes):
         worker, so its neighbours' acks go first and its run is charged now; a task
         with its own ``max_attempts`` or ``lease`` gets them kept with its claim. False
         when the claim is no longer current (the task is not run).
+        Called only for a run that :func:`~.payloads.needs_start`.
         """
-        if not (task.suspect or fn.lease is not None or fn.max_attempts is not None):
-            return True
         if task.suspect:
             self._flush_acks(force=True)
         if queue.start(task, fn.lease if fn.lease is not None else lease or None, fn.max_attempts):
@@ -102,9 +101,7 @@ class Runs(Outcomes):
             return
         if self._not_to_start(queue, task):
             return
-        if (
-            task.suspect or fn.lease is not None or fn.max_attempts is not None
-        ) and not self._begin(queue, task, fn, lease):
+        if needs_start(task, fn) and not self._begin(queue, task, fn, lease):
             return
         signals.task_started.send(sender=Queue, queue=queue, task=task)
         limits = limits_of(fn, queue.backend.options)

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 RESULTS = Path(__file__).resolve().parent / "results"
 PACKAGES = (
     "django-redislock",
@@ -78,7 +79,7 @@ def interleaved(
     names = list(cases)
     found = []
     for n in range(rounds):
-        order = names[n % len(names) :] + names[: n % len(names)]
+        order = rotated(names, n)
         calls = dict.fromkeys(names, 0)
         spent = dict.fromkeys(names, 0.0)
         turn = 0
@@ -100,9 +101,39 @@ def interleaved(
     return found
 
 
+def rotated(items: Sequence[T], n: int) -> list[T]:
+    """``items`` rotated left by ``n``: round ``n``'s order in interleaved rounds."""
+    k = n % len(items) if items else 0
+    return [*items[k:], *items[:k]]
+
+
+class LoadAverage:
+    """The 1-minute load average, sampled at the start of a run and after each round.
+
+    Every table of rounds notes it (:meth:`note`): a neighbour's load moves the absolute
+    figures, so the reader needs it to judge them.
+    """
+
+    def __init__(self) -> None:
+        self.samples = [os.getloadavg()[0]]
+
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
+
+    def note(self) -> str:
+        """``1-minute load average LOW-HIGH on N CPUs`` over the samples taken."""
+        low, high = min(self.samples), max(self.samples)
+        return f"1-minute load average {low:.1f}-{high:.1f} on {os.cpu_count()} CPUs"
+
+
 def spread(values: Sequence[float], digits: str = ".2f") -> str:
     """``median (min-max)`` of ``values``, for tables of rounds."""
     return f"{median(values):{digits}} ({min(values):{digits}}-{max(values):{digits}})"
+
+
+def between(values: Sequence[float], digits: str = ",.0f") -> str:
+    """``min-max`` of ``values``: the range beside a median."""
+    return f"{min(values):{digits}}-{max(values):{digits}}"
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

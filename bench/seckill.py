@@ -10,26 +10,46 @@ Rows, on one private server in one run:
   SQLite and on PostgreSQL (a bench-only pair of tables, created and dropped);
 * the example shop end to end: buy requests/s over HTTP under gunicorn with 4 workers.
 
-Each is measured from one client and from 8 threads of one process.
+Each is measured from one client and from 8 threads of one process, in interleaved rounds
+(:func:`rounds_of`): every row in each round, the order rotated by one each round, so a
+neighbour's burst of load hits every row alike; ratios to the floor are taken within a
+round. Every figure is the median of the rounds with its range.
+
+``run`` first writes the ``seckill_server`` table (the same cases measured at the server,
+:func:`server_rows`), then returns this one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import queue
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from django.db import connections, models, transaction
 
 from bench import serverload
-from bench.common import median, rate, save, table
+from bench.common import (
+    LoadAverage,
+    between,
+    interleaved,
+    median,
+    percentile,
+    rotated,
+    save,
+    spread,
+    table,
+)
 from django_redislock.backends.redis import RedisQueueBackend
 from django_redislock.calls.script import script, sha_of
 from django_redislock.inventory import Stock, sold_out
@@ -80,30 +100,75 @@ class NaiveOrder(models.Model):
         return self.buyer
 
 
-def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> tuple[float, int]:
-    """Calls per second of ``fn`` from ``threads`` threads, and how many raised."""
-    counts = [0] * threads
-    errors = [0] * threads
-    deadline = time.perf_counter() + seconds
+class Crew:
+    """``threads`` threads kept for the whole run, each calling one function until a deadline.
 
-    def loop(i: int) -> None:
+    The threads (and their Redis and database connections) live across passes, so a pass
+    can be a short slice that takes turns with the other rows' slices.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.jobs: list[queue.SimpleQueue[tuple[Callable[[], Any], float] | None]] = [
+            queue.SimpleQueue() for _ in range(threads)
+        ]
+        self.done: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=self._loop, args=(jobs,), daemon=True) for jobs in self.jobs
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _loop(self, jobs: queue.SimpleQueue[tuple[Callable[[], Any], float] | None]) -> None:
         try:
-            while time.perf_counter() < deadline and counts[i] < 1_000_000:
-                try:
-                    fn()
-                except Exception:
-                    errors[i] += 1
-                counts[i] += 1
+            while (job := jobs.get()) is not None:
+                fn, end = job
+                calls = errors = 0
+                while True:
+                    try:
+                        fn()
+                    except Exception:
+                        errors += 1
+                    calls += 1
+                    if time.perf_counter() >= end:
+                        break
+                self.done.put((calls, errors))
         finally:
             connections.close_all()
 
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
-    start = time.perf_counter()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(seconds + 60)
-    return sum(counts) / (time.perf_counter() - start), sum(errors)
+    def run(self, fn: Callable[[], Any], seconds: float) -> tuple[int, int, float]:
+        """Calls and errors of ``fn`` from every thread over ``seconds``, and the time taken."""
+        start = time.perf_counter()
+        for jobs in self.jobs:
+            jobs.put((fn, start + seconds))
+        found = [self.done.get() for _ in self.jobs]
+        elapsed = time.perf_counter() - start
+        return sum(c for c, _ in found), sum(e for _, e in found), elapsed
+
+    def close(self) -> None:
+        for jobs in self.jobs:
+            jobs.put(None)
+        for thread in self.threads:
+            thread.join(60)
+
+
+def crew_round(
+    crew: Crew, cases: dict[str, Callable[[], Any]], seconds: float, slice_s: float
+) -> dict[str, tuple[float, int]]:
+    """One round of :func:`bench.common.interleaved` with a crew of threads per call:
+    ``{case: (calls/s, errors)}``, the cases taking turns in slices in their given order,
+    reversed every other turn."""
+    order = list(cases)
+    calls, errors = dict.fromkeys(order, 0), dict.fromkeys(order, 0)
+    spent = dict.fromkeys(order, 0.0)
+    turn = 0
+    while min(spent.values()) < seconds:
+        for name in order if turn % 2 == 0 else order[::-1]:
+            done, failed, elapsed = crew.run(cases[name], slice_s)
+            calls[name] += done
+            errors[name] += failed
+            spent[name] += elapsed
+        turn += 1
+    return {name: (calls[name] / spent[name], errors[name]) for name in order}
 
 
 def buyers() -> Callable[[], str]:
@@ -111,43 +176,82 @@ def buyers() -> Callable[[], str]:
     return lambda: f"b{next(counter)}"
 
 
-def taker(stock: Stock) -> Callable[[], Any]:
-    """A take for a new buyer per call."""
-    next_buyer = buyers()
-    return lambda: stock.take(buyer=next_buyer())
+@dataclass
+class Row:
+    """One implementation: its label, what it runs (the idiom), one call, a check at the end."""
+
+    label: str
+    runs: str
+    call: Callable[[], Any]
+    check: Callable[[int], None] = lambda errors: None
 
 
-def measure(name: str, fn: Callable[[], Any], seconds: float) -> dict[str, Any]:
-    one = rate(fn, seconds=seconds)
-    eight, errors = threaded(fn, 8, seconds)
-    row: dict[str, Any] = {"implementation": name, "1 client/s": one, "8 threads/s": eight}
-    row["errors (8 threads)"] = errors
-    return row
+def warmed(fn: Callable[[], Any], calls: int = 100) -> Callable[[], Any]:
+    """``fn``, called ``calls`` times first (connections, scripts, the first query plans)."""
+    for _ in range(calls):
+        fn()
+    return fn
 
 
 # -- Redis rows ------------------------------------------------------------------------
 
 
-def redis_rows(server: Any, seconds: float) -> list[dict[str, Any]]:
+def redis_rows(server: Any) -> list[Row]:
     backend = RedisQueueBackend("bench", {"LOCATION": server.url, "KEY_PREFIX": "bench"})
     client = server.client()
-    rows = []
-    client.flushall()
     client.set("floor:stock", UNITS)
     floor = backend.client.register_script(FLOOR)
-    rows.append(
-        measure("raw DECR-with-check Lua (floor)", lambda: floor(keys=["floor:stock"]), seconds)
-    )
-    for label, order_task in (
-        ("take, no order task", None),
-        ("take + order enqueue", create_order),
+    rows = [
+        Row(
+            FLOOR_ROW,
+            "one EVALSHA of a 3-line GET/DECR script (a redis-py Script object, reused)",
+            warmed(lambda: floor(keys=["floor:stock"])),
+        )
+    ]
+    for item, label, order_task, runs in (
+        ("bench-take", "take, no order task", None, "stock.take(buyer=...), one reused Stock"),
+        (
+            "bench-take-order",
+            "take + order enqueue",
+            create_order,
+            "stock.take(buyer=...), one reused Stock(order_task=...)",
+        ),
     ):
-        client.flushall()
-        stock = Stock("bench-item", order_task=order_task, queue="bench-orders", using=backend)
+        stock = Stock(item, order_task=order_task, queue="bench-orders", using=backend)
         stock.set(UNITS)
-        rows.append(measure(f"django-redislock {label}", taker(stock), seconds))
-    client.flushall()
+        counter = itertools.count()
+        take = partial(lambda stock, counter: stock.take(buyer=f"b{next(counter)}"), stock, counter)
+        rows.append(Row(f"django-redislock {label}", runs, warmed(take), took_all(stock, counter)))
+    # the example shop's idiom (shop/tasks.py sale_stock): a new Stock object per request
+    stock = Stock("bench-take-new", order_task=create_order, queue="bench-orders", using=backend)
+    stock.set(UNITS)
+    counter = itertools.count()
+
+    def per_call() -> Any:
+        new = Stock("bench-take-new", order_task=create_order, queue="bench-orders", using=backend)
+        return new.take(buyer=f"b{next(counter)}")
+
+    rows.append(
+        Row(
+            "django-redislock take + order enqueue, new Stock per call",
+            "Stock(item, order_task=...).take(buyer=...) per call, as the example shop",
+            warmed(per_call),
+            took_all(stock, counter),
+        )
+    )
     return rows
+
+
+def took_all(stock: Stock, counter: Iterator[int]) -> Callable[[int], None]:
+    """A check that every take took one unit (none was answered "no such stock")."""
+
+    def check(errors: int) -> None:
+        calls = next(counter)
+        taken = UNITS - stock.remaining()
+        if taken != calls - errors:
+            raise RuntimeError(f"{stock.item}: {taken} units taken by {calls - errors} takes")
+
+    return check
 
 
 # -- naive database rows -----------------------------------------------------------------
@@ -177,18 +281,20 @@ def add_database(alias: str, params: dict[str, Any]) -> None:
     connections.settings[alias] = configured[alias]
 
 
-def database_row(alias: str, label: str, params: dict[str, Any], seconds: float) -> dict[str, Any]:
+@contextlib.contextmanager
+def naive_tables(alias: str, params: dict[str, Any]) -> Iterator[str | None]:
+    """The naive tables on ``alias``, dropped after; yields why they could not be made, or None."""
     add_database(alias, params)
-    connection = connections[alias]
     try:
-        with connection.schema_editor() as editor:
+        with connections[alias].schema_editor() as editor:
             editor.create_model(NaiveStock)
             editor.create_model(NaiveOrder)
     except Exception as exc:
-        return {"implementation": label, "1 client/s": f"skipped ({type(exc).__name__})"}
+        yield f"skipped ({type(exc).__name__})"
+        return
     try:
         NaiveStock.objects.using(alias).create(pk=1, units=UNITS)
-        return measure(label, lambda: naive_take(alias, next_buyer), seconds)
+        yield None
     finally:
         connections.close_all()
         with connections[alias].schema_editor() as editor:
@@ -199,27 +305,47 @@ def database_row(alias: str, label: str, params: dict[str, Any], seconds: float)
 
 next_buyer = buyers()
 
+NAIVE = "in atomic(): select_for_update().get(), exists(), save(), create()"
 
-def database_rows(seconds: float, tmp: Path) -> list[dict[str, Any]]:
+
+def database_rows(stack: contextlib.ExitStack, tmp: Path) -> tuple[list[Row], list[dict[str, Any]]]:
+    """The naive rows that could run, and a row saying why for those that could not."""
     sqlite = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(tmp / "naive.sqlite3"),
         "OPTIONS": {"timeout": 20},
     }
-    return [
-        database_row("bench_sqlite", "naive select_for_update, SQLite", sqlite, seconds),
-        database_row("bench_pg", "naive select_for_update, PostgreSQL", PG, seconds),
-    ]
+    rows, skipped = [], []
+    for alias, label, params in (
+        ("bench_sqlite", "naive select_for_update, SQLite", sqlite),
+        ("bench_pg", "naive select_for_update, PostgreSQL", PG),
+    ):
+        why = stack.enter_context(naive_tables(alias, params))
+        if why is not None:
+            skipped.append({"implementation": label, "what it runs": NAIVE, COLUMNS[2]: why})
+            continue
+        rows.append(Row(label, NAIVE, warmed(partial(naive_take, alias, next_buyer))))
+    return rows, skipped
 
 
 # -- end to end --------------------------------------------------------------------------
 
 
-def shop_row(server: Any, requests: int, tmp: Path) -> dict[str, Any]:
-    """Buy requests/s through the example shop under gunicorn (4 workers)."""
+@dataclass
+class ShopCalls:
+    """What the shop row's buy requests answered: (from the main thread, status, ms) each."""
+
+    answers: list[tuple[bool, int, float]] = field(default_factory=list)
+
+    def crew(self) -> list[tuple[int, float]]:
+        return [(status, ms) for main, status, ms in self.answers if not main]
+
+
+def shop_row(stack: contextlib.ExitStack, server: Any, tmp: Path) -> tuple[Row, ShopCalls]:
+    """One buy request through the example shop under gunicorn (4 workers), per call."""
     sys.path.insert(0, str(ROOT / "example_project"))
     from shop.server import running
-    from shop.swarm import Swarm, percentile
+    from shop.swarm import Swarm
 
     env = {
         "SHOP_DATA_DIR": str(tmp / "shop"),
@@ -228,31 +354,26 @@ def shop_row(server: Any, requests: int, tmp: Path) -> dict[str, Any]:
     }
     (tmp / "shop").mkdir()
     sale_id = open_shop_sale(env)
-    label = "example shop over HTTP (gunicorn, 4 workers)"
-    rows = {}
-    with running(4, env) as port:
-        for threads in (1, 8):
-            swarm = Swarm(port, sale_id, concurrency=threads)
-            swarm.fetch_csrf()
-            swarm.warm_up(32)
-            start = time.perf_counter()
-            answers = swarm.run([f"h{threads}-{i}" for i in range(requests)])
-            elapsed = time.perf_counter() - start
-            good = sum(1 for answer in answers if answer.status == 202)
-            latencies = [answer.seconds * 1000 for answer in answers]
-            rows[threads] = (
-                requests / elapsed,
-                requests - good,
-                percentile(latencies, 50),
-                percentile(latencies, 99),
-            )
-    return {
-        "implementation": label,
-        "1 client/s": rows[1][0],
-        "8 threads/s": rows[8][0],
-        "errors (8 threads)": rows[8][1],
-        "p50 / p99 ms (8 threads)": f"{rows[8][2]:.1f} / {rows[8][3]:.1f}",
-    }
+    port = stack.enter_context(running(4, env))
+    swarm = Swarm(port, sale_id, concurrency=8)
+    swarm.fetch_csrf()
+    swarm.warm_up(32)
+    sent = itertools.count()
+    calls = ShopCalls()
+
+    def buy() -> None:
+        answer = swarm.buy(f"h{next(sent)}")
+        main = threading.current_thread() is threading.main_thread()
+        calls.answers.append((main, answer.status, answer.seconds * 1000))
+
+    warmed(buy, 32)
+    calls.answers.clear()
+    row = Row(
+        "example shop over HTTP (gunicorn, 4 workers)",
+        "POST /sale/<id>/buy (keep-alive): Django view, CSRF, the take + order enqueue",
+        buy,
+    )
+    return row, calls
 
 
 def open_shop_sale(env: dict[str, str], units: int = UNITS) -> int:
@@ -277,17 +398,25 @@ def open_shop_sale(env: dict[str, str], units: int = UNITS) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
+FLOOR_ROW = "raw DECR-with-check Lua (floor)"
+SHOP_ROW = "example shop over HTTP (gunicorn, 4 workers)"
 COLUMNS = [
     "implementation",
-    "1 client/s",
-    "8 threads/s",
-    "errors (8 threads)",
+    "what it runs",
+    "1 client/s (median)",
+    "1 client/s (range)",
+    "1 client x floor",
+    "8 threads/s (median)",
+    "8 threads/s (range)",
+    "8 threads x floor",
+    "errors (8 threads, all rounds)",
     "p50 / p99 ms (8 threads)",
 ]
+#: per row: rounds of (1-client calls/s, 8-thread calls/s, 8-thread errors)
+Found = dict[str, list[tuple[float, float, int]]]
 
 
 def run(server: Any, quick: bool) -> dict[str, Any]:
-    seconds, requests = (0.5, 300) if quick else (3.0, 3000)
     at_server, server_notes = server_rows(server, 3 if quick else 5, 0.5 if quick else 1.0)
     path = save(
         {
@@ -299,33 +428,106 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
     )
     print(f"\n## seckill at the server\n\n{table(at_server, list(at_server[0]))}\n")
     print("\n".join(f"- {note}" for note in server_notes), f"\n(written to {path})", flush=True)
-    with tempfile.TemporaryDirectory() as name:
+    return client_table(server, quick)
+
+
+def client_table(server: Any, quick: bool) -> dict[str, Any]:
+    """The client-side table: every row in each of the rounds, the order rotated."""
+    rounds, seconds = (3, 0.2) if quick else (5, 0.6)
+    server.client().flushall()
+    with tempfile.TemporaryDirectory() as name, contextlib.ExitStack() as stack:
         tmp = Path(name)
-        rows = redis_rows(server, seconds)
-        rows += database_rows(seconds, tmp)
-        rows.append(shop_row(server, requests, tmp))
+        rows = redis_rows(server)
+        naive, skipped = database_rows(stack, tmp)
+        rows += naive
+        shop, shop_calls = shop_row(stack, server, tmp)
+        rows.append(shop)
+        crew = Crew(8)
+        try:
+            found, loads = rounds_of(rows, crew, rounds, seconds)
+        finally:
+            crew.close()
+        for row in rows:
+            row.check(sum(errors for _, _, errors in found[row.label]))
+    server.client().flushall()
+    table_rows = [summary(row, found) for row in rows] + skipped
+    by = {row["implementation"]: row for row in table_rows}
+    latencies = sorted(ms for _, ms in shop_calls.crew())
+    by[SHOP_ROW]["errors (8 threads, all rounds)"] = sum(
+        1 for status, _ in shop_calls.crew() if status != 202
+    )
+    by[SHOP_ROW]["p50 / p99 ms (8 threads)"] = (
+        f"{percentile(latencies, 50):.1f} / {percentile(latencies, 99):.1f}"
+    )
+    refused = sum(1 for _, status, _ in shop_calls.answers if status != 202)
     return {
         "name": "seckill",
         "columns": COLUMNS,
-        "rows": rows,
-        "notes": notes(rows, seconds, requests),
+        "rows": table_rows,
+        "plots": ["1 client/s (median)", "8 threads/s (median)"],
+        "notes": notes(found, rounds, seconds, loads, refused),
     }
 
 
-def notes(rows: list[dict[str, Any]], seconds: float, requests: int) -> list[str]:
-    by = {row["implementation"]: row for row in rows}
-    floor = by["raw DECR-with-check Lua (floor)"]["1 client/s"]
-    ours = by["django-redislock take + order enqueue"]["1 client/s"]
+def rounds_of(
+    rows: list[Row], crew: Crew, rounds: int, seconds: float
+) -> tuple[Found, LoadAverage]:
+    """Each row's calls/s in ``rounds`` rounds. A round: every row for ``seconds`` from one
+    client, in 50 ms slices taking turns (:func:`bench.common.interleaved`), then every row
+    for ``seconds`` from the crew's 8 threads, in 100 ms slices taking turns; the rows'
+    order rotated by one each round."""
+    found: Found = {row.label: [] for row in rows}
+    loads = LoadAverage()
+    for n in range(rounds):
+        order = rotated(rows, n)
+        one = interleaved({row.label: row.call for row in order}, seconds=seconds, rounds=1)[0]
+        eight = crew_round(crew, {row.label: row.call for row in order}, seconds, 0.1)
+        for row in rows:
+            found[row.label].append((one[row.label], *eight[row.label]))
+        loads.sample()
+    return found, loads
+
+
+def summary(row: Row, found: Found) -> dict[str, Any]:
+    """A row of the table: medians and ranges of the rounds, ratios to the floor per round."""
+    mine, floor = found[row.label], found[FLOOR_ROW]
+    out: dict[str, Any] = {"implementation": row.label, "what it runs": row.runs}
+    for i, column in ((0, "1 client"), (1, "8 threads")):
+        rates = [r[i] for r in mine]
+        ratios = [a[i] / b[i] for a, b in zip(mine, floor, strict=True)]
+        out[f"{column}/s (median)"] = median(rates)
+        out[f"{column}/s (range)"] = between(rates)
+        out[f"{column} x floor"] = spread(ratios)
+    out["errors (8 threads, all rounds)"] = sum(r[2] for r in mine)
+    out["p50 / p99 ms (8 threads)"] = ""
+    return out
+
+
+def notes(found: Found, rounds: int, seconds: float, loads: LoadAverage, refused: int) -> list[str]:
+    ours = "django-redislock take + order enqueue"
+
+    def versus(i: int) -> str:
+        pairs = zip(found[ours], found[FLOOR_ROW], strict=True)
+        return spread([a[i] / b[i] for a, b in pairs])
+
     return [
-        f"Each Redis and database row runs {seconds:g}s from one client, then {seconds:g}s from 8 "
-        f"threads of one process (the GIL caps threads; the server is not the limit). The shop "
-        f"row sends {requests} buy requests from 1 and from 8 client threads.",
-        f"take + order enqueue runs at {ours / floor:.0%} of the floor from one client: it also "
-        "checks the window and the buyer set, records the reservation and queues the order task "
-        "in the same script.",
+        f"{rounds} interleaved rounds. In each, every row runs about {seconds:g} s from one "
+        f"client, the rows taking turns in 50 ms slices, then about {seconds:g} s from 8 "
+        f"threads of one process (kept for the whole run, with their connections), taking "
+        f"turns in 100 ms slices; the rows' order rotated by one each round. Every figure is "
+        f"the median of the rounds with its range; ratios to the floor are taken within a "
+        f"round, median (range). The GIL caps the threads: the server is not the limit. "
+        f"{loads.note()} (the shop's gunicorn workers, the server and the clients share them).",
+        f"take + order enqueue (one reused Stock) vs the floor: {versus(0)} from one client, "
+        f"{versus(1)} from 8 threads. It also checks the window and the buyer set, records the "
+        "reservation and queues the order task in the same script, and builds the task's "
+        "payload on the client. Every take row is checked: units taken = takes made.",
         "The naive rows create the order in the same transaction (so they do more than a take); "
         "errors are transactions that failed (SQLite: 'database is locked' under concurrent "
-        "writers).",
+        f"writers). The shop row posts a new buyer per request; answers other than 202: "
+        f"{refused} (its errors column counts the 8 threads' only).",
+        "Reproduce: python3 dev.py bench seckill (it writes seckill_server first, then this "
+        "table). The idiom of each row is its 'what it runs'.",
     ]
 
 

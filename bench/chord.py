@@ -15,7 +15,8 @@ On one private server:
   command count can be compared (its worker is another process): "server commands per
   member" is ``INFO commandstats`` over the run, for both libraries.
 
-Each library runs :data:`ROUNDS` times in turns; figures are medians with their range.
+Each run takes its turn in each of :data:`ROUNDS` rounds (the order rotated each round);
+figures are medians with their range, Celery's time over ours taken within a round.
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from typing import Any
 import redis
 from django.test import override_settings
 
-from bench.common import CommandCounter, median, round_trips, spread
+from bench.common import (
+    CommandCounter,
+    LoadAverage,
+    between,
+    median,
+    rotated,
+    round_trips,
+    spread,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 3
@@ -54,8 +63,8 @@ def redislock_chord(n: int, counter: CommandCounter) -> dict[str, float]:
     counter.reset()
     with round_trips() as sent:
         began = time.perf_counter()
-        handle = chord(group(chord_tasks.member.s(i) for i in range(n)), chord_tasks.total.s())
-        handle = handle.delay()
+        workflow = chord(group(chord_tasks.member.s(i) for i in range(n)), chord_tasks.total.s())
+        handle = workflow.delay()
         Worker([q], burst=True, batch=100).run()
         value = handle.result(60)
         took = time.perf_counter() - began
@@ -133,45 +142,67 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
     else:
         notes.append("celery is not installed in this environment: no Celery figures")
     params = {"LOCATION": url, "KEY_PREFIX": "bench"}
+    runs = {
+        "redislock chord": lambda: redislock_chord(n, counter),
+        "redislock plain": lambda: redislock_plain(n, counter),
+    }
+    if app is not None:
+        runs["celery chord"] = lambda: celery_chord(app, n, counter)
+    rounds = 1 if quick else ROUNDS
+    loads = LoadAverage()
     try:
         with override_settings(REDISLOCK_QUEUES={"default": params}):
-            for _ in range(1 if quick else ROUNDS):
-                samples["redislock chord"].append(redislock_chord(n, counter))
-                samples["redislock plain"].append(redislock_plain(n, counter))
-                if app is not None:
-                    samples["celery chord"].append(celery_chord(app, n, counter))
+            for turn in range(rounds):
+                for name in rotated(list(runs), turn):
+                    samples[name].append(runs[name]())
+                loads.sample()
     finally:
         if worker is not None:
             worker.terminate()
             worker.wait(30)
-    for name, runs in samples.items():
+    for name, found in samples.items():
+        seconds = [r["seconds"] for r in found]
         rows.append(
             {
                 "run": f"{name} of {n}",
-                "completion s (median)": f"{median(r['seconds'] for r in runs):.3f}",
-                "range": spread([r["seconds"] for r in runs], ".3f"),
+                "completion s (median)": median(seconds),
+                "completion s (range)": between(seconds, ".3f"),
                 "client round trips / member": (
-                    "n/a"
-                    if name.startswith("celery")
-                    else f"{median(r['trips'] for r in runs):.2f}"
+                    "n/a" if name.startswith("celery") else median(r["trips"] for r in found)
                 ),
-                "server commands / member": f"{median(r['commands'] for r in runs):.1f}",
+                "server commands / member": median(r["commands"] for r in found),
             }
         )
     notes.append(
-        "redislock: one solo worker in the benchmark process; round trips counted in it "
-        "(enqueue, claims, acks, member ends, the handle's reads)"
+        f"{rounds} interleaved rounds (the runs' order rotated each round); every figure is "
+        f"the median of the rounds with its range. {loads.note()}."
     )
-    notes.append(f"load average {os.getloadavg()[0]:.2f}")
+    if app is not None:
+        ratios = [
+            c["seconds"] / ours["seconds"]
+            for c, ours in zip(samples["celery chord"], samples["redislock chord"], strict=True)
+        ]
+        notes.append(
+            f"Celery's chord time over ours, per round: {spread(ratios)} times (median (range))."
+        )
+    notes.append(
+        "Idiom: chord(group(member.s(i) for i in range(n)), total.s()).delay() and "
+        "handle.result(), one reused solo Worker(burst=True, batch=100) in the benchmark "
+        "process; round trips counted in it (enqueue, claims, acks, member ends, the "
+        "handle's reads). Celery: chord(...)(total.s()) and result.get(), its --pool solo "
+        "worker in a subprocess started before the timing."
+    )
+    notes.append("Reproduce: python3 dev.py bench chord.")
     return {
         "name": "chord",
         "columns": [
             "run",
             "completion s (median)",
-            "range",
+            "completion s (range)",
             "client round trips / member",
             "server commands / member",
         ],
         "rows": rows,
+        "plots": ["completion s (median)", "server commands / member"],
         "notes": notes,
     }

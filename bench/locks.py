@@ -23,7 +23,16 @@ from typing import Any
 
 import redis
 
-from bench.common import interleaved, median, percentile, round_trips, save, spread, table
+from bench.common import (
+    LoadAverage,
+    interleaved,
+    median,
+    percentile,
+    round_trips,
+    save,
+    spread,
+    table,
+)
 
 RELEASE_LUA = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -186,7 +195,9 @@ def idioms(url: str, seconds: float, rounds: int) -> dict[str, Any]:
         for fn in cases.values():
             for _ in range(200):
                 fn()
+        loads = LoadAverage()
         per_round = interleaved(cases, seconds=seconds, rounds=rounds)
+        loads.sample()
     floor = "raw SET NX + EVALSHA (floor)"
     rows: list[dict[str, Any]] = []
     for name, what in IDIOMS.items():
@@ -213,7 +224,8 @@ def idioms(url: str, seconds: float, rounds: int) -> dict[str, Any]:
     added = median(bare) - 1
     notes = [
         f"{rounds} interleaved rounds of {seconds:g} s per idiom (slices of 50 ms taking turns, "
-        f"order rotated each round); ratios within a round; median and range over the rounds.",
+        f"order rotated each round); ratios within a round; median and range over the rounds. "
+        f"{loads.note()} (at the start and the end of the rounds).",
         f"README idiom vs the raw floor: {readme_x:.2f}x (target >= 0.95x: "
         f"{verdict(readme_x, 0.95)})",
         f"default lock (watchdog) vs the raw floor: {default_x:.2f}x (target >= 0.9x: "
@@ -415,6 +427,10 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             f"release is two round trips (the release, then the woken waiter's acquire).",
             f"1-minute load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after "
             f"the run on {os.cpu_count()} CPUs (other work on the machine skews every column).",
+            "Reproduce: python3 dev.py bench locks (it writes locks_idioms first, then this "
+            "table). Idiom: one reused lock object per worker for every library (the README "
+            "idiom and the default lock are in locks_idioms); cycles/s are rounds, the wake-up "
+            "and contended columns one pass each.",
         ],
     }
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import time
 from typing import Any
 
-from bench.common import median, percentile
+from bench.common import LoadAverage, between, median, percentile
 from django_redislock.backends.redis import RedisLockBackend
 
 #: Most seconds a holder waits for the other process to queue before it releases anyway.
@@ -61,32 +60,38 @@ def one_round(url: str, name: str, grants: int) -> list[float]:
 
 def run(server: Any, quick: bool) -> dict[str, Any]:
     rounds, grants = (3, 100) if quick else (5, 1000)
-    loads = [os.getloadavg()[0]]
+    loads = LoadAverage()
     p50s, p90s, p99s = [], [], []
     for n in range(rounds):
         handoffs = one_round(server.url, f"bench-fair-{n}-{time.time_ns()}", grants)
         p50s.append(percentile(handoffs, 50) * 1000)
         p90s.append(percentile(handoffs, 90) * 1000)
         p99s.append(percentile(handoffs, 99) * 1000)
-        loads.append(os.getloadavg()[0])
+        loads.sample()
     rows = [
         {
             "case": "fair lock, hand-off between 2 processes",
             "p50 ms (median of rounds)": median(p50s),
-            "p50 range": f"{min(p50s):.3f}-{max(p50s):.3f}",
+            "p50 range": between(p50s, ".3f"),
             "p90 ms": median(p90s),
+            "p90 range": between(p90s, ".2f"),
             "p99 ms": median(p99s),
+            "p99 range": between(p99s, ".2f"),
         }
     ]
     return {
         "name": "fair",
         "columns": list(rows[0]),
         "rows": rows,
+        "plots": ["p50 ms (median of rounds)", "p90 ms", "p99 ms"],
         "notes": [
-            f"{rounds} rounds of {2 * grants} grants (2 forked processes, one fair lock); a "
-            "hand-off is release() called -> the other process's acquire() returned, on the "
-            "system-wide monotonic clock. 1-minute load average "
-            f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs.",
+            f"{rounds} rounds of {2 * grants} grants (2 forked processes, one fair lock; one "
+            "case, so nothing to interleave); a hand-off is release() called -> the other "
+            "process's acquire() returned, on the system-wide monotonic clock. Each "
+            "percentile is taken within a round, then the median (range) of the rounds. "
+            f"{loads.note()}.",
+            "Idiom: a new backend.fair_lock(name, ttl=30, timeout=60) object per grant, "
+            "acquire() then release().",
             f"p50 {median(p50s):.3f} ms (target: <= 1 ms).",
             "Reproduce: python3 dev.py bench fair.",
         ],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -217,3 +218,35 @@ def test_a_twice_cancelled_take_never_leaves_its_reply_to_the_next_call(
         return answers
 
     assert asyncio.run(main()) == [False] * 10
+
+
+def test_the_state_outlives_its_tat_when_time_is_sampled_late_in_the_call(
+    fakeredis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit's state key must not expire before its tat, however a server samples time.
+
+    fakeredis takes a command's clock (what ``PX`` counts from) when the command starts and
+    ``TIME`` when the script calls it, so a process descheduled in between (a loaded
+    machine) has them apart. A ``PX`` counted from ``TIME`` then ended the state that much
+    before its tat, and a take in that gap was admitted early (over the limit). The expiry
+    is now absolute (``PXAT``), in ``TIME``'s own clock. Here one take's ``TIME`` comes
+    200 ms after its command started: the state, due 500 ms after that ``TIME``, ended 300 ms
+    after it before the fix."""
+    from fakeredis.commands_mixins.server_mixin import ServerCommandsMixin
+
+    time_command = ServerCommandsMixin.time
+    stalls = [0.200]
+
+    def late_time(self: Any) -> list[bytes]:
+        if stalls:
+            time.sleep(stalls.pop())
+        return time_command(self)
+
+    backend = fakeredis_target.lock_backend()
+    limit = backend.rate_limiter("stall", "2/s", burst=1, local_refusals=False)
+    monkeypatch.setattr(ServerCommandsMixin, "time", late_time)
+    assert limit.try_acquire().admitted  # its tat: 500 ms after its (late) TIME
+    time.sleep(0.320)  # past the old expiry, 180 ms before the tat
+    answer = limit.try_acquire()
+    assert not answer.admitted, answer
+    assert 0 < answer.retry_after <= 0.5

@@ -248,6 +248,8 @@ def test_the_state_outlives_its_tat_when_time_is_sampled_late_in_the_call(
     assert limit.try_acquire().admitted
     assert not stalls  # the take's TIME was the late one
     state = backend.key(limit._tag(None), "tat")
-    tat_ms = int(backend.client.get(state)) / 1000
+    stored = backend.client.get(state)
+    assert stored is not None
+    tat_ms = int(stored) / 1000
     assert backend.client.pexpiretime(state) >= tat_ms
     assert not limit.try_acquire().admitted  # and the next take is refused

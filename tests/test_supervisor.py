@@ -103,7 +103,12 @@ def test_a_child_that_ended_its_burst_is_not_replaced(tmp_path: Path) -> None:
     assert (outcome.summary.processed, outcome.summary.succeeded) == (9, 9)
 
 
-def test_a_child_stopped_by_a_signal_of_its_own_is_replaced_at_once(tmp_path: Path) -> None:
+def test_a_child_stopped_by_a_signal_of_its_own_is_replaced_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Replaced with no restart delay (it did not fail): each end is logged as a stop of its
+    own, none as a death with a delay (the delay's log line names it), however slowly a
+    loaded machine forks the replacements."""
     log = tmp_path / "starts"
 
     def stopped(slot: int, pipes: tuple[int, int], close: list[int]) -> NoReturn:
@@ -111,11 +116,13 @@ def test_a_child_stopped_by_a_signal_of_its_own_is_replaced_at_once(tmp_path: Pa
             file.write(f"{time.monotonic()}\n")
         os._exit(EXIT_DONE)  # what a child that got its own SIGTERM exits with
 
-    outcome = Supervisor(stopped, {}, 1, deadline=time.monotonic() + 1.0).run()
+    with caplog.at_level(logging.INFO, logger="django_redislock"):
+        outcome = Supervisor(stopped, {}, 1, deadline=time.monotonic() + 1.0).run()
     assert outcome.ok
-    starts = starts_of(log)
-    assert len(starts) > 3  # replaced each time, with no backoff (it did not fail)
-    assert max(b - a for a, b in itertools.pairwise(starts)) < 0.5
+    assert len(starts_of(log)) >= 2  # replaced at least once
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("stopped by a signal of its own; replacing it" in m for m in messages)
+    assert not any("replacing it in" in m for m in messages), messages
 
 
 def test_a_child_never_uses_the_supervisors_redis_connection(

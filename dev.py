@@ -105,8 +105,8 @@ def workers() -> list[str]:
 
     Most of a test's time is spent waiting on Redis servers and on child processes (the load
     average stays near 1-2 on 2 CPUs with two test processes), so a third test process on
-    2 CPUs took the main run from 15 to 10 minutes, and it passes with two CPU burners beside
-    it (``--under-load``); more than four would start more private servers than they save.
+    2 CPUs took the main run from 15 to 10 minutes; more than four would start more private
+    servers than they save.
     ``worksteal``: a process that runs out of tests takes half of the longest remaining
     share, and tests/conftest.py orders the tests so that each share starts with its part of
     the slow ones and ends with quick ones (the run used to keep the 222 slow tests in one

@@ -23,8 +23,6 @@ if not admitted then
   if wait > tonumber(ARGV[5]) then return {0, wait} end
   tat = tat + cost * interval  -- the units are reserved at now + wait
 end
--- the state ends 1 ms after its tat, in TIME's own clock: a PX counted from the server's clock
--- at the command's start could end it early where that clock and TIME are sampled apart
-redis.call('SET', KEYS[1], string.format('%d', tat), 'PXAT', string.format('%d', math.ceil(tat / 1000) + 1))
+keep_tat(KEYS[1], tat)
 redis.call('SET', KEYS[2], string.format('%d', now + wait), 'PX', ARGV[4])
 return {1, wait}

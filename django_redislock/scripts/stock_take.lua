@@ -79,9 +79,7 @@ if redis.call('SADD', KEYS[3], ARGV[2]) == 0 then
   return {2, units, now}
 end
 for _, charge in ipairs(admitted) do
-  -- ends 1 ms after its tat in TIME's clock (see rate_take.lua)
-  redis.call('SET', charge[1], string.format('%d', charge[2]), 'PXAT',
-    string.format('%d', math.ceil(charge[2] / 1000) + 1))
+  keep_tat(charge[1], charge[2])
 end
 local left = redis.call('DECRBY', KEYS[1], qty)
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ':' .. stamp .. ':' .. ARGV[2])

@@ -10,3 +10,10 @@ local function gcra(tat, now, interval, burst, cost)
   if allowed_at <= now then return true, after, 0 end
   return false, tat, allowed_at - now
 end
+
+-- keep_tat(key, tat): store a limit's tat in its own string key until 1 ms after it, an
+-- absolute time in TIME's clock (PXAT): a PX counted from the server's clock at the
+-- command's start could end it early where that clock and TIME are sampled apart
+local function keep_tat(key, tat)
+  redis.call('SET', key, string.format('%d', tat), 'PXAT', string.format('%d', math.ceil(tat / 1000) + 1))
+end

@@ -631,9 +631,9 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
     ratios: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
     usecs: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
     server_ratios: dict[str, list[float]] = {case: [] for case in SERVER_CASES}
-    loads = [os.getloadavg()[0]]
+    loads = LoadAverage()
     for n in range(rounds):
-        order = SERVER_CASES[n % len(SERVER_CASES) :] + SERVER_CASES[: n % len(SERVER_CASES)]
+        order = rotated(SERVER_CASES, n)
         batches = {}
         for case in order:
             batches[case] = server_requests(case, backend, sizes[case], served)
@@ -650,7 +650,7 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
             ratios[case].append(found[case] / found[SERVER_CASES[0]])
             usecs[case].append(spent[case])
             server_ratios[case].append(spent[SERVER_CASES[0]] / spent[case])
-        loads.append(os.getloadavg()[0])
+        loads.sample()
     if sold.remaining() != 0:
         raise RuntimeError("the sold-out stock sold something")
     client.flushall()
@@ -688,8 +688,7 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
         f"{serverload.CLIENTS} connections with {serverload.PIPELINE} requests in flight each, "
         f"distinct buyers and request ids; ratios within a round. Server time per call: "
         f"INFO commandstats of the request's command (EVALSHA: the script with the commands "
-        f"it runs; GET: a probe), reset per case. "
-        f"1-minute load average "
-        f"{min(loads):.1f}-{max(loads):.1f}. Reproduce: python3 dev.py bench seckill."
+        f"it runs; GET: a probe), reset per case. {loads.note()}. "
+        f"Reproduce: python3 dev.py bench seckill."
     )
     return rows, [note, *verdicts]

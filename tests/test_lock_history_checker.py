@@ -115,6 +115,25 @@ def test_a_row_value_mismatch_is_found() -> None:
     assert types([*records, {"ev": "final", "rows": {"n": 2}}]) == []
 
 
+def test_a_lost_update_by_a_holder_stopped_past_its_ttl_is_the_fencing_case() -> None:
+    # a reads under fence 1 and is stopped past its TTL (believed until 1.5); b takes
+    # fence 2 and reads the same value; a's update lands first (fence 1 > the row's 0),
+    # then b's: both accepted, one increment lost, with no two holders believing at once
+    a = hold("a", 1.0, 3.0, 1, until=1.5)
+    b = hold("b", 1.6, 2.5, 2)
+    late = [write(1, 1.1, 2.0, True), write(2, 1.7, 2.1, True)]
+    assert types([a, b, *late, {"ev": "final", "rows": {"n": 1}}]) == []
+    assert check([a, b, *late]).writes["accepted, finished after the hold's believed end"] == 1
+    # the same two writes, both finished inside their holds: a lost update, a violation
+    inside = hold("a", 1.0, 3.0, 1)
+    found = types([inside, b, *late, {"ev": "final", "rows": {"n": 1}}])
+    assert found == ["overlap", "row value mismatch"]
+    # a late write excuses one missing increment, not two, and only beside another write
+    assert types([a, b, *late, {"ev": "final", "rows": {"n": 0}}]) == ["row value mismatch"]
+    alone = [a, write(1, 1.1, 2.0, True), {"ev": "final", "rows": {"n": 0}}]
+    assert types(alone) == ["row value mismatch"]
+
+
 def test_a_hold_outliving_its_ttl_is_found() -> None:
     final = {"ev": "final", "rows": {}, "leftover": [{"name": "n", "key": "l:n", "pttl": -1}]}
     assert types([final]) == ["hold outlived its TTL"]

@@ -75,7 +75,8 @@ TASKS = 60_000
 #: 0.5 s; Dramatiq's consumer with one thread prefetches 2 messages and sleeps a back-off of
 #: 5 ms or more until they are acknowledged), so they drain a few hundred tasks a second and a
 #: pass of 60,000 would last minutes; at this size a pass lasts tens of seconds, and their
-#: start (about 0.1 s) is still a small part of it. The same no-op task, the same rounds.
+#: start (under 0.1 s to the first task in smoke runs) is a small part of it. The same no-op
+#: task, the same rounds.
 POLLING_TASKS = 10_000
 #: Seconds between two looks at the queue while a drain runs (every library).
 POLL = 0.005

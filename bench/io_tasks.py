@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 SLEEP = 0.010
@@ -76,15 +77,24 @@ def redislock_tasks() -> tuple[Any, Any]:
     return sync, asynchronous
 
 
-def dramatiq_actor(url: str) -> Any:
-    """Dramatiq's broker on ``url`` and its actor (an actor binds to the broker of its time)."""
+def dramatiq_actor(
+    url: str,
+    fn: Callable[..., Any] = sleep_sync,
+    name: str = "bench_io_sleep",
+    queue: str = "io",
+) -> Any:
+    """Dramatiq's broker on ``url`` and its actor (an actor binds to the broker of its time).
+
+    ``fn``, ``name`` and ``queue`` default to this module's task; :mod:`bench.pool` declares
+    its no-op task the same way.
+    """
     import dramatiq
     from dramatiq.brokers.redis import RedisBroker
 
     broker = RedisBroker(url=url)
     dramatiq.set_broker(broker)
-    declare = dramatiq.actor(actor_name="bench_io_sleep", queue_name="io", max_retries=0)
-    return declare(sleep_sync)
+    declare = dramatiq.actor(actor_name=name, queue_name=queue, max_retries=0)
+    return declare(fn)
 
 
 def huey_app(url: str) -> Any:

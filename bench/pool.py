@@ -1,4 +1,4 @@
-"""Process-pool benchmark: ``drain_queue --pool process --concurrency 2`` beside Huey's processes.
+"""Process-pool benchmark: ``drain_queue --pool process --concurrency 2`` beside its peers.
 
 N no-op tasks are queued, then drained by two worker processes of each library, on
 one private server in one run:
@@ -7,27 +7,43 @@ one private server in one run:
   (:class:`~django_redislock.queue.supervisor.Supervisor`, ``run_child``), each child
   a burst ``Worker`` claiming what ``drain_queue`` gives it without ``--batch``: its
   share of the default batch, ceil(100 / concurrency) tasks per round trip;
-* Huey: its consumer with ``workers=2, worker_type="process"``.
+* Huey: its consumer with ``workers=2, worker_type="process"``;
+* Dramatiq: what ``dramatiq -p 2 -t 1`` runs with the Redis broker: two forked processes,
+  each its ``Worker`` with one thread (the CLI's ``worker_process``, without its logging
+  pipe);
+* arq: two forked processes, each its burst ``Worker`` with its defaults (``max_jobs=10``,
+  polling every 0.5 s): arq has no process pool, so two workers are what a user runs.
 
-Both are timed the same way, by the benchmark process: from the moment the library's
-run begins (its forks and its workers' start included) until the benchmark, polling
-the server every :data:`POLL` s, sees the queue drained: for django-redislock nothing
-ready, delayed or in flight (every run acknowledged), for Huey nothing pending (its
-workers take one task at a time, so at most its last two no-op runs are still
-finishing). Neither library's shutdown is timed (Huey stops after it, and our
-children exit after their last acknowledgement); how long the pool took until its
-last child exited is reported beside it.
+Every library is timed twice by the benchmark process, until it sees the queue drained
+(polling the server every :data:`POLL` s):
+
+* from the run's start: the moment the library's run begins, its forks, its workers'
+  start and their first connections included (the interpreter's start and the imports
+  are not: every run is forked from the benchmark process, which imported them);
+* from the first task: the ``perf_counter()`` of the first run that started in any of
+  the run's processes (each process notes its first run on the server, one ``RPUSH``
+  per process: :func:`first_run`), the steady drain.
+
+"Drained" is, for django-redislock, nothing ready, delayed or in flight (every run
+acknowledged); for Huey nothing pending (its workers take one task at a time, so at most
+its last two no-op runs are still finishing); for Dramatiq no message left unacknowledged
+(its ``.msgs`` hash empty); for arq an empty queue (a job leaves it when it finished).
+No library's shutdown is timed (Huey and Dramatiq are stopped after it, our children and
+arq's burst workers exit after their last task); how long our pool took until its last
+child exited is reported beside it.
 
 Each library runs in a forked child of the benchmark process, so none shares a
 connection or a warm cache with another. The libraries take turns in each of
 :data:`ROUNDS` rounds (the order rotates); every figure is the median of the rounds with
-their range, the ratio is the median of the per-round ratios, and the load average is
-noted after every pass (the best pass is kept beside the median, for the older tables).
+their range, each ratio is the median of the per-round ratios, and the load average is
+sampled after every pass (the best pass from the start is kept beside the median, for the
+older tables).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import statistics
@@ -39,8 +55,11 @@ from typing import Any, NoReturn
 import redis
 from django.test import override_settings
 
-from bench.queue import fresh, redislock_noop
-from django_redislock import queues
+from bench import io_tasks
+from bench.common import LoadAverage, between, rotated
+from bench.queue import fresh
+from bench.workers import fill_arq
+from django_redislock import queues, task
 from django_redislock.management.commands._pool import child_batch
 from django_redislock.queue.pool_child import run_child
 from django_redislock.queue.supervisor import Supervisor
@@ -52,8 +71,65 @@ ROUNDS = 5
 #: fixed costs (two forks, the children's first connections and claims, about 25 ms) were a
 #: tenth of it and most of the spread between passes; 60,000 measure the drain itself.
 TASKS = 60_000
-#: Seconds between two looks at the queue while a drain runs (both libraries).
+#: Tasks per pass of Dramatiq and arq. Both wait between fetches by design (arq polls every
+#: 0.5 s; Dramatiq's consumer with one thread prefetches 2 messages and sleeps a back-off of
+#: 5 ms or more until they are acknowledged), so they drain a few hundred tasks a second and a
+#: pass of 60,000 would last minutes; at this size a pass lasts tens of seconds, and their
+#: start (under 0.1 s to the first task in smoke runs) is a small part of it. The same no-op
+#: task, the same rounds.
+POLLING_TASKS = 10_000
+#: Seconds between two looks at the queue while a drain runs (every library).
 POLL = 0.005
+#: Where each worker process notes when its first run started (see :func:`first_run`).
+FIRST_KEY = "bench:pool:first"
+#: Dramatiq's queue and the hash of its unacknowledged messages (its Redis broker's layout).
+DRAMATIQ_QUEUE = "bench"
+DRAMATIQ_MESSAGES = f"dramatiq:{DRAMATIQ_QUEUE}.msgs"
+#: arq's default queue (a sorted set of job ids).
+ARQ_QUEUE = "arq:queue"
+
+#: The private server's ``host`` and ``port``, set by :func:`run` before any fork.
+SERVER: dict[str, Any] = {}
+#: Whether this process has noted its first run; every forked process starts without.
+_noted = False
+
+
+def _forget_first_run() -> None:
+    global _noted
+    _noted = False
+
+
+os.register_at_fork(after_in_child=_forget_first_run)
+
+
+def first_run() -> None:
+    """Note on the server when this process's first run started (``perf_counter()``).
+
+    Once per process (a flag, reset in every forked child), so a run costs one global
+    lookup and the pass one ``RPUSH`` and one connection per process: the task stays a
+    no-op. ``perf_counter()`` is CLOCK_MONOTONIC on Linux, one clock for every process,
+    so the benchmark takes the earliest note as the run's first task.
+    """
+    global _noted
+    if _noted:
+        return
+    _noted = True
+    started = time.perf_counter()
+    with redis.Redis(**SERVER) as client:
+        client.rpush(FIRST_KEY, repr(started))
+
+
+def noop(*args: Any) -> None:
+    """The task every library runs (arq's is :func:`arq_noop`): nothing past :func:`first_run`."""
+    first_run()
+
+
+async def arq_noop(ctx: dict[str, Any], i: int) -> None:
+    """arq's no-op (its functions take the worker's context first)."""
+    first_run()
+
+
+redislock_noop = task(queue="bench", using="bench", name="bench.pool.noop")(noop)
 
 
 @dataclass
@@ -66,12 +142,24 @@ class Drain:
     returned: float
 
 
-def watched(run: Callable[[], Drain], drained: Callable[[], bool]) -> tuple[float, Drain]:
+@dataclass
+class Pass:
+    """What the benchmark saw of one drain of ``n`` tasks."""
+
+    from_start: float  # tasks/s from the run's start until drained
+    from_first: float  # tasks/s from the first task's start until drained
+    startup: float  # seconds from the run's start to its first task
+    returned: float  # tasks/s until the run returned
+
+
+def watched(
+    client: redis.Redis, n: int, run: Callable[[], Drain], drained: Callable[[], bool]
+) -> tuple[Pass, Drain]:
     """Run ``run`` in a forked child and time it until ``drained()`` is true.
 
     ``drained`` is polled here, in the benchmark process, every :data:`POLL` s: the
-    same clock and the same polling for both libraries, and no thread in the process
-    that forks the pool.
+    same clock and the same polling for every library, and no thread in the process
+    that forks the pool. The first task's start is the earliest of the processes' notes.
     """
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe()
@@ -80,12 +168,22 @@ def watched(run: Callable[[], Drain], drained: Callable[[], bool]) -> tuple[floa
     while not drained():
         time.sleep(POLL)
     seen = time.perf_counter()
+    notes = [float(t) for t in client.lrange(FIRST_KEY, 0, -1)]
+    first = min(notes) if notes else math.nan
     drain: Drain = parent.recv()
     process.join(60)
-    return seen - drain.started, drain
+    return (
+        Pass(
+            from_start=n / (seen - drain.started),
+            from_first=n / (seen - first),
+            startup=first - drain.started,
+            returned=n / drain.returned,
+        ),
+        drain,
+    )
 
 
-def fill_redislock(n: int) -> None:
+def fill_redislock(client: redis.Redis, n: int) -> None:
     redislock_noop.enqueue_many((((i,), {}) for i in range(n)), batch_size=1000)
 
 
@@ -108,9 +206,14 @@ def drain_redislock() -> Drain:
     return Drain(start, outcome.summary.processed, time.perf_counter() - start)
 
 
-def redislock_drained() -> bool:
-    stats = queues["bench"].queue("bench").stats()
-    return stats["ready"] + stats["delayed"] + stats["in_flight"] == 0
+def redislock_drained(client: redis.Redis) -> Callable[[], bool]:
+    queue = queues["bench"].queue("bench")
+
+    def drained() -> bool:
+        stats = queue.stats()
+        return stats["ready"] + stats["delayed"] + stats["in_flight"] == 0
+
+    return drained
 
 
 def huey_of(client: redis.Redis) -> Any:
@@ -118,21 +221,16 @@ def huey_of(client: redis.Redis) -> Any:
 
     kwargs = client.connection_pool.connection_kwargs
     huey = RedisHuey("bench-pool", host=kwargs["host"], port=kwargs["port"])
-
-    @huey.task(name="noop")
-    def huey_noop(i: int) -> None:
-        pass
-
-    return huey, huey_noop
+    return huey, huey.task(name="noop")(noop)
 
 
 def fill_huey(client: redis.Redis, n: int) -> None:
-    _, noop = huey_of(client)
+    _, huey_noop = huey_of(client)
     for i in range(n):
-        noop(i)
+        huey_noop(i)
 
 
-def drain_huey(client: redis.Redis, n: int) -> Drain:
+def drain_huey(client: redis.Redis) -> Drain:
     """Run Huey's two worker processes until its queue is empty, then stop them."""
     huey, _ = huey_of(fresh(client))
     logging.getLogger("huey").setLevel(logging.WARNING)
@@ -144,25 +242,174 @@ def drain_huey(client: redis.Redis, n: int) -> Drain:
     while huey.pending_count():
         time.sleep(POLL)
     consumer.stop(graceful=True)
-    return Drain(start, n, time.perf_counter() - start)
+    return Drain(start, 0, time.perf_counter() - start)
 
 
-def one_pass(name: str, client: redis.Redis, n: int) -> tuple[float, float]:
-    """Tasks/s of one drain of ``n`` tasks by ``name``: until drained, and until it returned."""
+def huey_drained(client: redis.Redis) -> Callable[[], bool]:
+    huey, _ = huey_of(client)
+    return lambda: not huey.pending_count()
+
+
+def url_of(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/0"
+
+
+def dramatiq_actor(client: redis.Redis) -> Any:
+    return io_tasks.dramatiq_actor(
+        url_of(client), noop, name="bench_pool_noop", queue=DRAMATIQ_QUEUE
+    )
+
+
+def fill_dramatiq(client: redis.Redis, n: int) -> None:
+    actor = dramatiq_actor(client)
+    for i in range(n):
+        actor.send(i)
+
+
+def drain_dramatiq(client: redis.Redis) -> Drain:
+    """Run two Dramatiq worker processes of one thread until every message is acknowledged.
+
+    Each process does what ``dramatiq -p 2 -t 1``'s ``worker_process`` does after the fork
+    (the broker's ``process_boot``, then ``Worker(broker, worker_threads=1).start()``); this
+    process polls the broker's messages as Huey's run polls its queue, then stops them.
+    """
+    from dramatiq import Worker as DramatiqWorker
+
+    broker = dramatiq_actor(client).broker
+    logging.getLogger("dramatiq").setLevel(logging.WARNING)
+    ctx = multiprocessing.get_context("fork")  # what the CLI's multiprocessing uses on Linux
+    stop = ctx.Event()
+
+    def work() -> None:
+        broker.emit_after("process_boot")
+        worker = DramatiqWorker(broker, worker_threads=1)
+        worker.start()
+        stop.wait()
+        worker.stop()
+
+    start = time.perf_counter()
+    processes = [ctx.Process(target=work) for _ in range(CONCURRENCY)]
+    for process in processes:
+        process.start()
+    watch = fresh(client)
+    while watch.hlen(DRAMATIQ_MESSAGES):
+        time.sleep(POLL)
+    stop.set()
+    for process in processes:
+        process.join(60)
+    return Drain(start, 0, time.perf_counter() - start)
+
+
+def dramatiq_drained(client: redis.Redis) -> Callable[[], bool]:
+    return lambda: client.hlen(DRAMATIQ_MESSAGES) == 0
+
+
+def fill_arq_noop(client: redis.Redis, n: int) -> None:
+    fill_arq(url_of(client), n, "arq_noop")
+
+
+def drain_arq(client: redis.Redis) -> Drain:
+    """Run two arq burst workers, each in a forked process, until both exited."""
+    from arq.connections import RedisSettings
+    from arq.worker import Worker as ArqWorker
+
+    settings = RedisSettings.from_dsn(url_of(client))
+    ctx = multiprocessing.get_context("fork")
+
+    def work() -> None:
+        logging.getLogger("arq").setLevel(logging.WARNING)
+        ArqWorker(
+            functions=[arq_noop], redis_settings=settings, burst=True, handle_signals=False
+        ).run()
+
+    start = time.perf_counter()
+    processes = [ctx.Process(target=work) for _ in range(CONCURRENCY)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(3600)
+    return Drain(start, 0, time.perf_counter() - start)
+
+
+def arq_drained(client: redis.Redis) -> Callable[[], bool]:
+    return lambda: client.zcard(ARQ_QUEUE) == 0
+
+
+@dataclass
+class Library:
+    """How the benchmark queues the N tasks of a library, runs its pool, and sees it drained.
+
+    ``drained(client)`` makes the check the benchmark polls (built once a pass, so a poll is
+    one command and nothing else).
+    """
+
+    label: str  # what it runs, for the table
+    tasks: int  # tasks per pass (not --quick)
+    fill: Callable[[redis.Redis, int], None]
+    drain: Callable[[redis.Redis], Drain]
+    drained: Callable[[redis.Redis], Callable[[], bool]]
+
+
+LIBRARIES: dict[str, Library] = {
+    "django-redislock": Library(
+        f"drain_queue --pool process --concurrency {CONCURRENCY} --burst",
+        TASKS,
+        fill_redislock,
+        lambda client: drain_redislock(),
+        redislock_drained,
+    ),
+    "Huey": Library(
+        f"consumer workers={CONCURRENCY}, worker_type='process'",
+        TASKS,
+        fill_huey,
+        drain_huey,
+        huey_drained,
+    ),
+    "Dramatiq": Library(
+        f"dramatiq -p {CONCURRENCY} -t 1 (Redis broker)",
+        POLLING_TASKS,
+        fill_dramatiq,
+        drain_dramatiq,
+        dramatiq_drained,
+    ),
+    "arq": Library(
+        f"{CONCURRENCY} burst Worker processes (max_jobs=10)",
+        POLLING_TASKS,
+        fill_arq_noop,
+        drain_arq,
+        arq_drained,
+    ),
+}
+OURS = "django-redislock"
+COLUMNS = [
+    "library",
+    "what it runs",
+    "tasks a pass",
+    "tasks/s from start",
+    "range (start)",
+    "tasks/s from first task",
+    "range (first task)",
+    "to first task ms",
+    "best pass (start)",
+]
+
+
+def one_pass(name: str, client: redis.Redis, n: int) -> Pass:
+    """One drain of ``n`` no-op tasks by ``name``, timed from its start and its first task."""
+    library = LIBRARIES[name]
     client.flushall()
-    if name == "django-redislock":
-        fill_redislock(n)
-        seconds, drain = watched(drain_redislock, redislock_drained)
+    library.fill(client, n)
+    drained = library.drained(client)
+    assert not drained(), f"{name}: the queued tasks are not where the benchmark looks"
+    found, drain = watched(client, n, lambda: library.drain(client), drained)
+    if name == OURS:
         assert drain.processed == n, f"the pool reported {drain.processed} tasks of {n}"
-    else:
-        fill_huey(client, n)
-        huey, _ = huey_of(client)
-        seconds, drain = watched(lambda: drain_huey(client, n), lambda: not huey.pending_count())
-    return n / seconds, n / drain.returned
+    return found
 
 
 def parser() -> str:
-    """Which reply parser redis-py uses here (the pool's children and Huey's inherit it)."""
+    """Which reply parser redis-py uses here (every library's processes inherit it)."""
     from redis.utils import HIREDIS_AVAILABLE
 
     if HIREDIS_AVAILABLE:
@@ -172,65 +419,84 @@ def parser() -> str:
     return "redis-py's own Python parser (hiredis is not installed)"
 
 
-def spread(values: list[float]) -> str:
-    """``min-max`` of ``values`` as whole numbers with thousands separators."""
-    return f"{min(values):,.0f}-{max(values):,.0f}"
+def ratio(ours: list[float], theirs: list[float]) -> str:
+    """``median (min-max)`` of the per-round ratios ``ours / theirs``."""
+    found = [a / b for a, b in zip(ours, theirs, strict=True)]
+    return f"{statistics.median(found):.2f}x ({min(found):.2f}-{max(found):.2f})"
 
 
 def run(server: Any, quick: bool) -> dict[str, Any]:
-    n = 2000 if quick else TASKS
+    sizes = {name: 2000 if quick else library.tasks for name, library in LIBRARIES.items()}
     rounds = 1 if quick else ROUNDS
     client = server.client()
+    kwargs = client.connection_pool.connection_kwargs
+    SERVER.update(host=kwargs["host"], port=kwargs["port"])
     alias = {"bench": {"LOCATION": server.url, "KEY_PREFIX": "bench"}}
-    passes: dict[str, list[float]] = {"django-redislock": [], "Huey": []}
-    returned: list[float] = []  # our pool: tasks/s until its last child exited
-    loads: list[float] = []
-    names = list(passes)
+    passes: dict[str, list[Pass]] = {name: [] for name in LIBRARIES}
+    load = LoadAverage()
     with override_settings(REDISLOCK_QUEUES=alias):
         for turn in range(rounds):
-            for name in names[turn % 2 :] + names[: turn % 2]:
-                drained, until_return = one_pass(name, client, n)
-                passes[name].append(drained)
-                loads.append(os.getloadavg()[0])
-                if name == "django-redislock":
-                    returned.append(until_return)
-    ours, huey = passes["django-redislock"], passes["Huey"]
-    ratios = [ours[i] / huey[i] for i in range(rounds)]
+            for name in rotated(list(LIBRARIES), turn):
+                passes[name].append(one_pass(name, client, sizes[name]))
+                load.sample()
+    start = {name: [p.from_start for p in found] for name, found in passes.items()}
+    first = {name: [p.from_first for p in found] for name, found in passes.items()}
     rows = [
         {
             "library": name,
-            "pool": f"{CONCURRENCY} processes",
-            "drain/s": statistics.median(rates),
-            "range": spread(rates),
-            "best pass": max(rates),
+            "what it runs": library.label,
+            "tasks a pass": sizes[name],
+            "tasks/s from start": statistics.median(start[name]),
+            "range (start)": between(start[name]),
+            "tasks/s from first task": statistics.median(first[name]),
+            "range (first task)": between(first[name]),
+            "to first task ms": statistics.median(p.startup * 1000 for p in passes[name]),
+            "best pass (start)": max(start[name]),
         }
-        for name, rates in passes.items()
+        for name, library in LIBRARIES.items()
     ]
+    peers = [name for name in LIBRARIES if name != OURS]
     return {
         "name": "pool",
-        "columns": ["library", "pool", "drain/s", "range", "best pass"],
+        "columns": COLUMNS,
         "rows": rows,
         "notes": [
-            f"{n} no-op tasks drained by {CONCURRENCY} worker processes. Median of {rounds} "
-            "interleaved rounds (the order rotates each round), range beside it. Load average "
-            f"during the run: median {statistics.median(loads):.1f}, "
-            f"{min(loads):.1f}-{max(loads):.1f}, on {os.cpu_count()} CPUs (a shared machine: "
+            f"No-op tasks ('tasks a pass') drained by {CONCURRENCY} worker processes of each "
+            "library (Dramatiq and arq wait between fetches by design and drain fewer a pass, "
+            "so that a pass lasts tens of seconds, not minutes). Median of "
+            f"{rounds} interleaved rounds (the order rotates each round), range beside it; "
+            f"{load.note()}, median {statistics.median(load.samples):.1f} (a shared machine: "
             "the server shares the same CPUs).",
             "Reproduce: python3 dev.py bench pool. django-redislock: drain_queue --pool process "
             f"--concurrency {CONCURRENCY} --burst (its supervisor and children, each claiming "
-            f"{child_batch(None, CONCURRENCY)} tasks per round trip); Huey: workers=2, "
-            "worker_type='process'. Both timed from their start (forks included) until the "
-            f"benchmark, polling every {POLL * 1000:g} ms, saw the queue drained; neither one's "
-            "shutdown is timed.",
-            "every pass (tasks/s): "
+            f"{child_batch(None, CONCURRENCY)} tasks per round trip); Huey: its consumer with "
+            f"workers={CONCURRENCY}, worker_type='process'; Dramatiq: dramatiq -p {CONCURRENCY} "
+            "-t 1 on its Redis broker (two forked processes, each its Worker with one thread); "
+            f"arq: it has no process pool, so {CONCURRENCY} forked processes each run its burst "
+            "Worker with its defaults (max_jobs=10, a poll every 0.5 s, results kept an hour).",
+            "'from start': from the run's start (forked from the benchmark process: the forks, "
+            "the workers' start and first connections included, the interpreter and imports "
+            "not) until the benchmark, polling every "
+            f"{POLL * 1000:g} ms, saw the queue drained; 'from first task': from the start of "
+            "the run's first task (each process notes its first on the server) until then; "
+            "'to first task ms' is the time between the two starts. No library's shutdown is "
+            "timed.",
+            "every pass from start / from first task (tasks/s): "
             + "; ".join(
-                f"{name}: {', '.join(f'{r:,.0f}' for r in rates)}" for name, rates in passes.items()
+                f"{name}: " + ", ".join(f"{p.from_start:,.0f} / {p.from_first:,.0f}" for p in found)
+                for name, found in passes.items()
             ),
             "django-redislock until its last child exited (tasks/s): "
-            + ", ".join(f"{r:,.0f}" for r in returned),
-            f"reply parser (both libraries use redis-py {redis.__version__}): {parser()}",
-            "process-pool drain vs Huey (median of per-round ratios): "
-            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}); "
-            f"best pass vs best pass {max(ours) / max(huey):.2f}x (target >= 8x)",
+            + ", ".join(f"{p.returned:,.0f}" for p in passes[OURS]),
+            f"reply parser (every library uses redis-py {redis.__version__}): {parser()}",
+            "django-redislock vs each peer (median of per-round ratios), from start; from "
+            "first task: "
+            + "; ".join(
+                f"{peer} {ratio(start[OURS], start[peer])}; {ratio(first[OURS], first[peer])}"
+                for peer in peers
+            ),
+            "process-pool drain vs Huey from start (median of per-round ratios): "
+            f"{ratio(start[OURS], start['Huey'])}; best pass vs best pass "
+            f"{max(start[OURS]) / max(start['Huey']):.2f}x (target >= 8x)",
         ],
     }

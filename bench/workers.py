@@ -61,14 +61,15 @@ def fill_dramatiq(url: str, n: int) -> None:
         actor.send(i)
 
 
-def fill_arq(url: str, n: int) -> None:
+def fill_arq(url: str, n: int, function: str = "arq_sleep") -> None:
+    """Queue ``n`` jobs of arq's ``function`` (this benchmark's sleep unless told)."""
     from arq import create_pool
     from arq.connections import RedisSettings
 
     async def fill() -> None:
         pool = await create_pool(RedisSettings.from_dsn(url))
         for i in range(n):
-            await pool.enqueue_job("arq_sleep", i)
+            await pool.enqueue_job(function, i)
         await pool.aclose()
 
     asyncio.run(fill())

@@ -42,10 +42,8 @@ older tables).
 
 from __future__ import annotations
 
-import logging
 import math
 import multiprocessing
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -55,17 +53,25 @@ from typing import Any, NoReturn
 import redis
 from django.test import override_settings
 
-from bench import io_tasks
 from bench.common import LoadAverage, between, rotated
-from bench.queue import fresh
-from bench.workers import fill_arq
+from bench.pool_peers import (
+    arq_drained,
+    drain_arq,
+    drain_dramatiq,
+    drain_huey,
+    dramatiq_drained,
+    fill_arq_noop,
+    fill_dramatiq,
+    fill_huey,
+    huey_drained,
+)
+from bench.pool_runs import CONCURRENCY, FIRST_KEY, POLL, SERVER, Drain, noop
 from django_redislock import queues, task
 from django_redislock.management.commands._pool import child_batch
 from django_redislock.queue.pool_child import run_child
 from django_redislock.queue.supervisor import Supervisor
 from django_redislock.queue.worker import Worker
 
-CONCURRENCY = 2
 ROUNDS = 5
 #: Tasks per pass. At 20,000 a pass of the pool lasted about a quarter of a second, so its
 #: fixed costs (two forks, the children's first connections and claims, about 25 ms) were a
@@ -78,68 +84,8 @@ TASKS = 60_000
 #: start (under 0.1 s to the first task in smoke runs) is a small part of it. The same no-op
 #: task, the same rounds.
 POLLING_TASKS = 10_000
-#: Seconds between two looks at the queue while a drain runs (every library).
-POLL = 0.005
-#: Where each worker process notes when its first run started (see :func:`first_run`).
-FIRST_KEY = "bench:pool:first"
-#: Dramatiq's queue and the hash of its unacknowledged messages (its Redis broker's layout).
-DRAMATIQ_QUEUE = "bench"
-DRAMATIQ_MESSAGES = f"dramatiq:{DRAMATIQ_QUEUE}.msgs"
-#: arq's default queue (a sorted set of job ids).
-ARQ_QUEUE = "arq:queue"
-
-#: The private server's ``host`` and ``port``, set by :func:`run` before any fork.
-SERVER: dict[str, Any] = {}
-#: Whether this process has noted its first run; every forked process starts without.
-_noted = False
-
-
-def _forget_first_run() -> None:
-    global _noted
-    _noted = False
-
-
-os.register_at_fork(after_in_child=_forget_first_run)
-
-
-def first_run() -> None:
-    """Note on the server when this process's first run started (``perf_counter()``).
-
-    Once per process (a flag, reset in every forked child), so a run costs one global
-    lookup and the pass one ``RPUSH`` and one connection per process: the task stays a
-    no-op. ``perf_counter()`` is CLOCK_MONOTONIC on Linux, one clock for every process,
-    so the benchmark takes the earliest note as the run's first task.
-    """
-    global _noted
-    if _noted:
-        return
-    _noted = True
-    started = time.perf_counter()
-    with redis.Redis(**SERVER) as client:
-        client.rpush(FIRST_KEY, repr(started))
-
-
-def noop(*args: Any) -> None:
-    """The task every library runs (arq's is :func:`arq_noop`): nothing past :func:`first_run`."""
-    first_run()
-
-
-async def arq_noop(ctx: dict[str, Any], i: int) -> None:
-    """arq's no-op (its functions take the worker's context first)."""
-    first_run()
-
 
 redislock_noop = task(queue="bench", using="bench", name="bench.pool.noop")(noop)
-
-
-@dataclass
-class Drain:
-    """One timed drain: when it began (``perf_counter``, system-wide), and what it did."""
-
-    started: float
-    processed: int
-    #: seconds until the run itself returned (our pool: its last child exited)
-    returned: float
 
 
 @dataclass
@@ -214,126 +160,6 @@ def redislock_drained(client: redis.Redis) -> Callable[[], bool]:
         return stats["ready"] + stats["delayed"] + stats["in_flight"] == 0
 
     return drained
-
-
-def huey_of(client: redis.Redis) -> Any:
-    from huey import RedisHuey  # type: ignore[import-untyped]
-
-    kwargs = client.connection_pool.connection_kwargs
-    huey = RedisHuey("bench-pool", host=kwargs["host"], port=kwargs["port"])
-    return huey, huey.task(name="noop")(noop)
-
-
-def fill_huey(client: redis.Redis, n: int) -> None:
-    _, huey_noop = huey_of(client)
-    for i in range(n):
-        huey_noop(i)
-
-
-def drain_huey(client: redis.Redis) -> Drain:
-    """Run Huey's two worker processes until its queue is empty, then stop them."""
-    huey, _ = huey_of(fresh(client))
-    logging.getLogger("huey").setLevel(logging.WARNING)
-    consumer = huey.create_consumer(
-        workers=CONCURRENCY, worker_type="process", periodic=False, check_worker_health=False
-    )
-    start = time.perf_counter()
-    consumer.start()
-    while huey.pending_count():
-        time.sleep(POLL)
-    consumer.stop(graceful=True)
-    return Drain(start, 0, time.perf_counter() - start)
-
-
-def huey_drained(client: redis.Redis) -> Callable[[], bool]:
-    huey, _ = huey_of(client)
-    return lambda: not huey.pending_count()
-
-
-def url_of(client: redis.Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
-    return f"redis://{kwargs['host']}:{kwargs['port']}/0"
-
-
-def dramatiq_actor(client: redis.Redis) -> Any:
-    return io_tasks.dramatiq_actor(
-        url_of(client), noop, name="bench_pool_noop", queue=DRAMATIQ_QUEUE
-    )
-
-
-def fill_dramatiq(client: redis.Redis, n: int) -> None:
-    actor = dramatiq_actor(client)
-    for i in range(n):
-        actor.send(i)
-
-
-def drain_dramatiq(client: redis.Redis) -> Drain:
-    """Run two Dramatiq worker processes of one thread until every message is acknowledged.
-
-    Each process does what ``dramatiq -p 2 -t 1``'s ``worker_process`` does after the fork
-    (the broker's ``process_boot``, then ``Worker(broker, worker_threads=1).start()``); this
-    process polls the broker's messages as Huey's run polls its queue, then stops them.
-    """
-    from dramatiq import Worker as DramatiqWorker
-
-    broker = dramatiq_actor(client).broker
-    logging.getLogger("dramatiq").setLevel(logging.WARNING)
-    ctx = multiprocessing.get_context("fork")  # what the CLI's multiprocessing uses on Linux
-    stop = ctx.Event()
-
-    def work() -> None:
-        broker.emit_after("process_boot")
-        worker = DramatiqWorker(broker, worker_threads=1)
-        worker.start()
-        stop.wait()
-        worker.stop()
-
-    start = time.perf_counter()
-    processes = [ctx.Process(target=work) for _ in range(CONCURRENCY)]
-    for process in processes:
-        process.start()
-    watch = fresh(client)
-    while watch.hlen(DRAMATIQ_MESSAGES):
-        time.sleep(POLL)
-    stop.set()
-    for process in processes:
-        process.join(60)
-    return Drain(start, 0, time.perf_counter() - start)
-
-
-def dramatiq_drained(client: redis.Redis) -> Callable[[], bool]:
-    return lambda: client.hlen(DRAMATIQ_MESSAGES) == 0
-
-
-def fill_arq_noop(client: redis.Redis, n: int) -> None:
-    fill_arq(url_of(client), n, "arq_noop")
-
-
-def drain_arq(client: redis.Redis) -> Drain:
-    """Run two arq burst workers, each in a forked process, until both exited."""
-    from arq.connections import RedisSettings
-    from arq.worker import Worker as ArqWorker
-
-    settings = RedisSettings.from_dsn(url_of(client))
-    ctx = multiprocessing.get_context("fork")
-
-    def work() -> None:
-        logging.getLogger("arq").setLevel(logging.WARNING)
-        ArqWorker(
-            functions=[arq_noop], redis_settings=settings, burst=True, handle_signals=False
-        ).run()
-
-    start = time.perf_counter()
-    processes = [ctx.Process(target=work) for _ in range(CONCURRENCY)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(3600)
-    return Drain(start, 0, time.perf_counter() - start)
-
-
-def arq_drained(client: redis.Redis) -> Callable[[], bool]:
-    return lambda: client.zcard(ARQ_QUEUE) == 0
 
 
 @dataclass

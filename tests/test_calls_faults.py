@@ -5,6 +5,8 @@ The operations' fault tests (``tests/test_locks_faults.py``, ``tests/test_queue_
 side for the forms they leave out: a call that failed leaves no connection whose late reply
 a later command would read (the next command gets its own reply), and errors come out as
 redis-py's (or, through a node, as ``ConnectionFailed``). See docs/calls.md, "Fault points".
+The last ones need no proxy: an asyncio connection closed under its send by another coroutine
+(redis-py's writer race, ``tests/writer_race.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import redis
 
 from django_redislock.calls.batch import run_batch
 from django_redislock.calls.direct import direct_pool, direct_sender
-from django_redislock.calls.script import script
+from django_redislock.calls.script import ASYNC_RESENDS, script
 from django_redislock.calls.wait import wait_on
+from django_redislock.exceptions import ConnectionFailed
 
+from .conftest import RedisTarget, make_queue
 from .faults import Args, Fault, command_name
 from .proxied import PROXY_SOCKET_TIMEOUT, ProxiedTarget, no_resend_options
+from .writer_race import closed_under_send, evalsha_of
 
 #: A read-only script of the app: a hold check of a lock that does not exist (answers -2).
 CHECK = "lock_extend"
@@ -171,3 +176,67 @@ def test_an_asyncio_script_call_that_failed_leaves_no_stale_reply(
     assert first == -2
     assert isinstance(error, redis.RedisError), error
     assert (written, read) == (True, b"mine")
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_an_asyncio_call_whose_connection_closed_under_its_send_is_sent_again(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """redis-py's writer race: another coroutine's ``disconnect()`` leaves the connection's
+    writer None between redis-py's check and its write, which raises ``AttributeError``
+    (redis-py issues #3546, #4287). Nothing was written: the call goes out again, as after a
+    dropped connection, and runs once (a second run of the enqueue would answer False)."""
+    target: RedisTarget = request.getfixturevalue(f"{kind}_target")
+    q = make_queue(target)
+
+    async def main() -> tuple[bool, list[bytes]]:
+        assert await q.enqueue_async("warm") is True  # loaded, a connection open
+        with closed_under_send(evalsha_of("queue_enqueue")) as hit:
+            queued = await q.enqueue_async("raced")
+        return queued, hit
+
+    queued, hit = asyncio.run(main())
+    assert (queued, len(hit)) == (True, 1)
+    assert sorted(task.id for task in q.claim(5).tasks) == ["raced", "warm"]
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_an_asyncio_call_whose_connection_keeps_closing_fails_as_an_outage(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Every send raced: the call ends as a dropped connection would, with
+    ``ConnectionFailed`` naming the setting (a worker's outage handling), not ``AttributeError``."""
+    target: RedisTarget = request.getfixturevalue(f"{kind}_target")
+    q = make_queue(target)
+
+    async def main() -> tuple[BaseException | None, int]:
+        assert await q.enqueue_async("warm") is True
+        error: BaseException | None = None
+        with closed_under_send(evalsha_of("queue_enqueue"), times=1000) as hit:
+            try:
+                await q.enqueue_async("raced")
+            except Exception as exc:
+                error = exc
+        return error, len(hit)
+
+    error, sends = asyncio.run(main())
+    assert isinstance(error, ConnectionFailed), repr(error)
+    assert isinstance(error.__cause__, redis.ConnectionError)
+    assert sends == 1 + ASYNC_RESENDS
+    assert [task.id for task in q.claim(5).tasks] == ["warm"]
+
+
+def test_an_attribute_error_that_is_not_redis_pys_is_raised_as_it_is() -> None:
+    """Only an error raised by redis-py's connection code (or the transport under it) is a
+    closed connection: anything else (a bug, a client class of the user's) is not resent."""
+
+    class Broken:
+        calls = 0
+
+        async def execute_command(self, *args: Any) -> Any:
+            Broken.calls += 1
+            raise AttributeError("'NoneType' object has no attribute 'writelines'")
+
+    with pytest.raises(AttributeError):
+        asyncio.run(script(CHECK).run_async(Broken(), ["a"], []))  # type: ignore[arg-type]
+    assert Broken.calls == 1

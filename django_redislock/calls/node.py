@@ -26,6 +26,7 @@ from redis.exceptions import (
 from ..connections import CLIENT_ERRORS, AsyncClient, Client
 from ..exceptions import ConnectionFailed, ServerOutOfMemory
 from .script import BoundScript, script
+from .transport import as_connection_error, closed_under_send
 
 #: What :meth:`NodeBase.errors` turns into ``ConnectionFailed``: the client errors, and
 #: ``CLUSTERDOWN`` (a slot whose master is restarting; the command did not run).
@@ -123,7 +124,10 @@ class NodeBase(KeyNames):
         cluster, for example) is raised as it is. ``CLUSTERDOWN`` (a master of the slot
         restarting, or the cluster not yet agreeing it is back, after redis-py's own
         retries) is a node out of reach too: the command did not run, and a caller that
-        rides out outages (a worker, a buyer trying again) must see the same error.
+        rides out outages (a worker, a buyer trying again) must see the same error. So is
+        an asyncio connection closed under a command by another coroutine, which redis-py
+        reports as an ``AttributeError`` or ``TypeError`` of its own
+        (see :mod:`django_redislock.calls.transport`).
         """
         try:
             yield
@@ -136,6 +140,11 @@ class NodeBase(KeyNames):
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
                 raise
             raise ConnectionFailed(self.unreachable(exc)) from exc
+        except (AttributeError, TypeError) as exc:
+            if not closed_under_send(exc):
+                raise
+            error = as_connection_error(exc)
+            raise ConnectionFailed(self.unreachable(error)) from error
 
     def script(self, name: str, client: Client | AsyncClient | None = None) -> BoundScript:
         """The script ``name`` bound to ``client`` (default: the blocking client)."""

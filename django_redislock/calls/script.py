@@ -17,6 +17,7 @@ cache that ``SCRIPT LOAD`` fills.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from functools import cache
@@ -28,6 +29,7 @@ import redis.asyncio
 from ..connections import AsyncClient, Client
 from ..scripts import source
 from .direct import DirectSender, direct_sender
+from .transport import as_connection_error, closed_under_send
 from .values import Arg, Key, Reply
 
 #: One script call: the script's name, its KEYS and its ARGV.
@@ -39,6 +41,9 @@ ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.RedisCluster)
 
 #: Loads tried after ``NOSCRIPT`` before the error is raised (each ``NOSCRIPT`` ran nothing).
 RELOADS = 3
+#: Sends of an asyncio call after one whose connection was closed under it (see
+#: :mod:`.transport`) before it fails as a dropped connection.
+ASYNC_RESENDS = 3
 
 
 class Script:
@@ -97,11 +102,30 @@ class Script:
         Cancelled while the reply is awaited, redis-py drops the connection, so a
         late reply is never read by another command; whether the script ran is then
         unknown, as after a timeout (the caller's request key, if any, settles it).
+
+        A connection closed under the send by another coroutine (redis-py raises
+        ``AttributeError`` or ``TypeError`` for it, see :mod:`.transport`) is a dropped
+        connection: the call is sent again (:meth:`_resent_async`).
         """
         try:
             return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
-            pass
+            pass  # nothing ran: load it, then send it again
+        except (AttributeError, TypeError) as exc:
+            if not closed_under_send(exc):
+                raise
+            return await self._resent_async(client, keys, args, exc)
+        try:
+            return await self._reloaded_async(client, keys, args)
+        except (AttributeError, TypeError) as exc:
+            if not closed_under_send(exc):
+                raise
+            return await self._resent_async(client, keys, args, exc)
+
+    async def _reloaded_async(
+        self, client: AsyncClient, keys: Sequence[Key], args: Sequence[Arg]
+    ) -> Reply:
+        """After ``NOSCRIPT``: :meth:`reloaded` on an asyncio client."""
         for attempt in range(RELOADS):  # as in reloaded(): the server may forget it again
             await client.script_load(self.script)
             try:
@@ -110,6 +134,34 @@ class Script:
                 if attempt == RELOADS - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _resent_async(
+        self, client: AsyncClient, keys: Sequence[Key], args: Sequence[Arg], error: Exception
+    ) -> Reply:
+        """Send the call again after ``error``: its connection was closed under it.
+
+        The same request goes out again, up to :data:`ASYNC_RESENDS` times, as redis-py
+        resends a command after a connection error: the scripts that change state are
+        safe to resend (a request key, or the same effect twice; ``docs/calls.md``). redis-py
+        takes or opens another connection for it (a Cluster client reloads its slot map
+        first if the close came from that). If every send finds its connection closed, the
+        call fails as a dropped connection does: a ``redis.ConnectionError``, which the
+        node maps to ``ConnectionFailed``.
+        """
+        for _ in range(ASYNC_RESENDS):
+            await asyncio.sleep(0)  # the coroutine that closed it finishes its disconnect
+            try:
+                try:
+                    return await client.execute_command(
+                        "EVALSHA", self.sha, len(keys), *keys, *args
+                    )
+                except NoScriptError:
+                    return await self._reloaded_async(client, keys, args)
+            except (AttributeError, TypeError) as exc:
+                if not closed_under_send(exc):
+                    raise
+                error = exc
+        raise as_connection_error(error) from error
 
     def prepare(
         self, client: Client, keys: Sequence[Key], direct: bool = True, extra_keys: int = 0

@@ -192,20 +192,20 @@ def test_waiting_writer_blocks_new_readers(redis_target: RedisTarget) -> None:
     writer_done = threading.Event()
 
     def writer() -> None:
-        with rw.write(timeout=5):
+        with rw.write(timeout=30):
             order.append("writer")
         writer_done.set()
 
     thread = threading.Thread(target=writer)
     thread.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # generous: a loaded machine may start it late
     while not rw.state()["writer_waiting"] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert rw.state()["writer_waiting"]
     late = rw.read()
     assert late.acquire(blocking=False) is False  # refused while the writer waits
     reader.release()
-    assert writer_done.wait(5)
+    assert writer_done.wait(30)
     with rw.read():
         order.append("late reader")
     thread.join(5)

@@ -178,7 +178,7 @@ backend.lock("order:10", ttl=10).acquire(blocking=True, timeout=5)
 def test_a_sigkilled_waiter_is_gone_after_its_deadline(single_target: RedisTarget) -> None:
     backend = single_target.lock_backend()
     root = Path(__file__).resolve().parent.parent
-    with backend.lock("order:10", ttl=10):
+    with backend.lock("order:10", ttl=60):  # held past a slow child's start
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, json.dumps(single_target.params())],
             cwd=root,

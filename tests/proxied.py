@@ -46,6 +46,10 @@ PROXY_SOCKET_TIMEOUT = 0.5
 #: default. With 0.5 s, healthy replies through the proxy timed out on a loaded machine
 #: (load 20 on 2 cores) and these tests failed for a fault they never armed.
 CUT_SOCKET_TIMEOUT = 5.0
+#: Socket timeout for tests that must see a call resolved after silent faults (a lost reply,
+#: a swallowed handshake): each silent fault costs one of it, and no healthy reply may come
+#: near it on a loaded machine, where the 0.5 s above has been reached.
+RESOLVE_SOCKET_TIMEOUT = 1.0
 PROXIED_KINDS = ("single", "cluster", "redlock")
 REDLOCK_MASTERS = 3
 

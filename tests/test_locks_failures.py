@@ -9,6 +9,13 @@ Faults are made on real servers, without a mock of Redis:
   client gives up, but the server applies the call once it is free;
 * a *resend*: the same script call sent twice, as a client with retries does after a
   lost reply.
+
+A call that must end resolved after a lost reply (a release, a downgrade: the library resends
+them) loses its reply in the fault proxy instead (``tests/faults.py``): the request reaches
+Redis, its reply does not come back, and the resend goes out at once on a new connection. A
+busy script would have to end before the library's last resend gives up, a race between two
+durations that a loaded machine lost (the last resend's reconnect timed out at the end of the
+stall and ``release()`` raised).
 """
 
 from __future__ import annotations
@@ -17,9 +24,9 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import redis
@@ -32,6 +39,8 @@ from django_redislock.locking import watchdog
 from django_redislock.locking.keys import lock_key
 
 from .conftest import RedisTarget, reached
+from .faults import contains
+from .proxied import RESOLVE_SOCKET_TIMEOUT, ProxiedTarget, no_resend_options
 
 #: A script that keeps the server busy for ARGV[1] ms (other clients wait meanwhile).
 BUSY = (
@@ -88,6 +97,27 @@ def stalled(target: RedisTarget, key: str, ms: int) -> Iterator[None]:
         yield
     finally:
         busy.join(10)
+
+
+def lose_the_reply(
+    target: ProxiedTarget, name: str, then: Literal["cut", "silent"], call: Callable[[], Any]
+) -> Any:
+    """Run ``call()`` with the reply of its first script call on lock ``name`` lost.
+
+    The request reaches Redis and is applied; the connection then goes silent until the
+    client's socket timeout (``then="silent"``) or is reset (``"cut"``). Checks that the
+    library resent it exactly once, and returns what ``call()`` returned.
+    """
+    match = contains(name)
+    before = target.count(match)
+    faults = target.drop_reply(match, then=then)
+    try:
+        result = call()
+    finally:
+        target.clear()
+    assert any(f.fired.is_set() for f in faults), "the fault never met the call"
+    assert target.count(match) == before + 2, "not the lost send and one resend"
+    return result
 
 
 def lost_fences() -> tuple[list[tuple[str, int]], Any]:
@@ -399,17 +429,20 @@ def test_a_cancelled_async_reentry_keeps_the_outer_count(redis_target: RedisTarg
     assert backend.force_release("cancelled-reentry")
 
 
-def test_a_downgrade_whose_reply_is_lost_is_resolved(redis_target: RedisTarget) -> None:
-    real_only(redis_target)
-    backend = no_retry_backend(redis_target, timeout=0.15)
-    rw = backend.read_write_lock("lost-downgrade", ttl=5)
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_downgrade_whose_reply_is_lost_is_resolved(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    backend = target.lock_backend(SOCKET_TIMEOUT=RESOLVE_SOCKET_TIMEOUT, **no_resend_options(kind))
+    rw = backend.read_write_lock("lost-downgrade", ttl=30)
     writer = rw.write()
     assert writer.acquire()
     writer.downgrade().release()  # the scripts are loaded
     writer = rw.write()
     assert writer.acquire()
-    with stalled(redis_target, lock_key(backend, "lost-downgrade", "rw"), 400):
-        reader = writer.downgrade()  # sent again until the answer is known: applied once
+    # sent again until the answer is known: applied once
+    reader = lose_the_reply(target, "lost-downgrade", "silent", writer.downgrade)
     assert reader.held_by_me() and reader.owned()
     assert rw.state() == {"writer": False, "readers": 1, "writer_waiting": False}
     reader.release()
@@ -459,17 +492,19 @@ def test_cancelled_async_read_and_write_acquires_leave_no_grant(
         assert rw.state() == {"writer": False, "readers": 0, "writer_waiting": False}
 
 
-def test_a_release_whose_reply_is_lost_is_resolved(redis_target: RedisTarget) -> None:
-    real_only(redis_target)
-    backend = no_retry_backend(redis_target, timeout=0.15)
-    lock = backend.lock("lost-release", ttl=5, reentrant=True)
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_release_whose_reply_is_lost_is_resolved(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    backend = target.lock_backend(SOCKET_TIMEOUT=RESOLVE_SOCKET_TIMEOUT, **no_resend_options(kind))
+    lock = backend.lock("lost-release", ttl=30, reentrant=True)
     with lock:
         pass  # the scripts are loaded
     assert lock.acquire() and lock.acquire()
-    key = lock_key(backend, "lost-release", "l")
-    with stalled(redis_target, key, 400):
-        lock.release()  # a partial step: resent until answered, applied once
+    # a partial step, its reply lost on a silent connection: resent, applied once
+    lose_the_reply(target, "lost-release", "silent", lock.release)
     assert lock.count == 1 and backend.held_locks()[0].count == 1
-    with stalled(redis_target, key, 400):
-        lock.release()  # the last step
+    # the last step, its connection reset: resent, answered "already released"
+    lose_the_reply(target, "lost-release", "cut", lock.release)
     assert not lock.held_by_me() and not lock.locked()

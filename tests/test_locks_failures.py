@@ -85,12 +85,17 @@ def stalled(target: RedisTarget, key: str, ms: int) -> Iterator[None]:
     )
     busy = threading.Thread(target=lambda: client.eval(BUSY, 0, ms))
     busy.start()
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:  # until the busy script runs: a PING gets no answer
+    deadline = time.monotonic() + 5.0
+    unanswered = 0
+    # until the busy script runs: two PINGs in a row get no answer (one can be a test
+    # process descheduled for 10 ms on a loaded machine)
+    while time.monotonic() < deadline and unanswered < 2:
         try:
             probe.ping()
+            unanswered = 0
         except redis.TimeoutError:
-            break
+            unanswered += 1
+            continue
         time.sleep(0.002)
     probe.close()
     try:
@@ -386,7 +391,8 @@ def test_a_cancelled_async_acquire_leaves_no_grant(redis_target: RedisTarget) ->
     async def main(lock: Any) -> None:
         await lock.acquire_async()
         await lock.release_async()  # the scripts are loaded
-        with stalled(redis_target, lock_key(backend, "cancelled-acquire", "l"), 400):
+        # stalled well past the cancel 0.1 s in: a slow test process still cancels in time
+        with stalled(redis_target, lock_key(backend, "cancelled-acquire", "l"), 1000):
             task = asyncio.ensure_future(lock.acquire_async(blocking=False))
             await asyncio.sleep(0.1)
             task.cancel()

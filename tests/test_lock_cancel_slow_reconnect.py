@@ -12,7 +12,8 @@ Here the fault proxies hold the new connection's handshake reply past that secon
 (well below ``SOCKET_TIMEOUT``: Redis is slow, not unreachable). The test then waits
 for the clean-up itself to finish (the library's own clean-up tasks, with a generous
 deadline) and asserts that the lock is free in Redis, that the clean-up's request
-reached the server, and that nothing renews the hold.
+reached the server, and that nothing renews the hold. The fair lock takes a try back
+by its own script, in its own clean-up task, and is checked the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ TTL = 30.0
 HANDSHAKE_DELAY = ABANDON_SECONDS + 1.0
 #: How long the acquire's own reply is held (the grant is applied; its caller never learns it).
 ACQUIRE_REPLY_DELAY = 10.0
+#: The mutex's acquire and release scripts (the release also takes an acquire back).
+LOCK_SCRIPTS = ("lock_acquire", "lock_release")
 #: Generous deadline for the events the test waits for (a loaded machine).
 DEADLINE = 20.0
 
@@ -60,14 +63,18 @@ async def fired(faults: list[Fault]) -> None:
 
 
 @pytest.mark.parametrize("kind", ["single", "cluster"])
-@pytest.mark.parametrize("operation", ["acquire", "release"])
+@pytest.mark.parametrize(
+    ("lock_kind", "operation"), [("mutex", "acquire"), ("mutex", "release"), ("fair", "acquire")]
+)
 def test_a_clean_up_slowed_by_a_reconnect_still_lands(
-    request: pytest.FixtureRequest, kind: str, operation: str
+    request: pytest.FixtureRequest, kind: str, lock_kind: str, operation: str
 ) -> None:
     target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
     backend = target.lock_backend(SOCKET_TIMEOUT=CUT_SOCKET_TIMEOUT)
     name = f"slow-reconnect:{uuid.uuid4().hex[:8]}"
-    lock = backend.lock(name, ttl=TTL, watchdog=True)
+    build = backend.fair_lock if lock_kind == "fair" else backend.lock
+    lock = build(name, ttl=TTL, watchdog=True)
+    acquire, release = ("fair_acquire", "fair_release") if lock_kind == "fair" else LOCK_SCRIPTS
     raw = target.raw()
 
     async def acquire_then_release() -> None:  # one task: a hold belongs to its task
@@ -79,12 +86,12 @@ def test_a_clean_up_slowed_by_a_reconnect_still_lands(
         await lock.release_async()  # connected and the scripts loaded: no NOSCRIPT below
         if operation == "release":
             # the release never reaches Redis and its connection goes silent
-            cut = [proxy.drop_request(script_call("lock_release")) for proxy in target.proxies]
+            cut = [proxy.drop_request(script_call(release)) for proxy in target.proxies]
             call = asyncio.ensure_future(acquire_then_release())
         else:
             # the grant is applied; its reply is held, so the caller never learns it
             cut = [
-                proxy.delay_reply(ACQUIRE_REPLY_DELAY, script_call("lock_acquire"))
+                proxy.delay_reply(ACQUIRE_REPLY_DELAY, script_call(acquire))
                 for proxy in target.proxies
             ]
             call = asyncio.ensure_future(lock.acquire_async(blocking=False))
@@ -93,13 +100,13 @@ def test_a_clean_up_slowed_by_a_reconnect_still_lands(
         handshakes = [
             proxy.delay_reply(HANDSHAKE_DELAY, lib_name_handshake) for proxy in target.proxies
         ]
-        sent_before = target.count(script_call("lock_release"))
+        sent_before = target.count(script_call(release))
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
         assert await cleanups_finished(DEADLINE), "the clean-up did not finish"
         assert any(fault.fired.is_set() for fault in handshakes)  # it met the slow handshake
-        return target.count(script_call("lock_release")) - sent_before
+        return target.count(script_call(release)) - sent_before
 
     sent = asyncio.run(main())
     assert not lock.held_by_me()

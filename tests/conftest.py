@@ -34,7 +34,9 @@ from django.test import override_settings
 
 from django_redislock.backends.redis import RedisLockBackend, RedisQueueBackend
 from django_redislock.handlers import locks, queues
+from django_redislock.locking.calls import _CLEANUPS as LOCK_CLEANUPS
 from django_redislock.queue import Queue
+from django_redislock.redlock.lock import _CLEANUPS as REDLOCK_CLEANUPS
 
 from .proxied import (  # noqa: F401 - fault-proxy fixtures, see tests/proxied.py
     proxied_cluster,
@@ -95,6 +97,20 @@ async def reached(event: asyncio.Event, task: asyncio.Future[Any], seconds: floa
         task.result()  # raises what ended it
         raise AssertionError("the task ended without setting the event")
     raise AssertionError(f"the task did not set the event within {seconds:g} s")
+
+
+async def cleanups_finished(seconds: float = 30.0) -> bool:
+    """Wait until the library's clean-ups after cancelled calls end; True if all did in time.
+
+    A cancelled asyncio lock call waits for its clean-up (a take-back, a release sent once
+    more) a bounded time only; past that the clean-up finishes in the background. A check
+    of what the cancellation left in Redis waits for that event first, not for a pause.
+    """
+    loop = asyncio.get_running_loop()
+    pending = {task for task in (*LOCK_CLEANUPS, *REDLOCK_CLEANUPS) if task.get_loop() is loop}
+    if pending:
+        _, pending = await asyncio.wait(pending, timeout=seconds)
+    return not pending
 
 
 def make_queue(target: RedisTarget, name: str = "jobs", **options: Any) -> Queue:

@@ -201,8 +201,10 @@ class BaseLock(LockCalls):
         """The asyncio twin of :meth:`acquire`.
 
         Cancelled while an attempt is in flight, it takes back that attempt's possible
-        grant (for at most ``ABANDON_SECONDS``; a grant that arrives later is refused by
-        the script) before the cancellation goes on: nothing is left held or renewed.
+        grant (a grant that arrives later is refused by the script): nothing is left held
+        or renewed. The cancellation goes on once the take-back is answered, or after
+        ``ABANDON_SECONDS`` at most; a slower take-back still lands, in the background,
+        unless the client's own timeouts give up on Redis first.
         """
         blocking, user, owner, meta, deadline = self._start_acquire(blocking, timeout)
         waited = False
@@ -295,9 +297,10 @@ class BaseLock(LockCalls):
     async def release_async(self) -> None:
         """The asyncio twin of :meth:`release`.
 
-        Cancelled while the release is on its way, it resends it (for at most
-        ``ABANDON_SECONDS``) before the cancellation goes on, so the hold is released
-        when Redis answers in that time, and ends by its TTL otherwise.
+        Cancelled while the release is on its way, it sends it once more: the
+        cancellation goes on once that is answered, or after ``ABANDON_SECONDS`` at most,
+        while the release goes on in the background. The hold is released when Redis
+        answers within the client's own timeouts, and ends by its TTL otherwise.
         """
         hold = self._require_hold("release")
         self._release_started(hold)

@@ -17,14 +17,17 @@ release, an extension, the take-back of a grant) and the server:
   :meth:`LockCalls._send_end`: resent after a lost reply and, if its outcome stays
   unknown, given up by the object (nothing renews the hold, which ends by its TTL).
 * After a cancellation cuts an asyncio call short, :meth:`LockCalls._finish_async`
-  sends it once more, for at most ``ABANDON_SECONDS``, before the cancellation goes on;
-  that call runs as its own task, so a further cancellation cannot cut it off.
+  sends it once more as a task of its own (:func:`clean_up`): the cancellation goes on
+  once that call is answered, or after ``ABANDON_SECONDS`` at most, while the call itself
+  runs until Redis answers or the client's own timeouts give up. A further cancellation
+  cannot cut it off either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from ..calls.script import Call
@@ -40,11 +43,31 @@ logger = logging.getLogger("django_redislock.locks")
 
 #: Resends of a call whose reply a connection error lost (an acquire try, a release, a downgrade).
 RESOLVE_RESENDS = 2
-#: Most seconds a cancelled asyncio acquire spends taking back its possible grant.
+#: Most seconds a cancelled asyncio call waits for its clean-up (a take-back, a release sent
+#: once more) before the cancellation goes on; the clean-up itself is not cut at that point.
 ABANDON_SECONDS = 1.0
 
 #: Clean-ups after cancelled calls still running (strong references, so none is collected).
 _CLEANUPS: set[asyncio.Future[None]] = set()
+
+
+async def clean_up(work: Coroutine[Any, Any, None], wait: float) -> None:
+    """Run ``work`` (the clean-up after a cancelled call) as a task; wait ``wait`` s at most.
+
+    Only the caller's wait is bounded, so a cancellation is not held up for long by a
+    slow or silent Redis. The clean-up is not: it runs until Redis answers or the client's
+    own timeouts (``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT``) give up. Cut off at the
+    caller's bound, it was cut off before its request went out whenever reconnecting took
+    longer (the cancelled call's connection is closed; on a loaded machine the new one's
+    handshake alone took over a second), and the grant it was to take back stayed for its
+    whole TTL though Redis answered. A further cancellation of the caller ends its wait,
+    never the task; a loop closed meanwhile (``asyncio.run`` cancels what is left) does
+    end it, and what it was to remove then ends by its TTL.
+    """
+    task = asyncio.ensure_future(work)
+    _CLEANUPS.add(task)
+    task.add_done_callback(_CLEANUPS.discard)
+    await asyncio.wait((task,), timeout=wait)  # on timeout or cancellation, ``task`` goes on
 
 
 class LockCalls(HoldKeeping):
@@ -178,23 +201,20 @@ class LockCalls(HoldKeeping):
     async def _finish_async(self, *calls: Call) -> None:
         """Send resend-safe calls once more, in order, after a cancellation cut them short.
 
-        They run as their own task, which the caller waits for shielded: a further
-        cancellation (a second ``cancel()``, or anyio's cancel scope cancelling at every
-        await) ends the caller's wait but not the calls, which finish in the background.
-        A take-back cut off by the second cancellation would leave the grant for its
-        whole TTL. Each call is bounded by ``ABANDON_SECONDS`` (or ``SOCKET_TIMEOUT``,
-        if shorter), so the background task is too.
+        They run as their own task (:func:`clean_up`), which the caller waits for at most
+        ``ABANDON_SECONDS`` (or ``SOCKET_TIMEOUT``, if shorter). A further cancellation
+        (a second ``cancel()``, or anyio's cancel scope cancelling at every await) ends
+        the caller's wait but not the calls, which finish in the background: a take-back
+        cut off there would leave the grant for its whole TTL. Each call is bounded by
+        the client's own timeouts, as any call is, so the background task is too.
         """
-        task = asyncio.ensure_future(self._send_bounded(calls))
-        _CLEANUPS.add(task)
-        task.add_done_callback(_CLEANUPS.discard)
-        await asyncio.shield(task)
+        wait = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        await clean_up(self._send_each(calls), wait)
 
-    async def _send_bounded(self, calls: tuple[Call, ...]) -> None:
-        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+    async def _send_each(self, calls: tuple[Call, ...]) -> None:
         for call in calls:
             try:
-                await asyncio.wait_for(self._acall(call), limit)
+                await self._acall(call)
             except Exception as exc:
                 logger.warning(
                     "lock %r: a cancelled call could not be completed: %s", self.name, exc

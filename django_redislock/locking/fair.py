@@ -28,7 +28,6 @@ SIGSTOP) loses its place and queues again at the back on its next try.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 from ..calls.node import Backend
 from ..exceptions import ConnectionFailed
 from .base import SIGNAL_MS, BaseLock
-from .calls import _CLEANUPS, ABANDON_SECONDS
+from .calls import ABANDON_SECONDS, clean_up
 from .keys import check_seconds, name_keys, to_ms
 from .owners import Hold, new_token
 
@@ -169,19 +168,20 @@ class FairLock(BaseLock):
         self._wake(result)
 
     async def _leave_async(self, owner: str) -> None:
-        """The asyncio twin of :meth:`_leave`: a task of its own that a cancellation cannot cut."""
-        task = asyncio.ensure_future(self._leave_bounded(owner))
-        _CLEANUPS.add(task)
-        task.add_done_callback(_CLEANUPS.discard)
-        await asyncio.shield(task)
+        """The asyncio twin of :meth:`_leave`: a task of its own that a cancellation cannot cut.
 
-    async def _leave_bounded(self, owner: str) -> None:
-        limit = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        The caller waits for it as for any clean-up (:func:`~.calls.clean_up`): at most
+        ``ABANDON_SECONDS``, while the leave itself runs until Redis answers.
+        """
+        wait = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        await clean_up(self._leave_now(owner), wait)
+
+    async def _leave_now(self, owner: str) -> None:
         try:
-            result = await asyncio.wait_for(self._acall(self._abandon_call(owner)), limit)
+            result = await self._acall(self._abandon_call(owner))
             token = _next_of(result)
             if token:
-                await asyncio.wait_for(self._send_wake_async(token), limit)
+                await self._send_wake_async(token)
         except Exception as exc:
             logger.warning("fair lock %r: could not leave the queue: %s", self.name, exc)
 

@@ -101,16 +101,18 @@ PIP_WITH_GROUPS = (25, 1)
 
 
 def workers() -> list[str]:
-    """pytest-xdist's options for a whole run: one test process per CPU, two to four.
+    """pytest-xdist's options for a whole run: one test process more than the CPUs, two to four.
 
-    Most of a test's time is spent waiting on Redis servers and on child processes, so a
-    second test process nearly halves the run; more than four would start more private
-    servers than they save. ``worksteal``: a process that runs out of tests takes half of
-    the longest remaining share, and tests/conftest.py orders the tests so that each share
-    starts with its part of the slow ones and ends with quick ones (the run used to keep the
-    222 slow tests in one process, one after another: the run's critical path).
+    Most of a test's time is spent waiting on Redis servers and on child processes (the load
+    average stays near 1-2 on 2 CPUs with two test processes), so a third test process on
+    2 CPUs took the main run from 15 to 10 minutes; more than four would start more private
+    servers than they save.
+    ``worksteal``: a process that runs out of tests takes half of the longest remaining
+    share, and tests/conftest.py orders the tests so that each share starts with its part of
+    the slow ones and ends with quick ones (the run used to keep the 222 slow tests in one
+    process, one after another: the run's critical path).
     """
-    return ["-n", str(min(max(os.cpu_count() or 1, 2), 4)), "--dist", "worksteal"]
+    return ["-n", str(min(max((os.cpu_count() or 1) + 1, 2), 4)), "--dist", "worksteal"]
 
 
 def pip_version(python: Path) -> tuple[int, ...]:

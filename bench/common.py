@@ -224,3 +224,13 @@ class CommandCounter:
 
     def reset(self) -> None:
         self.client.config_resetstat()
+
+
+def reply_parser() -> str:
+    """Which reply parser redis-py uses here (every library in the run, and every process
+    it forks, uses the same one): a figure measured with hiredis is not one without it."""
+    from redis.utils import HIREDIS_AVAILABLE
+
+    if HIREDIS_AVAILABLE:
+        return f"hiredis {version('hiredis')}"
+    return "redis-py's own Python parser (hiredis is not installed)"

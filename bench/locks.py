@@ -28,6 +28,7 @@ from bench.common import (
     interleaved,
     median,
     percentile,
+    reply_parser,
     round_trips,
     save,
     spread,
@@ -232,6 +233,7 @@ def idioms(url: str, seconds: float, rounds: int) -> dict[str, Any]:
         f"{verdict(default_x, 0.9)})",
         f"@distributed_lock on a view over the bare default lock: {added:+.1%} time per call "
         f"(target <= +5%: {verdict(added, 0.05, higher=False)})",
+        f"Reply parser of every row (redis-py {redis.__version__}): {reply_parser()}.",
         "Reproduce: python3 dev.py bench locks (or python -m bench locks in the bench "
         "environment).",
     ]

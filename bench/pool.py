@@ -53,7 +53,7 @@ from typing import Any, NoReturn
 import redis
 from django.test import override_settings
 
-from bench.common import LoadAverage, between, rotated
+from bench.common import LoadAverage, between, reply_parser, rotated
 from bench.pool_peers import (
     arq_drained,
     drain_arq,
@@ -234,17 +234,6 @@ def one_pass(name: str, client: redis.Redis, n: int) -> Pass:
     return found
 
 
-def parser() -> str:
-    """Which reply parser redis-py uses here (every library's processes inherit it)."""
-    from redis.utils import HIREDIS_AVAILABLE
-
-    if HIREDIS_AVAILABLE:
-        from importlib.metadata import version
-
-        return f"hiredis {version('hiredis')}"
-    return "redis-py's own Python parser (hiredis is not installed)"
-
-
 def ratio(ours: list[float], theirs: list[float]) -> str:
     """``median (min-max)`` of the per-round ratios ``ours / theirs``."""
     found = [a / b for a, b in zip(ours, theirs, strict=True)]
@@ -314,7 +303,7 @@ def run(server: Any, quick: bool) -> dict[str, Any]:
             ),
             "django-redislock until its last child exited (tasks/s): "
             + ", ".join(f"{p.returned:,.0f}" for p in passes[OURS]),
-            f"reply parser (every library uses redis-py {redis.__version__}): {parser()}",
+            f"reply parser (every library uses redis-py {redis.__version__}): {reply_parser()}",
             "django-redislock vs each peer (median of per-round ratios), from start; from "
             "first task: "
             + "; ".join(

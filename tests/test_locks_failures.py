@@ -435,12 +435,18 @@ def test_a_cancelled_async_reentry_keeps_the_outer_count(redis_target: RedisTarg
     assert backend.force_release("cancelled-reentry")
 
 
+def resolving(kind: str, request: pytest.FixtureRequest) -> tuple[ProxiedTarget, Any]:
+    """A proxied target and a backend whose calls redis-py does not resend (the lock does)."""
+    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
+    backend = target.lock_backend(SOCKET_TIMEOUT=RESOLVE_SOCKET_TIMEOUT, **no_resend_options(kind))
+    return target, backend
+
+
 @pytest.mark.parametrize("kind", ["single", "cluster"])
 def test_a_downgrade_whose_reply_is_lost_is_resolved(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
-    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
-    backend = target.lock_backend(SOCKET_TIMEOUT=RESOLVE_SOCKET_TIMEOUT, **no_resend_options(kind))
+    target, backend = resolving(kind, request)
     rw = backend.read_write_lock("lost-downgrade", ttl=30)
     writer = rw.write()
     assert writer.acquire()
@@ -502,8 +508,7 @@ def test_cancelled_async_read_and_write_acquires_leave_no_grant(
 def test_a_release_whose_reply_is_lost_is_resolved(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
-    target: ProxiedTarget = request.getfixturevalue(f"proxied_{kind}")
-    backend = target.lock_backend(SOCKET_TIMEOUT=RESOLVE_SOCKET_TIMEOUT, **no_resend_options(kind))
+    target, backend = resolving(kind, request)
     lock = backend.lock("lost-release", ttl=30, reentrant=True)
     with lock:
         pass  # the scripts are loaded

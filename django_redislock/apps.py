@@ -13,6 +13,5 @@ class RedisLockConfig(AppConfig):
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration only)
         from .contrib import register
-        from .metrics import coordination, histograms  # noqa: F401  (lock signal receivers)
 
         register()

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from .. import signals
 from ..calls.node import Backend
 from ..exceptions import ConnectionFailed, InvalidArgument, LockNotAcquired, LockNotOwned
+from . import timings
 from .calls import LockCalls
 from .keys import check_name, check_seconds, to_ms
 from .owners import Hold, check_owner, current_user, holder_meta, new_token
@@ -236,7 +237,8 @@ class BaseLock(LockCalls):
             waited = True
 
     def _not_granted(self, blocking: bool) -> None:
-        """Tell the ``lock_not_acquired`` receivers (the metrics' acquisition counters)."""
+        """Count the refusal for the metrics and tell the ``lock_not_acquired`` receivers."""
+        timings.not_granted(self.backend.alias, self.kind, blocking)
         signals.lock_not_acquired.send(
             sender=type(self),
             alias=self.backend.alias,

@@ -19,6 +19,7 @@ from typing import Any
 from .. import signals
 from ..calls.node import Backend
 from ..exceptions import LockLost, LockNotOwned, LockUsageError
+from . import timings
 from .owners import Hold, current_user
 from .watchdog import watchdog as _watchdog
 
@@ -105,6 +106,7 @@ class HoldKeeping:
         if stale is not None:
             self._report_lost(stale)
         waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
+        timings.granted(self.backend.alias, self.kind, self.name, fence, waited)
         signals.lock_acquired.send(
             sender=type(self),
             alias=self.backend.alias,
@@ -191,6 +193,7 @@ class HoldKeeping:
         if hold.count <= 0:  # code 2 (a resent release) counts as the release it repeats
             hold.releasing = True
             self._forget(hold)
+            timings.released(self.backend.alias, self.name, hold.fence)
             signals.lock_released.send(
                 sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
             )
@@ -205,6 +208,7 @@ class HoldKeeping:
                 self._hold = None
             if self._hold is None:  # a newer hold of this object is not hidden by the old one
                 self._lost_hold = hold
+        timings.lost(self.backend.alias, self.name, hold.fence)
         signals.lock_lost.send(
             sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
         )

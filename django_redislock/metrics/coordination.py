@@ -9,61 +9,24 @@ kind, never per name (names are unbounded). The numbers cover the first
 In this process, like the lock histograms (:mod:`.histograms`): every ``acquire()`` of a
 lock, permit or fair lock that returned is counted by alias, kind and outcome (``granted``;
 ``timeout`` when a waiting acquire's wait ran out; ``busy`` when a try that does not wait
-found it taken), from the ``lock_acquired`` and ``lock_not_acquired`` signals: a dict
+found it taken), by the lock code (:mod:`django_redislock.locking.timings`): a dict
 operation per acquire, no round trip.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any, cast
-
-from django.dispatch import receiver
+from typing import cast
 
 from ..calls.node import Node
 from ..locking import coordindex
-from ..signals import lock_acquired, lock_not_acquired
+from ..locking.timings import Acquisitions, acquisitions
+
+__all__ = ["KINDS", "OUTCOMES", "Acquisitions", "acquisitions", "read_coordination"]
 
 #: Kinds of the Redis-read gauges, always exported (0 when none is in use).
 KINDS = ("semaphore", "fair", "latch")
 #: Outcomes of the acquisitions counter.
 OUTCOMES = ("granted", "timeout", "busy")
-
-
-class Acquisitions:
-    """Acquire outcomes per ``(alias, kind, outcome)`` in this process (thread-safe)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def add(self, alias: str, kind: str, outcome: str) -> None:
-        key = (alias, kind, outcome)
-        with self._lock:
-            self.counts[key] = self.counts.get(key, 0) + 1
-
-    def snapshot(self) -> list[tuple[tuple[str, str, str], int]]:
-        with self._lock:
-            return sorted(self.counts.items())
-
-    def reset(self) -> None:
-        """Forget everything (tests)."""
-        with self._lock:
-            self.counts.clear()
-
-
-#: The acquisitions of this process.
-acquisitions = Acquisitions()
-
-
-@receiver(lock_acquired, dispatch_uid="django_redislock.metrics.acquisitions.granted")
-def _on_granted(*, alias: str, **kwargs: Any) -> None:
-    acquisitions.add(alias, str(kwargs.get("kind") or "mutex"), "granted")
-
-
-@receiver(lock_not_acquired, dispatch_uid="django_redislock.metrics.acquisitions.refused")
-def _on_refused(*, alias: str, kind: str, blocking: bool, **kwargs: Any) -> None:
-    acquisitions.add(alias, kind, "timeout" if blocking else "busy")
 
 
 def read_coordination(alias: str) -> dict[str, tuple[int, int, int]] | None:

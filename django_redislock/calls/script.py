@@ -105,63 +105,40 @@ class Script:
 
         A connection closed under the send by another coroutine (redis-py raises
         ``AttributeError`` or ``TypeError`` for it, see :mod:`.transport`) is a dropped
-        connection: the call is sent again (:meth:`_resent_async`).
+        connection: the same request goes out again, up to :data:`ASYNC_RESENDS` times, as
+        redis-py resends a command after a connection error (the scripts that change state
+        are safe to resend: a request key, or the same effect twice; ``docs/calls.md``).
+        redis-py takes or opens another connection for it. If every send finds its
+        connection closed, the call fails as a dropped connection does: a
+        ``redis.ConnectionError``, which the node maps to ``ConnectionFailed``.
         """
-        try:
-            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            pass  # nothing ran: load it, then send it again
-        except (AttributeError, TypeError) as exc:
-            if not closed_under_send(exc):
-                raise
-            return await self._resent_async(client, keys, args, exc)
-        try:
-            return await self._reloaded_async(client, keys, args)
-        except (AttributeError, TypeError) as exc:
-            if not closed_under_send(exc):
-                raise
-            return await self._resent_async(client, keys, args, exc)
-
-    async def _reloaded_async(
-        self, client: AsyncClient, keys: Sequence[Key], args: Sequence[Arg]
-    ) -> Reply:
-        """After ``NOSCRIPT``: :meth:`reloaded` on an asyncio client."""
-        for attempt in range(RELOADS):  # as in reloaded(): the server may forget it again
-            await client.script_load(self.script)
+        error: Exception | None = None
+        for attempt in range(1 + ASYNC_RESENDS):
+            if attempt:
+                await asyncio.sleep(0)  # the coroutine that closed it finishes its disconnect
             try:
-                return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                if attempt == RELOADS - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _resent_async(
-        self, client: AsyncClient, keys: Sequence[Key], args: Sequence[Arg], error: Exception
-    ) -> Reply:
-        """Send the call again after ``error``: its connection was closed under it.
-
-        The same request goes out again, up to :data:`ASYNC_RESENDS` times, as redis-py
-        resends a command after a connection error: the scripts that change state are
-        safe to resend (a request key, or the same effect twice; ``docs/calls.md``). redis-py
-        takes or opens another connection for it (a Cluster client reloads its slot map
-        first if the close came from that). If every send finds its connection closed, the
-        call fails as a dropped connection does: a ``redis.ConnectionError``, which the
-        node maps to ``ConnectionFailed``.
-        """
-        for _ in range(ASYNC_RESENDS):
-            await asyncio.sleep(0)  # the coroutine that closed it finishes its disconnect
-            try:
-                try:
-                    return await client.execute_command(
-                        "EVALSHA", self.sha, len(keys), *keys, *args
-                    )
-                except NoScriptError:
-                    return await self._reloaded_async(client, keys, args)
+                return await self._sent_async(client, keys, args)
             except (AttributeError, TypeError) as exc:
                 if not closed_under_send(exc):
                     raise
                 error = exc
+        assert error is not None
         raise as_connection_error(error) from error
+
+    async def _sent_async(
+        self, client: AsyncClient, keys: Sequence[Key], args: Sequence[Arg]
+    ) -> Reply:
+        """One send; after ``NOSCRIPT`` (nothing ran) the script is loaded and sent again,
+        as in :meth:`reloaded` (the server may forget it again)."""
+        for attempt in range(1 + RELOADS):
+            if attempt:
+                await client.script_load(self.script)
+            try:
+                return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                if attempt == RELOADS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def prepare(
         self, client: Client, keys: Sequence[Key], direct: bool = True, extra_keys: int = 0

@@ -33,7 +33,7 @@ from ..calls.requests import request_id
 from ..calls.wait import wait_on, wait_on_async
 from ..exceptions import ConnectionFailed
 from ..validation import check_count, check_name, check_seconds
-from .calls import _CLEANUPS
+from .calls import ABANDON_SECONDS, clean_up
 from .keys import bucket_keys, lock_key
 from .owners import new_token
 
@@ -144,19 +144,21 @@ class CountDownLatch:
             pass
 
     async def _leave_async(self, waiter: str) -> None:
+        """The asyncio twin of :meth:`_leave`: a clean-up task a cancellation cannot cut.
+
+        The caller waits for it at most ``ABANDON_SECONDS`` (:func:`~.calls.clean_up`); the
+        removal itself runs until Redis answers or the client's own timeouts give up.
+        """
+
         async def leave() -> None:
-            limit = float(self.backend.options["SOCKET_TIMEOUT"])
             try:
                 with self.backend.errors():
-                    client = self.backend.async_client()
-                    await asyncio.wait_for(client.zrem(self._waiters_key, waiter), limit)
-            except (ConnectionFailed, asyncio.TimeoutError):
+                    await self.backend.async_client().zrem(self._waiters_key, waiter)
+            except ConnectionFailed:
                 pass
 
-        task = asyncio.ensure_future(leave())
-        _CLEANUPS.add(task)
-        task.add_done_callback(_CLEANUPS.discard)
-        await asyncio.shield(task)
+        wait = min(ABANDON_SECONDS, float(self.backend.options["SOCKET_TIMEOUT"]))
+        await clean_up(leave(), wait)
 
     def delete(self) -> None:
         """Forget the latch now (its count and its wake-up). A later call creates it again

@@ -10,12 +10,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import redis.cluster
 from redis.retry import Retry
 
 now = time.monotonic
 
 #: Sends redis-py's Retry made again in this process (a worker runs one call at a time).
 RESENDS = [0]
+#: ``EVALSHA`` sends of a cluster client in this process, first sends included: a
+#: ``RedisCluster`` resends a command after a timeout or a dropped connection inside its own
+#: ``execute_command`` loop (``cluster_error_retry_attempts``, 3 by default), where no
+#: Retry object is called, so :class:`CountingRetry` never sees those resends.
+CLUSTER_SENDS = [0]
 
 
 class CountingRetry(Retry):
@@ -33,16 +39,38 @@ class CountingRetry(Retry):
         return super().call_with_retry(do, failed, *args, **kwargs)
 
 
+def count_cluster_sends(client: Any) -> None:
+    """Count the ``EVALSHA`` sends of ``client`` in :data:`CLUSTER_SENDS` (a cluster client only).
+
+    Each send of the cluster client's loop goes to one node through ``_execute_command``;
+    wrapping it on this one object counts the first send and every resend alike.
+    """
+    if not isinstance(client, redis.cluster.RedisCluster) or vars(client).get("_sends_counted"):
+        return
+    send = client._execute_command
+
+    def counted(node: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and args[0] == "EVALSHA":
+            CLUSTER_SENDS[0] += 1
+        return send(node, *args, **kwargs)
+
+    client._execute_command = counted
+    client._sends_counted = True
+
+
 def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
     """Record each ``fair_acquire`` call of ``lock`` (wrapping this object's own methods).
 
-    A call whose reply was lost is resent by ``_resolve``, or by redis-py's Retry
-    (:class:`CountingRetry`); the resends are part of the same try, which spans from the first
-    send to the last reply (or to the take-back when Redis stayed away: code -1), and is
-    marked resent. ``_leave`` is the take-back and the leave
-    of a waiter that stops. ``owner`` is the call's owner token, to find it in a server log.
+    A call whose reply was lost is resent by ``_resolve``, by redis-py's Retry
+    (:class:`CountingRetry`) or by a cluster client's own loop (:func:`count_cluster_sends`:
+    a try with more than one ``EVALSHA`` send, a reload after ``NOSCRIPT`` included, counts
+    as resent, which only ever makes the check less strict). The resends are part of the
+    same try, which spans from the first send to the last reply (or to the take-back when
+    Redis stayed away: code -1), and is marked resent. ``_leave`` is the take-back and the
+    leave of a waiter that stops. ``owner`` is the call's owner token, to find it in a server log.
     """
     call, resolve, leave = lock._call, lock._resolve, lock._leave
+    count_cluster_sends(lock.backend.client)
     state: dict[str, Any] = {"start": 0.0, "resolving": False}
 
     def add(start: float, result: Any, resent: bool = False) -> None:
@@ -55,9 +83,9 @@ def trace_fair(lock: Any, trace: dict[str, Any]) -> None:
             return call(c)
         state["start"] = start = now()
         trace["owner"] = c[2][0]
-        resends = RESENDS[0]
+        resends, sends = RESENDS[0], CLUSTER_SENDS[0]
         result = call(c)  # a ConnectionFailed goes to _resolve, which records the try
-        add(start, result, resent=RESENDS[0] != resends)
+        add(start, result, resent=RESENDS[0] != resends or CLUSTER_SENDS[0] - sends > 1)
         return result
 
     def _resolve(c: Any, owner: str, exc: Exception) -> Any:

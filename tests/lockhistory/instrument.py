@@ -54,8 +54,7 @@ def count_cluster_sends(client: Any) -> None:
             CLUSTER_SENDS[0] += 1
         return send(node, *args, **kwargs)
 
-    client._execute_command = counted
-    client._sends_counted = True
+    vars(client).update(_execute_command=counted, _sends_counted=True)
 
 
 def trace_fair(lock: Any, trace: dict[str, Any]) -> None:

@@ -40,14 +40,11 @@ CLIENT_ERRORS: tuple[type[Exception], ...] = (
 )
 
 #: What a hot call path (a plain ``try``, not ``errors()``) hands to ``errors()``: the client
-#: errors, ``CLUSTERDOWN`` (a slot's master restarting: the command did not run, turned into
-#: ``ConnectionFailed``) and Redis refusing a write at ``maxmemory`` (turned into
-#: :class:`~.exceptions.ServerOutOfMemory`).
-ROUTED_ERRORS: tuple[type[Exception], ...] = (
-    *CLIENT_ERRORS,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.OutOfMemoryError,
-)
+#: errors, and the error replies ``errors()`` sorts: ``CLUSTERDOWN`` and ``BUSY`` (the command
+#: did not run: turned into ``ConnectionFailed``), Redis refusing a write at ``maxmemory``
+#: (turned into :class:`~.exceptions.ServerOutOfMemory`); any other error reply is raised as
+#: it is.
+ROUTED_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, redis.exceptions.ResponseError)
 
 SCHEMES = ("redis", "rediss", "unix", "cache", "embedded")
 

@@ -20,6 +20,7 @@ from redis.exceptions import (
     ClusterDownError,
     OutOfMemoryError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
 )
 
@@ -81,6 +82,11 @@ class Backend(Node, Protocol):
         ...
 
 
+def server_busy(exc: ResponseError) -> bool:
+    """True for ``BUSY``: the server runs a long script and ran nothing else (not ``BUSYGROUP``)."""
+    return str(exc).startswith("BUSY ")
+
+
 def cluster_unreachable(exc: RedisClusterException) -> bool:
     """True for the cluster client's way of saying no node answered (or a slot has none)."""
     return isinstance(exc, SlotNotCoveredError) or "cannot be connected" in str(exc)
@@ -127,7 +133,10 @@ class NodeBase(KeyNames):
         rides out outages (a worker, a buyer trying again) must see the same error. So is
         an asyncio connection closed under a command by another coroutine, which redis-py
         reports as an ``AttributeError`` or ``TypeError`` of its own
-        (see :mod:`django_redislock.calls.transport`).
+        (see :mod:`django_redislock.calls.transport`), and a ``BUSY`` reply: a server running
+        a script (or function) past ``busy-reply-threshold`` refuses every other command until
+        it ends, which redis-py raises as a plain ``ResponseError``; unmapped, it reached a
+        view as a 500 and a worker as an error of its loop.
         """
         try:
             yield
@@ -138,6 +147,10 @@ class NodeBase(KeyNames):
             ) from exc
         except OUTAGE_ERRORS as exc:
             if isinstance(exc, RedisClusterException) and not cluster_unreachable(exc):
+                raise
+            raise ConnectionFailed(self.unreachable(exc)) from exc
+        except ResponseError as exc:
+            if not server_busy(exc):
                 raise
             raise ConnectionFailed(self.unreachable(exc)) from exc
         except (AttributeError, TypeError) as exc:

@@ -127,7 +127,7 @@ class LockCalls(HoldKeeping):
         script, keys, args = call
         try:  # no context manager on the hot path: it costs more than the call's own Python
             return self._scripts.run(self.backend, script, keys, args)
-        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
             with self.backend.errors():
                 raise
 

@@ -220,7 +220,7 @@ class RateLimiter:
         sent = time.monotonic()
         try:  # a plain try, not backend.errors(): the hot path (as the queue's calls)
             reply = prepared(args)
-        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
             with self.backend.errors():
                 raise
         return self._admission(reply, cost, key, sent)

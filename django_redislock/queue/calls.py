@@ -93,7 +93,7 @@ class QueueCalls(QueueKeys):
             self._prepared[call.script, extra] = prepared
         try:  # a plain try, not backend.errors(): this is the hot path of every operation
             reply = prepared([*call.extra_keys, *call.args])
-        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -104,7 +104,7 @@ class QueueCalls(QueueKeys):
             reply = await script(call.script).run_async(
                 self.backend.async_client(), keys, call.args
             )
-        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
             with self.backend.errors():
                 raise
         return call.parse(reply)
@@ -138,7 +138,7 @@ class QueueCalls(QueueKeys):
             hot = self._enqueue_head = (client, prepared, prepared.sender)
         try:  # a plain try, not backend.errors(), as in _run
             reply = hot[1](args)
-        except ROUTED_ERRORS:  # node errors, CLUSTERDOWN, OOM: errors() sorts them
+        except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
             with backend.errors():
                 raise
         return parse_flags(reply)

@@ -31,8 +31,8 @@
 --
 -- The common call, one task of level 0 with no replace, unique_for or request key (what
 -- delay() sends), runs first, before the fragments' functions below are built: a script
--- builds its local functions and tables on every call, and those and the general loop were
--- about a fifth of this call's server time. It sends the same commands as the general path
+-- builds its local functions and tables on every call, and those and the general loop took
+-- a tenth to a fifth of its server time. It sends the same commands as the general path
 -- (TIME, HSETNX, ZADD, HSET, LLEN, the rate buckets' HMGET and two HINCRBY) and leaves the
 -- rest to it: an id that exists but is not live (an orphan field, a dead task), and rate
 -- slots that hold an older bucket (once a second), go on below with what was already done.

@@ -146,6 +146,31 @@ def test_enqueues_are_counted_once(queue: Queue) -> None:
     assert trend == trend_at(queue.backend.client, queue.rates_key, trend.now)
 
 
+def test_a_one_call_enqueue_clears_slots_of_an_older_bucket(queue: Queue) -> None:
+    """The enqueue script's one-task path checks the slots' buckets itself and leaves a stale
+    slot to the fragment: the old counts are cleared (the minute's rolled up), not added to."""
+    raw: Any = queue.backend.client
+    for attempt in range(5):  # the server's second must not change between seeding and enqueue
+        raw.delete(queue.rates_key)
+        now_s = int(raw.time()[0])
+        minute = now_s // 60
+        m, s = f"m{minute % 60}", f"s{now_s % 180}"
+        raw.hset(
+            queue.rates_key,
+            mapping={m: minute - 60, f"{m}:enqueued": 5, s: now_s - 180, f"{s}:enqueued": 7},
+        )
+        assert queue.enqueue(f"a{attempt}", None)
+        if int(raw.time()[0]) == now_s:
+            break
+    fields = {k.decode(): v.decode() for k, v in raw.hgetall(queue.rates_key).items()}
+    assert fields[m] == str(minute) and fields[f"{m}:enqueued"] == "1"
+    assert fields[s] == str(now_s) and fields[f"{s}:enqueued"] == "1"
+    trend = read(queue)
+    assert sum(trend.seconds["enqueued"]) == 1 and trend.minutes["enqueued"][-1] == 1
+    # the stale minute went to the day's ring (it is an hour old: still in the day)
+    assert any(name.startswith("q") and name.endswith(":enqueued") for name in fields)
+
+
 def test_async_enqueues_are_counted(queue: Queue) -> None:
     async def scenario() -> None:
         await queue.enqueue_async("a", None)

@@ -164,7 +164,7 @@ class TaskFunction(Generic[P, R]):
         self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
         payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
-        return self._send(payload, None, 0, False, self.priority)
+        return self._send(payload, None, 0, False, self.priority)  # due now: 0 µs
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
         """A signature of this call for :func:`chain`, :func:`group`, :func:`chord` (or its
@@ -230,17 +230,23 @@ class TaskFunction(Generic[P, R]):
         """
         level = self.priority if priority is None else check_priority(priority)
         target = self.queue_named(queue)
-        delay = delay_of(delay, eta)
-        at = expiry_of(expires, check_seconds(delay, "delay", allow_zero=True))
+        seconds = check_seconds(delay_of(delay, eta), "delay", allow_zero=True)
+        at = expiry_of(expires, seconds)
         return self._send(
-            self.payload(args, kwargs), id, delay, replace, level, queue=target, expires=at
+            self.payload(args, kwargs),
+            id,
+            micros(seconds),
+            replace,
+            level,
+            queue=target,
+            expires=at,
         )
 
     def _send(
         self,
         payload: dict[str, Any],
         id: str | None,
-        delay: float,
+        due_in: int,
         replace: bool,
         priority: int,
         *,
@@ -249,15 +255,17 @@ class TaskFunction(Generic[P, R]):
     ) -> Enqueued:
         """Validate and queue one envelope (or run it, or wait for the commit); its id.
 
+        ``due_in``: microseconds from now, already checked (:meth:`delay` sends 0).
         The hot path of :meth:`delay`: what :meth:`Queue.prepare
         <django_redislock.queue.Queue.prepare>` checks is checked here too, but the
         enqueue script's ARGV is built directly, without an ``Entry``.
         """
-        task_id = self.task_id(payload, id)
+        # the common case, a random id, inline (task_id() makes it the same way)
+        random = id is None and not self.unique
+        task_id = os.urandom(16).hex() if random else self.task_id(payload, id)
         if queue is None:
             queue = self.queue
         group = None if self.group is None else self.group.group_of(*self.call_of(payload))
-        due_in = micros(check_seconds(delay, "delay", allow_zero=True))
         if expires is not None:  # after task_id: a unique id does not depend on it
             payload = {**payload, EXPIRES: expires}
         ttl = self.ttl_of_results(queue)

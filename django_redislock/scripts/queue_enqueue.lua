@@ -28,8 +28,46 @@
 -- is in one of the three zsets, so
 -- HSETNX on the payload hash is the dedup check of the common case (a fresh id): three
 -- commands per task. Ids that exist take the slow path, which also repairs an orphan field.
+--
+-- The common call, one task of level 0 with no replace, unique_for or request key (what
+-- delay() sends), runs first, before the fragments' functions below are built: a script
+-- builds its local functions and tables on every call, and those and the general loop took
+-- a tenth to a fifth of its server time. It sends the same commands as the general path
+-- (TIME, HSETNX, ZADD, HSET, LLEN, the rate buckets' HMGET and two HINCRBY) and leaves the
+-- rest to it: an id that exists but is not live (an orphan field, a dead task), and rate
+-- slots that hold an older bucket (once a second), go on below with what was already done.
+local t, held
+if ARGV[1] == '0' and #ARGV == 4 and #KEYS == 12 then
+  t = redis.call('TIME')
+  local id = ARGV[2]
+  if redis.call('HSETNX', KEYS[4], id, ARGV[4]) == 1 then
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
+    redis.call('HSET', KEYS[11], id, string.format('%d', now))
+    if redis.call('LLEN', KEYS[7]) == 0 then
+      redis.call('LPUSH', KEYS[7], 1)
+    end
+    -- rate_count's fast path (the rates fragment): both slots hold this minute and second
+    local now_s = tonumber(t[1])
+    local minute = math.floor(now_s / 60)
+    local m, s = 'm' .. (minute % 60), 's' .. (now_s % 180)
+    held = redis.pcall('HMGET', KEYS[12], m, s)
+    if held.err then return {1} end
+    if held[1] == tostring(minute) and held[2] == t[1] then
+      redis.call('HINCRBY', KEYS[12], m .. ':enqueued', 1)
+      redis.call('HINCRBY', KEYS[12], s .. ':enqueued', 1)
+      return {1}
+    end
+  elseif redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id) then
+    return {0}
+  end
+end
 -- include: priority
 -- include: rates
+if held then  -- the one-task path queued its task; a rate slot holds an older bucket
+  rate_count(KEYS[12], tonumber(t[1]), 'enqueued', 1, held)
+  return {1}
+end
 local unique = string.byte(ARGV[1]) == 117  -- "u"
 local flag = unique and string.sub(ARGV[1], 2) or ARGV[1]
 local req = unique and 14 or 13
@@ -40,7 +78,7 @@ if #KEYS >= req then
     return seen
   end
 end
-local t = redis.call('TIME')
+t = t or redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local replace = string.sub(flag, 1, 1) == '1'
 local level = tonumber(string.sub(flag, 2)) or 0

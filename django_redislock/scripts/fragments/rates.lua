@@ -63,13 +63,15 @@ local function rate_reset(key, slot, bucket, old)
   redis.call('HSET', key, slot, bucket)
   redis.call('PEXPIRE', key, RATE_TTL)
 end
--- rate_count(key, now_s, outcome, n): add n to one outcome in both rings, the enqueue scripts'
--- fast path (about as much Lua as the three commands it sends: HMGET, two HINCRBY)
-local function rate_count(key, now_s, outcome, n)
+-- rate_count(key, now_s, outcome, n, held): add n to one outcome in both rings, the enqueue
+-- scripts' fast path (about as much Lua as the three commands it sends: HMGET, two HINCRBY);
+-- held, when given, is the reply of that HMGET of the two slots' buckets, already sent (the
+-- enqueue script's one-task path sends it before this fragment is built)
+local function rate_count(key, now_s, outcome, n, held)
   local minute = math.floor(now_s / 60)
   local m, s = 'm' .. (minute % 60), 's' .. (now_s % 180)
   -- another program's key of another type there: count nothing rather than fail the caller
-  local held = redis.pcall('HMGET', key, m, s)
+  held = held or redis.pcall('HMGET', key, m, s)
   if held.err then return end
   local mb, sb = tostring(minute), tostring(now_s)
   if held[1] ~= mb then rate_reset(key, m, mb, held[1]) end

@@ -34,7 +34,8 @@
 -- What a call costs at the server is mostly per command sent from Lua and per table built
 -- (KEYS, ARGV, an array reply either way): numbers go to commands as the strings they came
 -- in, the time stays the text TIME gave, fragments are defined only in the branch that uses
--- them, and the hot answers are a string or an integer (docs/seckill.md, "At the server").
+-- them, and the hot answers are a string or an integer (docs/seckill.md, "What a take costs
+-- at the server").
 local got = redis.call('MGET', KEYS[1], KEYS[5])
 local units, seen = got[1], got[2]
 if seen then return seen end

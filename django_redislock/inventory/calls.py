@@ -27,6 +27,7 @@ from ..queue.keys import KEY_PARTS as QUEUE_KEY_PARTS
 from ..queue.records import from_micros
 from ..queue.serializers import JSONSerializer
 from ..validation import Rate
+from ..wire import to_text
 from .records import TAKE_CODES, Reconciliation, Reservation, StockStats, Take, TakeResult
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def take_queue_keys(queue: QueueCalls) -> list[str]:
 
 
 def admission_args(item: Rate | None, buyer: Rate | None) -> list[Any] | None:
-    """The take script's admission limits (ARGV[7..10]), or None without any."""
+    """The take script's admission limits (after the index of their keys), or None."""
     if item is None and buyer is None:
         return None
     out: list[Any] = []
@@ -131,25 +132,39 @@ def admission_args(item: Rate | None, buyer: Rate | None) -> list[Any] | None:
     return out
 
 
+def admission_at(call: StockCall[Any]) -> int:
+    """Where a take's admission arguments start in its ARGV (0-based): after the payload."""
+    return 5 if call.with_queue else 4
+
+
 def take_call(
     reservation: Reservation, payload: bytes | None, admission: list[Any] | None = None
 ) -> StockCall[Take]:
     """The take script for ``reservation``; ``payload`` is the serialized order task or None.
 
-    ``admission``: the script's ARGV[7..10] (:meth:`Stock._admission_args`), or None; the
-    caller adds the index of the admission keys (ARGV[6]) once it knows the keys.
+    ARGV: quantity, buyer, reservation id, the record's TTL, then the payload only with an
+    order task (a take without one sends no empty argument: each costs the server a Lua
+    string). ``admission``: the four limit arguments (:func:`admission_args`), or None; they
+    follow an empty slot that the caller fills with the index of the admission keys once it
+    knows the keys (:func:`admission_at`). The reply's type says the outcome: see
+    ``stock_take.lua``.
     """
 
-    def parse(reply: list[Any]) -> Take:
+    def parse(reply: Any) -> Take:
+        if isinstance(reply, int):  # sold out: the units left
+            return Take(TakeResult.SOLD_OUT, reply)
+        if not isinstance(reply, list):  # taken (or a resend of a take that took)
+            units, at = to_text(reply).split(":")
+            return Take(TakeResult.OK, int(units), replace(reservation, taken_at=int(at)))
         code, left, now = (int(value) for value in reply)
         result = TAKE_CODES[code]
         if result is TakeResult.RATE_LIMITED:
             return Take(result, left, retry_after=now / 1_000_000)
-        if result is not TakeResult.OK:
-            return Take(result, left)
-        return Take(result, left, replace(reservation, taken_at=now))
+        return Take(result, left)
 
-    args = [reservation.qty, reservation.buyer, reservation.id, payload or b"", REQUEST_TTL_MS]
+    args: list[Any] = [reservation.qty, reservation.buyer, reservation.id, REQUEST_TTL_MS]
+    if payload is not None:
+        args.append(payload)
     if admission:
         args += ["", *admission]
     # the reservation id is fresh per take: it names the request too

@@ -42,6 +42,7 @@ from .calls import (
     StockCall,
     StockKeys,
     admission_args,
+    admission_at,
     check_data,
     hash_tag,
     probed,
@@ -178,9 +179,10 @@ class Stock(StockSetup, StockReads):
     def _script_call(self, call: StockCall[Any]) -> tuple[str, list[str], list[Any]]:
         args = [*call.args, channel(self.backend)] if call.announces else call.args
         keys = self._script_keys(call)
-        if call.script == TAKE_SCRIPT and len(args) > 5:  # admission: its keys, and where
+        at = admission_at(call)
+        if call.script == TAKE_SCRIPT and len(args) > at:  # admission: its keys, and where
             prefix = self._built_keys().admission
-            args = [*args[:5], len(keys) + 1, *args[6:]]
+            args = [*args[:at], len(keys) + 1, *args[at + 1 :]]
             keys += [prefix + "item", f"{prefix}buyer:{args[1]}"]
         return call.script, keys, args
 

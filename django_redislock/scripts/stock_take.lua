@@ -107,6 +107,6 @@ if queued then
   redis.call('HSET', KEYS[9], ARGV[3], stamp)  -- its enqueue time
   if redis.call('LLEN', KEYS[8]) == 0 then redis.call('LPUSH', KEYS[8], '1') end
 -- include: rates
-  rate_count(KEYS[10], tonumber(t[1]), 'enqueued', 1)
+  rate_count(KEYS[10], t[1], 'enqueued', '1')
 end
 return record

@@ -156,12 +156,15 @@ def test_rate_count_writes_what_rate_add_writes(single_target: RedisTarget) -> N
 
 
 def test_the_slot_names_of_the_one_task_path_are_the_fragments() -> None:
-    """queue_enqueue.lua's one-task path runs before the fragment is built: it carries its
-    own copy of the names it cuts the slots' names from, which must stay the same text."""
+    """queue_enqueue.lua's one-task path and stock_take.lua's order task run rate_count's
+    fast path before the fragment is built: each carries its own copy of the names it cuts
+    the slots' names from, which must stay the same text."""
     expected = "".join(f"m{k}" for k in range(60)) + "".join(f"s{k}" for k in range(180))
     enqueue = (files("django_redislock.scripts") / "queue_enqueue.lua").read_text("utf-8")
     assert f"local RATE_NAMES = '{expected}'" in fragment("rates")
     assert f"local NAMES = '{expected}'" in enqueue
+    take = (files("django_redislock.scripts") / "stock_take.lua").read_text("utf-8")
+    assert f"local NAMES = '{expected}'" in take
 
 
 def test_the_rates_hash_is_kept_as_a_hashtable(single_target: RedisTarget) -> None:
@@ -363,4 +366,33 @@ def test_sale_orders_count_as_enqueued(target: RedisTarget) -> None:
     stock.set(5)
     assert stock.take(buyer="b1").ok and stock.take(buyer="b2").ok
     assert not stock.take(buyer="b1").ok  # refused: queues nothing, counts nothing
+    assert read(backend.queue("sale-orders")).total("enqueued") == 2
+
+
+def test_a_sale_order_clears_rate_slots_of_an_older_bucket(single_target: RedisTarget) -> None:
+    """The take counts its order task with rate_count's fast path inline and leaves a stale
+    slot to the fragment: the old counts are cleared (the minute's rolled up), not added to."""
+    from django_redislock.inventory import Stock
+
+    backend = single_target.queue_backend()
+    stock = Stock("sku-2", order_task=order, using=backend)
+    stock.set(10)
+    key = backend.queue("sale-orders").rates_key
+    raw: Any = backend.client
+    for attempt in range(5):  # the server's second must not change between seeding and take
+        raw.delete(key)
+        now_s = int(raw.time()[0])
+        minute = now_s // 60
+        m, s = f"m{minute % 60}", f"s{now_s % 180}"
+        raw.hset(
+            key, mapping={m: minute - 60, f"{m}:enqueued": 5, s: now_s - 180, f"{s}:enqueued": 7}
+        )
+        assert stock.take(buyer=f"b{attempt}").ok
+        if int(raw.time()[0]) == now_s:
+            break
+    fields = {k.decode(): v.decode() for k, v in raw.hgetall(key).items()}
+    assert fields[m] == str(minute) and fields[f"{m}:enqueued"] == "1"
+    assert fields[s] == str(now_s) and fields[f"{s}:enqueued"] == "1"
+    assert any(name.startswith("q") and name.endswith(":enqueued") for name in fields)
+    assert stock.take(buyer="late").ok  # the fast path now: both slots hold this second
     assert read(backend.queue("sale-orders")).total("enqueued") == 2

@@ -87,8 +87,10 @@ local RATE_NAMES = 'm0m1m2m3m4m5m6m7m8m9m10m11m12m13m14m15m16m17m18m19m20m21m22m
 -- HINCRBY, and as few numbers turned into text as it can (none when both slots hold this
 -- minute and second); held, when given, is the reply of that HMGET of the two slots'
 -- buckets, already sent (the enqueue script's one-task path and the take's order task send
--- it before this fragment is built, with a copy of RATE_NAMES). "m<j>" starts at 2j + 1 (j < 10) or 3j - 9; "s<k>" at 2k + 171 (k < 10), 3k + 161
--- (k < 100) or 4k + 61 (after the 170 characters of the minute names).
+-- it before this fragment is built, with a copy of RATE_NAMES). sec must be text: it is
+-- compared with the second slot's bucket as it stands. In RATE_NAMES "m<j>" starts at
+-- 2j + 1 (j < 10) or 3j - 9; "s<k>" at 2k + 171 (k < 10), 3k + 161 (k < 100) or 4k + 61
+-- (after the 170 characters of the minute names).
 local function rate_count(key, sec, outcome, n, held)
   local now_s = tonumber(sec)
   local minute = (now_s - now_s % 60) / 60

@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
+from importlib.resources import files
 from typing import Any
 
 import pytest
@@ -126,6 +127,68 @@ def test_the_hash_expires_after_an_idle_time(single_target: RedisTarget) -> None
     add_at(raw, KEY, T0, {"enqueued": 1})
     # a week and two hours: the day's and the week's rings live in the same hash
     assert 7_200_000 < raw.pttl(KEY) <= 612_000_000
+
+
+#: Runs the fragment's rate_count (the enqueue scripts' fast path) at ARGV[1] seconds (text).
+COUNT_WRAPPER = (
+    fragment("rates")
+    + """
+rate_count(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+return 1
+"""
+)
+
+
+def test_rate_count_writes_what_rate_add_writes(single_target: RedisTarget) -> None:
+    """rate_count cuts the slots' names out of a constant and checks the minute as a number:
+    over three hours and a quarter (every minute and second slot, both rings wrapping, the
+    day's ring rolled up) it leaves the same hash as rate_add, which formats them."""
+    raw = single_target.raw
+    count_key, add_key = "t:{rates}:count", "t:{rates}:add"
+    now = T0 - 7
+    while now < T0 + 3 * 3600 + 900:
+        n = now % 3 + 1
+        raw.eval(COUNT_WRAPPER, 1, count_key, str(now), "enqueued", str(n))
+        add_at(raw, add_key, now, {"enqueued": n})
+        now += 7 if now % 5 else 1
+    assert raw.hgetall(count_key) == raw.hgetall(add_key)
+    assert trend_at(raw, count_key, now) == trend_at(raw, add_key, now)
+
+
+def test_the_slot_names_of_the_one_task_path_are_the_fragments() -> None:
+    """queue_enqueue.lua's one-task path and stock_take.lua's order task run rate_count's
+    fast path before the fragment is built: each carries its own copy of the names it cuts
+    the slots' names from, which must stay the same text."""
+    expected = "".join(f"m{k}" for k in range(60)) + "".join(f"s{k}" for k in range(180))
+    enqueue = (files("django_redislock.scripts") / "queue_enqueue.lua").read_text("utf-8")
+    assert f"local RATE_NAMES = '{expected}'" in fragment("rates")
+    assert f"local NAMES = '{expected}'" in enqueue
+    take = (files("django_redislock.scripts") / "stock_take.lua").read_text("utf-8")
+    assert f"local NAMES = '{expected}'" in take
+
+
+def test_the_rates_hash_is_kept_as_a_hashtable(single_target: RedisTarget) -> None:
+    """A small hash in the listpack encoding is scanned and rewritten by every HINCRBY: the
+    fragment turns the rates hash into a hashtable from its first write on, and again after
+    it comes back compact (a restart loads a small hash as a listpack), with no field more."""
+    raw = single_target.raw
+    raw.eval(COUNT_WRAPPER, 1, KEY, str(T0), "enqueued", "1")
+    assert raw.object("encoding", KEY) == b"hashtable"
+    fields = raw.hgetall(KEY)
+    assert fields == {
+        b"m0": b"30000000",
+        b"m0:enqueued": b"1",
+        b"s0": b"1800000000",
+        b"s0:enqueued": b"1",
+    }
+    raw.delete(KEY)
+    raw.hset(KEY, mapping=fields)  # as a restart would load it
+    assert raw.object("encoding", KEY) == b"listpack"
+    raw.eval(COUNT_WRAPPER, 1, KEY, str(T0 + 1), "enqueued", "1")
+    assert raw.object("encoding", KEY) == b"listpack"  # checked once a minute, not a second
+    raw.eval(COUNT_WRAPPER, 1, KEY, str(T0 + 60), "enqueued", "1")
+    assert raw.object("encoding", KEY) == b"hashtable"
+    assert b"-" not in raw.hkeys(KEY)
 
 
 @pytest.fixture
@@ -303,4 +366,33 @@ def test_sale_orders_count_as_enqueued(target: RedisTarget) -> None:
     stock.set(5)
     assert stock.take(buyer="b1").ok and stock.take(buyer="b2").ok
     assert not stock.take(buyer="b1").ok  # refused: queues nothing, counts nothing
+    assert read(backend.queue("sale-orders")).total("enqueued") == 2
+
+
+def test_a_sale_order_clears_rate_slots_of_an_older_bucket(single_target: RedisTarget) -> None:
+    """The take counts its order task with rate_count's fast path inline and leaves a stale
+    slot to the fragment: the old counts are cleared (the minute's rolled up), not added to."""
+    from django_redislock.inventory import Stock
+
+    backend = single_target.queue_backend()
+    stock = Stock("sku-2", order_task=order, using=backend)
+    stock.set(10)
+    key = backend.queue("sale-orders").rates_key
+    raw: Any = backend.client
+    for attempt in range(5):  # the server's second must not change between seeding and take
+        raw.delete(key)
+        now_s = int(raw.time()[0])
+        minute = now_s // 60
+        m, s = f"m{minute % 60}", f"s{now_s % 180}"
+        raw.hset(
+            key, mapping={m: minute - 60, f"{m}:enqueued": 5, s: now_s - 180, f"{s}:enqueued": 7}
+        )
+        assert stock.take(buyer=f"b{attempt}").ok
+        if int(raw.time()[0]) == now_s:
+            break
+    fields = {k.decode(): v.decode() for k, v in raw.hgetall(key).items()}
+    assert fields[m] == str(minute) and fields[f"{m}:enqueued"] == "1"
+    assert fields[s] == str(now_s) and fields[f"{s}:enqueued"] == "1"
+    assert any(name.startswith("q") and name.endswith(":enqueued") for name in fields)
+    assert stock.take(buyer="late").ok  # the fast path now: both slots hold this second
     assert read(backend.queue("sale-orders")).total("enqueued") == 2

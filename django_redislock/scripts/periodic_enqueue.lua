@@ -36,5 +36,5 @@ if level > 0 then prio_set(ARGV[3], now, level) end
 if redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('LPUSH', KEYS[7], 1)
 end
-if #KEYS >= 13 then rate_count(KEYS[13], tonumber(t[1]), 'enqueued', 1) end
+if #KEYS >= 13 then rate_count(KEYS[13], t[1], 'enqueued', '1') end
 return 1

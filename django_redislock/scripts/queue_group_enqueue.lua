@@ -73,7 +73,7 @@ end
 if added > 0 then
   redis.call('HSET', KEYS[17], 'groups', '1')
   for _, g in ipairs(order) do grp_admit(G, g, now) end
-  rate_count(KEYS[12], tonumber(t[1]), 'enqueued', added)
+  rate_count(KEYS[12], t[1], 'enqueued', added)
 end
 if #KEYS >= 18 then
   for i = 1, #out, 1000 do

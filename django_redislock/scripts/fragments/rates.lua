@@ -17,6 +17,10 @@
 -- The hash expires RATE_TTL ms (a week and two hours) after the last minute it was written in:
 -- an idle queue leaves nothing behind.
 -- A key of another type is left alone (nothing is counted), so it never fails an enqueue.
+-- The hash is kept in the server's hashtable encoding from its first write on (see rate_reset):
+-- in the compact listpack encoding, used for a hash of fewer than 512 fields (a new queue's
+-- first minutes), every HMGET and HINCRBY scans and rewrites the whole hash, which made the
+-- counting cost more than the rest of an enqueue.
 local RATE_RINGS = {{'m', 60, 60}, {'s', 1, 180}}
 local RATE_TYPES = 20
 local RATE_TTL = 612000000
@@ -51,7 +55,8 @@ end
 local function rate_reset(key, slot, bucket, old)
   local stale = {}
   for _, outcome in ipairs(RATE_OUTCOMES) do stale[#stale + 1] = slot .. ':' .. outcome end
-  if old and tonumber(old) and string.sub(slot, 1, 1) == 'm' then
+  local m = string.sub(slot, 1, 1) == 'm'
+  if old and tonumber(old) and m then
     rate_rollup(key, stale, old, bucket)
   end
   local seen = redis.call('HGET', key, slot .. ':t')
@@ -62,20 +67,46 @@ local function rate_reset(key, slot, bucket, old)
   redis.call('HDEL', key, unpack(stale))
   redis.call('HSET', key, slot, bucket)
   redis.call('PEXPIRE', key, RATE_TTL)
+  -- a value longer than hash-max-listpack-value (64 bytes unless configured) turns the hash
+  -- into a hashtable for good; the field goes at once, so readers never see it (checked once a
+  -- minute: a hash loaded from a snapshot or a replica's full sync comes back compact; a
+  -- server without OBJECT, such as fakeredis, answers an error and is left as it is)
+  if m then
+    local encoding = redis.pcall('OBJECT', 'ENCODING', key)
+    if type(encoding) == 'string' and encoding ~= 'hashtable' then
+      redis.call('HSET', key, '-', string.rep('-', 1024))
+      redis.call('HDEL', key, '-')
+    end
+  end
 end
--- rate_count(key, now_s, outcome, n, held): add n to one outcome in both rings, the enqueue
--- scripts' fast path (about as much Lua as the three commands it sends: HMGET, two HINCRBY);
--- held, when given, is the reply of that HMGET of the two slots' buckets, already sent (the
--- enqueue script's one-task path sends it before this fragment is built)
-local function rate_count(key, now_s, outcome, n, held)
-  local minute = math.floor(now_s / 60)
-  local m, s = 'm' .. (minute % 60), 's' .. (now_s % 180)
+-- the slot names "m0".."m59" and "s0".."s179" one after the other: rate_count cuts a slot's
+-- name out of them (a number turned into text costs about as much as a command sent)
+local RATE_NAMES = 'm0m1m2m3m4m5m6m7m8m9m10m11m12m13m14m15m16m17m18m19m20m21m22m23m24m25m26m27m28m29m30m31m32m33m34m35m36m37m38m39m40m41m42m43m44m45m46m47m48m49m50m51m52m53m54m55m56m57m58m59s0s1s2s3s4s5s6s7s8s9s10s11s12s13s14s15s16s17s18s19s20s21s22s23s24s25s26s27s28s29s30s31s32s33s34s35s36s37s38s39s40s41s42s43s44s45s46s47s48s49s50s51s52s53s54s55s56s57s58s59s60s61s62s63s64s65s66s67s68s69s70s71s72s73s74s75s76s77s78s79s80s81s82s83s84s85s86s87s88s89s90s91s92s93s94s95s96s97s98s99s100s101s102s103s104s105s106s107s108s109s110s111s112s113s114s115s116s117s118s119s120s121s122s123s124s125s126s127s128s129s130s131s132s133s134s135s136s137s138s139s140s141s142s143s144s145s146s147s148s149s150s151s152s153s154s155s156s157s158s159s160s161s162s163s164s165s166s167s168s169s170s171s172s173s174s175s176s177s178s179'
+-- rate_count(key, sec, outcome, n, held): add n (a count, best as text) to one outcome in both
+-- rings at second sec (the text TIME gave), the enqueue scripts' fast path: HMGET, two
+-- HINCRBY, and as few numbers turned into text as it can (none when both slots hold this
+-- minute and second); held, when given, is the reply of that HMGET of the two slots'
+-- buckets, already sent (the enqueue script's one-task path and the take's order task send
+-- it before this fragment is built, with a copy of RATE_NAMES). sec must be text: it is
+-- compared with the second slot's bucket as it stands. In RATE_NAMES "m<j>" starts at
+-- 2j + 1 (j < 10) or 3j - 9; "s<k>" at 2k + 171 (k < 10), 3k + 161 (k < 100) or 4k + 61
+-- (after the 170 characters of the minute names).
+local function rate_count(key, sec, outcome, n, held)
+  local now_s = tonumber(sec)
+  local minute = (now_s - now_s % 60) / 60
+  local j, k = minute % 60, now_s % 180
+  local a = j < 10 and 2 * j + 1 or 3 * j - 9
+  local m = string.sub(RATE_NAMES, a, j < 10 and a + 1 or a + 2)
+  a = k < 10 and 2 * k + 171 or k < 100 and 3 * k + 161 or 4 * k + 61
+  local s = string.sub(RATE_NAMES, a, k < 10 and a + 1 or k < 100 and a + 2 or a + 3)
   -- another program's key of another type there: count nothing rather than fail the caller
   held = held or redis.pcall('HMGET', key, m, s)
   if held.err then return end
-  local mb, sb = tostring(minute), tostring(now_s)
-  if held[1] ~= mb then rate_reset(key, m, mb, held[1]) end
-  if held[2] ~= sb then rate_reset(key, s, sb) end
+  if held[2] ~= sec or tonumber(held[1]) ~= minute then
+    local mb = string.format('%d', minute)
+    if held[1] ~= mb then rate_reset(key, m, mb, held[1]) end
+    if held[2] ~= sec then rate_reset(key, s, sec) end
+  end
   redis.call('HINCRBY', key, m .. ':' .. outcome, n)
   redis.call('HINCRBY', key, s .. ':' .. outcome, n)
 end

@@ -11,7 +11,6 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
-from importlib.resources import files
 from typing import Any
 
 import pytest
@@ -153,18 +152,6 @@ def test_rate_count_writes_what_rate_add_writes(single_target: RedisTarget) -> N
         now += 7 if now % 5 else 1
     assert raw.hgetall(count_key) == raw.hgetall(add_key)
     assert trend_at(raw, count_key, now) == trend_at(raw, add_key, now)
-
-
-def test_the_slot_names_of_the_one_task_path_are_the_fragments() -> None:
-    """queue_enqueue.lua's one-task path and stock_take.lua's order task run rate_count's
-    fast path before the fragment is built: each carries its own copy of the names it cuts
-    the slots' names from, which must stay the same text."""
-    expected = "".join(f"m{k}" for k in range(60)) + "".join(f"s{k}" for k in range(180))
-    enqueue = (files("django_redislock.scripts") / "queue_enqueue.lua").read_text("utf-8")
-    assert f"local RATE_NAMES = '{expected}'" in fragment("rates")
-    assert f"local NAMES = '{expected}'" in enqueue
-    take = (files("django_redislock.scripts") / "stock_take.lua").read_text("utf-8")
-    assert f"local NAMES = '{expected}'" in take
 
 
 def test_the_rates_hash_is_kept_as_a_hashtable(single_target: RedisTarget) -> None:

@@ -54,17 +54,10 @@ if ARGV[1] == '0' and #ARGV == 4 and #KEYS == 12 then
       redis.call('LPUSH', KEYS[7], '1')
     end
     -- rate_count's fast path (the rates fragment): both slots hold this minute and second,
-    -- checked without turning the minute into text (the second is TIME's own text); the
-    -- slots' names are cut out of the fragment's RATE_NAMES (the same text, which
-    -- tests/test_rates.py checks), not made from numbers
+    -- checked without turning the minute into text (the second is TIME's own text)
     local now_s = tonumber(t[1])
     local minute = (now_s - now_s % 60) / 60
-    local j, k = minute % 60, now_s % 180
-    local NAMES = 'm0m1m2m3m4m5m6m7m8m9m10m11m12m13m14m15m16m17m18m19m20m21m22m23m24m25m26m27m28m29m30m31m32m33m34m35m36m37m38m39m40m41m42m43m44m45m46m47m48m49m50m51m52m53m54m55m56m57m58m59s0s1s2s3s4s5s6s7s8s9s10s11s12s13s14s15s16s17s18s19s20s21s22s23s24s25s26s27s28s29s30s31s32s33s34s35s36s37s38s39s40s41s42s43s44s45s46s47s48s49s50s51s52s53s54s55s56s57s58s59s60s61s62s63s64s65s66s67s68s69s70s71s72s73s74s75s76s77s78s79s80s81s82s83s84s85s86s87s88s89s90s91s92s93s94s95s96s97s98s99s100s101s102s103s104s105s106s107s108s109s110s111s112s113s114s115s116s117s118s119s120s121s122s123s124s125s126s127s128s129s130s131s132s133s134s135s136s137s138s139s140s141s142s143s144s145s146s147s148s149s150s151s152s153s154s155s156s157s158s159s160s161s162s163s164s165s166s167s168s169s170s171s172s173s174s175s176s177s178s179'
-    local a = j < 10 and 2 * j + 1 or 3 * j - 9
-    local m = string.sub(NAMES, a, j < 10 and a + 1 or a + 2)
-    a = k < 10 and 2 * k + 171 or k < 100 and 3 * k + 161 or 4 * k + 61
-    local s = string.sub(NAMES, a, k < 10 and a + 1 or k < 100 and a + 2 or a + 3)
+    local m, s = 'm' .. minute % 60, 's' .. now_s % 180
     held = redis.pcall('HMGET', KEYS[12], m, s)
     if held.err then return {1} end
     if held[2] == t[1] and tonumber(held[1]) == minute then

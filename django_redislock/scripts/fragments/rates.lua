@@ -79,26 +79,17 @@ local function rate_reset(key, slot, bucket, old)
     end
   end
 end
--- the slot names "m0".."m59" and "s0".."s179" one after the other: rate_count cuts a slot's
--- name out of them (a number turned into text costs about as much as a command sent)
-local RATE_NAMES = 'm0m1m2m3m4m5m6m7m8m9m10m11m12m13m14m15m16m17m18m19m20m21m22m23m24m25m26m27m28m29m30m31m32m33m34m35m36m37m38m39m40m41m42m43m44m45m46m47m48m49m50m51m52m53m54m55m56m57m58m59s0s1s2s3s4s5s6s7s8s9s10s11s12s13s14s15s16s17s18s19s20s21s22s23s24s25s26s27s28s29s30s31s32s33s34s35s36s37s38s39s40s41s42s43s44s45s46s47s48s49s50s51s52s53s54s55s56s57s58s59s60s61s62s63s64s65s66s67s68s69s70s71s72s73s74s75s76s77s78s79s80s81s82s83s84s85s86s87s88s89s90s91s92s93s94s95s96s97s98s99s100s101s102s103s104s105s106s107s108s109s110s111s112s113s114s115s116s117s118s119s120s121s122s123s124s125s126s127s128s129s130s131s132s133s134s135s136s137s138s139s140s141s142s143s144s145s146s147s148s149s150s151s152s153s154s155s156s157s158s159s160s161s162s163s164s165s166s167s168s169s170s171s172s173s174s175s176s177s178s179'
 -- rate_count(key, sec, outcome, n, held): add n (a count, best as text) to one outcome in both
 -- rings at second sec (the text TIME gave), the enqueue scripts' fast path: HMGET, two
--- HINCRBY, and as few numbers turned into text as it can (none when both slots hold this
--- minute and second); held, when given, is the reply of that HMGET of the two slots'
--- buckets, already sent (the enqueue script's one-task path and the take's order task send
--- it before this fragment is built, with a copy of RATE_NAMES). sec must be text: it is
--- compared with the second slot's bucket as it stands. In RATE_NAMES "m<j>" starts at
--- 2j + 1 (j < 10) or 3j - 9; "s<k>" at 2k + 171 (k < 10), 3k + 161 (k < 100) or 4k + 61
--- (after the 170 characters of the minute names).
+-- HINCRBY, and the minute turned into text only when a slot holds an older bucket (once a
+-- second); held, when given, is the reply of that HMGET of the two slots' buckets, already
+-- sent (the enqueue script's one-task path and the take's order task send it before this
+-- fragment is built). sec must be text: it is compared with the second slot's bucket as it
+-- stands.
 local function rate_count(key, sec, outcome, n, held)
   local now_s = tonumber(sec)
   local minute = (now_s - now_s % 60) / 60
-  local j, k = minute % 60, now_s % 180
-  local a = j < 10 and 2 * j + 1 or 3 * j - 9
-  local m = string.sub(RATE_NAMES, a, j < 10 and a + 1 or a + 2)
-  a = k < 10 and 2 * k + 171 or k < 100 and 3 * k + 161 or 4 * k + 61
-  local s = string.sub(RATE_NAMES, a, k < 10 and a + 1 or k < 100 and a + 2 or a + 3)
+  local m, s = 'm' .. minute % 60, 's' .. now_s % 180
   -- another program's key of another type there: count nothing rather than fail the caller
   held = held or redis.pcall('HMGET', key, m, s)
   if held.err then return end

@@ -241,3 +241,53 @@ def test_an_interrupted_call_drops_its_connection(
     assert dropped  # its reply is never read by the next caller of that connection
     assert q.enqueue("next") is True
     assert q.get("interrupted") is not None and q.get("next") is not None
+
+
+def test_the_direct_sender_encodes_in_the_clients_encoding(single_target: RedisTarget) -> None:
+    client = redis.Redis.from_url(single_target.location, encoding="latin-1")
+    sender = direct_sender(client, ("ECHO",))
+    assert sender is not None and not sender.utf8
+    assert sender.bulk(["é", 7, b"\xff"]) == b"$1\r\n\xe9\r\n$1\r\n7\r\n$1\r\n\xff\r\n"
+    assert sender.call(["é"]) == "é".encode("latin-1")
+
+
+@pytest.mark.parametrize("failures", [0, 1, 2, 3])
+def test_a_direct_send_that_fails_is_retried_under_the_connections_policy(
+    single_target: RedisTarget, monkeypatch: pytest.MonkeyPatch, failures: int
+) -> None:
+    """The first try runs outside redis-py's retry policy; a failed one is the policy's first
+    try: with 2 retries, up to 3 sends, a disconnect after each failed one, and the last
+    error raised (the connection dropped once more, as after any failed call)."""
+    from redis.backoff import NoBackoff
+    from redis.connection import AbstractConnection
+    from redis.retry import Retry
+
+    client = redis.Redis.from_url(single_target.location, retry=Retry(NoBackoff(), 2))
+    sender = direct_sender(client, ("ECHO",))
+    assert sender is not None
+    assert sender.call(["warm"]) == b"warm"  # the thread's kept connection is open
+    original_send = AbstractConnection.send_packed_command
+    original_disconnect = AbstractConnection.disconnect
+    sends, drops, left = [0], [0], [failures]
+
+    def send(self: Any, command: Any, check_health: bool = True) -> None:
+        if b"ECHO" in bytes(command[0]):  # not the handshake of a reconnect
+            sends[0] += 1
+            if left[0] > 0:
+                left[0] -= 1
+                raise redis.ConnectionError("injected")
+        original_send(self, command, check_health)
+
+    def disconnect(self: Any, *args: Any, **kwargs: Any) -> None:
+        drops[0] += 1
+        original_disconnect(self, *args, **kwargs)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", send)
+    monkeypatch.setattr(AbstractConnection, "disconnect", disconnect)
+    if failures <= 2:
+        assert sender.call(["x"]) == b"x"
+        assert (sends[0], drops[0]) == (failures + 1, failures)
+    else:
+        with pytest.raises(redis.ConnectionError, match="injected"):
+            sender.call(["x"])
+        assert (sends[0], drops[0]) == (3, 4)

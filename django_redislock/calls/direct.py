@@ -22,6 +22,7 @@ the wrapper, so none is missing from the metrics).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import select
 import threading
@@ -79,15 +80,38 @@ class DirectSender:
         encoder = pool.get_encoder()
         self.encode: Callable[[Any], bytes] = encoder.encode
         self.text = (encoder.encoding, encoder.encoding_errors)
+        #: ``str.encode()`` with no arguments is what the encoder does (its default setting);
+        #: spreading ``self.text`` into every call cost as much as the rest of the packing
+        self.utf8 = codecs.lookup(encoder.encoding).name == "utf-8" and (
+            encoder.encoding_errors == "strict"
+        )
         self.count = len(head)
         self.head = self.bulk(head)
 
     def bulk(self, values: Sequence[Any]) -> bytes:
         """RESP bulk strings of ``values``, encoded as redis-py's ``Encoder`` would.
 
-        The types the hot calls send (bytes, str, int) are converted inline, which
+        The types the hot calls send (str, int, bytes) are converted inline, which
         is several times cheaper than a call to ``Encoder.encode`` per argument.
         """
+        if not self.utf8:
+            return self._bulk_encoded(values)
+        out = b""
+        for value in values:  # a lock call has five or six: appending beats a join here
+            kind = type(value)
+            if kind is str:
+                data = value.encode()
+            elif kind is int:
+                data = b"%d" % value
+            elif kind is bytes:
+                data = value
+            else:
+                data = self.encode(value)
+            out += b"$%d\r\n%b\r\n" % (len(data), data)
+        return out
+
+    def _bulk_encoded(self, values: Sequence[Any]) -> bytes:
+        """:meth:`bulk` for an encoding other than strict UTF-8."""
         out = []
         for value in values:
             kind = type(value)
@@ -110,66 +134,89 @@ class DirectSender:
             kept.busy = True
             try:
                 kept.check()
-                return self._send(kept.conn, request)
+                return _send(kept.conn, request)
             finally:
                 kept.busy = False
         pool = self.pool
         conn = pool.get_connection()
         try:
-            return self._send(conn, request)
+            return _send(conn, request)
         finally:
             pool.release(conn)
 
-    @classmethod
-    def _send(cls, conn: Any, request: bytes) -> Any:
-        try:
-            return conn.retry.call_with_retry(
-                lambda: cls._round_trip(conn, request), lambda error: conn.disconnect()
-            )
-        except redis.ResponseError:
-            raise  # an error reply: the connection is fine
-        except BaseException:
-            conn.disconnect()  # e.g. KeyboardInterrupt between send and read: a reply may be due
-            raise
 
-    @staticmethod
-    def _round_trip(conn: Any, request: bytes) -> Any:
-        conn.send_packed_command([request])
-        reply = conn.read_response()
-        reconnect = getattr(conn, "should_reconnect", None)
-        if reconnect is not None and reconnect():  # a maintenance notice from the server
-            conn.disconnect()
-        return reply
+def _round_trip(conn: Any, request: bytes) -> Any:
+    conn.send_packed_command([request])
+    reply = conn.read_response()
+    reconnect = getattr(conn, "should_reconnect", None)
+    if reconnect is not None and reconnect():  # a maintenance notice from the server
+        conn.disconnect()
+    return reply
+
+
+def _send(conn: Any, request: bytes) -> Any:
+    """One request on ``conn`` under the connection's retry policy, as redis-py sends one.
+
+    The first try runs outside the policy: wrapping every call in
+    ``Retry.call_with_retry`` (two closures, a backoff reset) cost more than the rest of
+    the send's own Python. A first try that raises hands its error to the policy as the
+    outcome of the policy's own first try, so what follows (which errors are retried, how
+    often, the disconnects and pauses) is exactly redis-py's.
+    """
+    try:
+        try:
+            return _round_trip(conn, request)
+        except Exception as exc:
+            first = [exc]
+
+            def again() -> Any:
+                if first:
+                    raise first.pop()  # the policy's first try is the one that just failed
+                return _round_trip(conn, request)
+
+            return conn.retry.call_with_retry(again, lambda error: conn.disconnect())
+    except redis.ResponseError:
+        raise  # an error reply: the connection is fine
+    except BaseException:
+        conn.disconnect()  # e.g. KeyboardInterrupt between send and read: a reply may be due
+        raise
 
 
 class _Kept:
     """A connection a thread keeps out of a pool for its hot calls; back when the thread ends."""
 
-    __slots__ = ("busy", "conn", "generation", "pool")
+    __slots__ = ("busy", "conn", "generation", "polled", "poller", "pool")
 
     def __init__(self, pool: Any, conn: Any) -> None:
         self.pool = pool
         self.conn = conn
         self.generation = connections.fork_generation()
         self.busy = False
+        self.poller = select.poll()
+        #: the socket ``poller`` watches (a reconnect brings a new one)
+        self.polled: Any = None
 
     def check(self) -> None:
         """Drop the socket if the server closed it or left unread data (as the pool does).
 
         A server restart or its idle ``timeout`` closes connections; the pool finds
         that when it hands one out, with three system calls. One ``poll`` does here:
-        a closed socket or stray data is readable, and the send reconnects.
+        a closed socket or stray data is readable, and the send reconnects. The poll
+        object is kept while the socket is the same one, not built per call.
         """
         sock = getattr(self.conn, "_sock", None)
-        if sock is not None:
-            poller = select.poll()
-            poller.register(sock, select.POLLIN)
-            if poller.poll(0):
-                self.conn.disconnect()
+        if sock is None:
+            return
+        if sock is not self.polled:
+            self.poller = select.poll()
+            self.poller.register(sock, select.POLLIN)
+            self.polled = sock
+        if self.poller.poll(0):
+            self.conn.disconnect()
 
     def give_back(self) -> None:
         """Return the connection to its pool (not from a forked child: it was the parent's)."""
-        conn, self.conn = self.conn, None
+        conn, self.conn, self.polled = self.conn, None, None
         if conn is not None and self.generation == connections.fork_generation():
             # at interpreter shutdown, or after a pool reset, there is nothing to give back
             with contextlib.suppress(Exception):
@@ -207,7 +254,7 @@ def _kept_connection(pool: Any) -> _Kept | None:
     """
     kept = _threads.kept.get(pool)
     if kept is not None:
-        if kept.generation == connections.fork_generation() and not kept.busy:
+        if kept.generation == connections._forks and not kept.busy:  # fork_generation()
             return kept
         if kept.busy:
             return None

@@ -53,6 +53,8 @@ class BaseLock(LockCalls):
     """
 
     kind = "mutex"
+    #: True when the subclass takes its :class:`ScriptCalls` from a cache (no object each)
+    _shared_scripts = False
 
     def __init__(
         self,
@@ -86,7 +88,8 @@ class BaseLock(LockCalls):
         self._lost_hold: Hold | None = None  # the last hold, once known lost
         self._wait_started = 0.0
         self._state = threading.Lock()
-        self._scripts = ScriptCalls()
+        if not self._shared_scripts:
+            self._scripts = ScriptCalls()
 
     def __repr__(self) -> str:
         state = f"fence={self._hold.fence}" if self._hold else "not held"

@@ -107,14 +107,15 @@ class HoldKeeping:
             self._report_lost(stale)
         waited = time.monotonic() - self._wait_started if self._wait_started else 0.0
         timings.granted(self.backend.alias, self.kind, self.name, fence, waited)
-        signals.lock_acquired.send(
-            sender=type(self),
-            alias=self.backend.alias,
-            name=self.name,
-            fence=fence,
-            waited=waited,
-            kind=self.kind,
-        )
+        if signals.lock_acquired.receivers:  # a send with none returns [] (no call, no kwargs)
+            signals.lock_acquired.send(
+                sender=type(self),
+                alias=self.backend.alias,
+                name=self.name,
+                fence=fence,
+                waited=waited,
+                kind=self.kind,
+            )
         return True
 
     def _require_hold(self, action: str) -> Hold:
@@ -194,9 +195,10 @@ class HoldKeeping:
             hold.releasing = True
             self._forget(hold)
             timings.released(self.backend.alias, self.name, hold.fence)
-            signals.lock_released.send(
-                sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
-            )
+            if signals.lock_released.receivers:
+                signals.lock_released.send(
+                    sender=type(self), alias=self.backend.alias, name=self.name, fence=hold.fence
+                )
 
     def _report_lost(self, hold: Hold) -> None:
         """Tell the holder once that the hold ended: the signal and the callback."""

@@ -69,7 +69,14 @@ def check_seconds(value: Any, argument: str, *, allow_zero: bool = False) -> flo
     The lock objects check a ``ttl`` (never zero) and a ``timeout`` (zero: do not
     wait) with it; the rule and its messages are the validation module's.
     """
+    # the common case without the validation module's calls (a lock object is built per
+    # call in the README's idiom); NaN, infinity and every refusal take the full check
+    if type(value) in _NUMBERS and 0 < value <= validation.MAX_SECONDS:
+        return float(value)
     return validation.check_seconds(value, argument, allow_zero=allow_zero)
+
+
+_NUMBERS = (int, float)
 
 
 def to_ms(seconds: float) -> int:

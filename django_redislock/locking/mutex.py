@@ -9,6 +9,7 @@ fence stays the same across re-entries because they are one grant.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import Any
 
@@ -27,6 +28,7 @@ _Spec = tuple[str, str, BucketKeys, str, list[str], list[str], list[str], Script
 
 #: Most lock names whose spec one backend keeps (then it starts over).
 MAX_SPECS = 1024
+#: The specs of a backend whose class refuses new attributes (others keep theirs, see _spec).
 _specs: weakref.WeakKeyDictionary[Any, dict[str, _Spec]] = weakref.WeakKeyDictionary()
 
 
@@ -37,9 +39,12 @@ def _spec(backend: Backend, name: str) -> _Spec:
     its keys and preparing its calls again each time cost a quarter of the cycle. The
     key lists are never changed after this (a call that needs other keys builds its own).
     """
-    known = _specs.get(backend)
-    if known is None:
+    try:  # an attribute of the backend: WeakKeyDictionary.get runs Python code per call
+        known: dict[str, _Spec] = backend._lock_specs  # type: ignore[attr-defined]
+    except AttributeError:
         known = _specs.setdefault(backend, {})
+        with contextlib.suppress(AttributeError):
+            backend._lock_specs = known  # type: ignore[attr-defined]
     found = known.get(name)
     if found is None:
         base, ix = name_keys(backend, name)
@@ -60,6 +65,8 @@ class Lock(BaseLock):
 
     Build it with ``locks[alias].lock(name, ...)``; see :mod:`django_redislock.locking`.
     """
+
+    _shared_scripts = True  # from the name's spec (see _spec)
 
     def __init__(
         self, backend: Backend, name: str, *, reentrant: bool = False, **kwargs: Any

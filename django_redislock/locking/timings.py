@@ -29,23 +29,34 @@ MAX_OPEN_HOLDS = 10_000
 
 
 class Histogram:
-    """A cumulative-bucket histogram (thread-safe)."""
+    """A cumulative-bucket histogram (thread-safe).
 
-    def __init__(self, buckets: tuple[float, ...] = BUCKETS) -> None:
+    ``lock`` guards its counts: the lock timings give their histograms the lock of their
+    open holds and acquire counts, so that a grant updates all three under one lock
+    instead of three (see :meth:`LockTimings.acquired`).
+    """
+
+    def __init__(
+        self, buckets: tuple[float, ...] = BUCKETS, lock: threading.Lock | None = None
+    ) -> None:
         self.bounds = buckets
         self.counts = [0] * len(buckets)
         self.total = 0.0
         self.count = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock() if lock is None else lock
 
     def observe(self, seconds: float) -> None:
         """Count one observation."""
-        index = bisect.bisect_left(self.bounds, seconds)
         with self._lock:
-            if index < len(self.counts):
-                self.counts[index] += 1
-            self.total += seconds
-            self.count += 1
+            self._add(seconds)
+
+    def _add(self, seconds: float) -> None:
+        """Count one observation; the caller holds the histogram's lock."""
+        index = bisect.bisect_left(self.bounds, seconds)
+        if index < len(self.counts):
+            self.counts[index] += 1
+        self.total += seconds
+        self.count += 1
 
     def snapshot(self) -> tuple[list[tuple[float, int]], float, int]:
         """Cumulative ``(bound, count)`` pairs, the sum and the count, read consistently."""
@@ -58,63 +69,12 @@ class Histogram:
         return cumulative, total, count
 
 
-class LockTimings:
-    """Wait and hold histograms per lock alias for this process."""
-
-    def __init__(self) -> None:
-        self.wait: dict[str, Histogram] = {}
-        self.hold: dict[str, Histogram] = {}
-        self._open: OrderedDict[tuple[str, str, int], float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _histogram(self, table: dict[str, Histogram], alias: str) -> Histogram:
-        found = table.get(alias)
-        if found is None:
-            with self._lock:
-                found = table.setdefault(alias, Histogram())
-        return found
-
-    def acquired(self, alias: str, name: str, fence: int, waited: float | None) -> None:
-        """A hold began (re-entries of a reentrant hold keep the first start time)."""
-        if waited is not None:
-            self._histogram(self.wait, alias).observe(max(0.0, waited))
-        key = (alias, name, fence)
-        with self._lock:
-            if key not in self._open:
-                self._open[key] = time.monotonic()
-                while len(self._open) > MAX_OPEN_HOLDS:
-                    self._open.popitem(last=False)
-
-    def released(self, alias: str, name: str, fence: int | None) -> None:
-        """A hold ended with a release: observe its length if this process saw it begin."""
-        with self._lock:
-            started = self._open.pop((alias, name, fence or 0), None)
-        if started is not None:
-            self._histogram(self.hold, alias).observe(time.monotonic() - started)
-
-    def lost(self, alias: str, name: str, fence: int | None) -> None:
-        """A hold ended without a release: forget its start (it has no hold time)."""
-        with self._lock:
-            self._open.pop((alias, name, fence or 0), None)
-
-    def reset(self) -> None:
-        """Forget everything (tests)."""
-        with self._lock:
-            self.wait.clear()
-            self.hold.clear()
-            self._open.clear()
-
-
-#: The timings of this process.
-timings = LockTimings()
-
-
 class Acquisitions:
     """Acquire outcomes per ``(alias, kind, outcome)`` in this process (thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lock: threading.Lock | None = None) -> None:
         self.counts: dict[tuple[str, str, str], int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock() if lock is None else lock
 
     def add(self, alias: str, kind: str, outcome: str) -> None:
         key = (alias, kind, outcome)
@@ -131,14 +91,84 @@ class Acquisitions:
             self.counts.clear()
 
 
+class LockTimings:
+    """Wait and hold histograms per lock alias for this process.
+
+    Its histograms and the open holds share one lock (and so do the process's
+    :data:`acquisitions`): a lock cycle takes it twice, once at the grant and once at the
+    release.
+    """
+
+    def __init__(self, acquisitions: Acquisitions | None = None) -> None:
+        self.wait: dict[str, Histogram] = {}
+        self.hold: dict[str, Histogram] = {}
+        self._open: OrderedDict[tuple[str, str, int], float] = OrderedDict()
+        #: where :meth:`acquired` counts grants (it shares their lock)
+        self.acquisitions = Acquisitions() if acquisitions is None else acquisitions
+        self._lock = self.acquisitions._lock
+
+    def _histogram(self, table: dict[str, Histogram], alias: str) -> Histogram:
+        found = table.get(alias)
+        if found is None:
+            with self._lock:
+                found = table.setdefault(alias, Histogram(lock=self._lock))
+        return found
+
+    def acquired(
+        self, alias: str, name: str, fence: int, waited: float | None, kind: str | None = None
+    ) -> None:
+        """A hold began (re-entries of a reentrant hold keep the first start time).
+
+        With ``kind``, the grant is counted in :attr:`acquisitions` too, under the same lock.
+        """
+        wait = self.wait.get(alias) or self._histogram(self.wait, alias)
+        key = (alias, name, fence)
+        now = time.monotonic()
+        opened = self._open
+        with self._lock:
+            if waited is not None:
+                wait._add(max(0.0, waited))
+            if key not in opened:
+                opened[key] = now
+                if len(opened) > MAX_OPEN_HOLDS:
+                    while len(opened) > MAX_OPEN_HOLDS:
+                        opened.popitem(last=False)
+            if kind is not None:
+                counts = self.acquisitions.counts
+                counted = (alias, kind, "granted")
+                counts[counted] = counts.get(counted, 0) + 1
+
+    def released(self, alias: str, name: str, fence: int | None) -> None:
+        """A hold ended with a release: observe its length if this process saw it begin."""
+        hold = self.hold.get(alias) or self._histogram(self.hold, alias)
+        now = time.monotonic()
+        with self._lock:
+            started = self._open.pop((alias, name, fence or 0), None)
+            if started is not None:
+                hold._add(now - started)
+
+    def lost(self, alias: str, name: str, fence: int | None) -> None:
+        """A hold ended without a release: forget its start (it has no hold time)."""
+        with self._lock:
+            self._open.pop((alias, name, fence or 0), None)
+
+    def reset(self) -> None:
+        """Forget everything (tests)."""
+        with self._lock:
+            self.wait.clear()
+            self.hold.clear()
+            self._open.clear()
+
+
 #: The acquisitions of this process.
 acquisitions = Acquisitions()
+#: The timings of this process (they count its grants in :data:`acquisitions`).
+timings = LockTimings(acquisitions)
 
 
 def granted(alias: str, kind: str, name: str, fence: int, waited: float | None) -> None:
     """An ``acquire()`` returned a grant (a re-entry too)."""
-    timings.acquired(alias, name, fence, waited)
-    acquisitions.add(alias, kind, "granted")
+    timings.acquired(alias, name, fence, waited, kind)
 
 
 def not_granted(alias: str, kind: str, blocking: bool) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 import redis
 
+from .. import connections
 from ..exceptions import ConnectionFailed
 from .pipeline import run_scripts
 
@@ -53,8 +54,13 @@ class Watchdog:
 
     def __init__(self) -> None:
         self._locks: dict[int, Any] = {}
-        self._cond = threading.Condition()
+        # the condition's lock, taken directly where nothing waits (Condition.__enter__ is
+        # Python code, and a default lock's cycle registers once)
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._thread: threading.Thread | None = None
+        #: the thread is running ``_run`` (False once it returned or raised)
+        self._running = False
         self._pid = os.getpid()
         #: when the thread wakes next (monotonic; inf: parked until a registration)
         self._wake_at = math.inf
@@ -63,19 +69,21 @@ class Watchdog:
 
     def register(self, lock: Any) -> None:
         """Start renewing ``lock`` (its current hold) until it is unregistered."""
-        with self._cond:
-            self._after_fork_check()
+        with self._mutex:
+            if self._generation != connections._forks:  # connections.fork_generation()
+                self._after_fork_check()
             hold = lock._hold
             if hold is None:
                 return
             renew_at = hold.renew_at = time.monotonic() + lock.ttl * RENEW_FRACTION
             self._locks[id(lock)] = lock
-            if self._thread is None or not self._thread.is_alive():
+            if not self._running:
                 self._thread = threading.Thread(
                     target=self._run, name="redislock-watchdog", daemon=True
                 )
                 self._wake_at = renew_at
                 self.started += 1
+                self._running = True
                 self._thread.start()
             elif renew_at < self._wake_at:
                 self._wake_at = renew_at  # the thread's plan from now on
@@ -99,26 +107,40 @@ class Watchdog:
 
     def reset(self) -> None:
         """Forget every lock and the thread (in a forked child)."""
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._locks = {}
         self._thread = None
+        self._running = False
         self._pid = os.getpid()
+        self._generation = connections._forks
         self._wake_at = math.inf
         self.started = 0
+
+    #: :func:`~django_redislock.connections.fork_generation` when the registry was last
+    #: checked against the pid: a registration looks up the pid (a system call) only after
+    #: a fork, which the ``register_at_fork`` hooks count.
+    _generation = -1
 
     def _after_fork_check(self) -> None:
         if self._pid != os.getpid():
             self._locks, self._thread, self._pid = {}, None, os.getpid()
-            self._wake_at, self.started = math.inf, 0
+            self._wake_at, self.started, self._running = math.inf, 0, False
+        self._generation = connections._forks
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                if self._pid != os.getpid():
-                    return  # the parent's thread does not run in a child; only a guard
-                due = self._due_or_wait()
-            if due:
-                self._renew(due)
+        try:
+            while True:
+                with self._cond:
+                    if self._pid != os.getpid():
+                        return  # the parent's thread does not run in a child; only a guard
+                    due = self._due_or_wait()
+                if due:
+                    self._renew(due)
+        finally:
+            with self._mutex:
+                if threading.current_thread() is self._thread:
+                    self._running = False  # the next registration starts a thread
 
     def _due_or_wait(self) -> list[tuple[Any, Any]]:
         """The (lock, hold) pairs due now, or [] after waiting until the planned moment.

@@ -232,15 +232,8 @@ class TaskFunction(Generic[P, R]):
         target = self.queue_named(queue)
         seconds = check_seconds(delay_of(delay, eta), "delay", allow_zero=True)
         at = expiry_of(expires, seconds)
-        return self._send(
-            self.payload(args, kwargs),
-            id,
-            micros(seconds),
-            replace,
-            level,
-            queue=target,
-            expires=at,
-        )
+        payload = self.payload(args, kwargs)
+        return self._send(payload, id, micros(seconds), replace, level, queue=target, expires=at)
 
     def _send(
         self,
@@ -261,8 +254,8 @@ class TaskFunction(Generic[P, R]):
         enqueue script's ARGV is built directly, without an ``Entry``.
         """
         # the common case, a random id, inline (task_id() makes it the same way)
-        random = id is None and not self.unique
-        task_id = os.urandom(16).hex() if random else self.task_id(payload, id)
+        fresh = id is None and not self.unique
+        task_id = os.urandom(16).hex() if fresh else self.task_id(payload, id)
         if queue is None:
             queue = self.queue
         group = None if self.group is None else self.group.group_of(*self.call_of(payload))

@@ -164,7 +164,9 @@ def reason(exc: BaseException) -> str:
     if isinstance(exc, DeadlineExceeded):
         return "timeout"
     if isinstance(exc, ConnectionFailed):
-        return "unreachable"
+        # a BUSY server is an outage to the calls (the command did not run), told apart here
+        cause = exc.__cause__
+        return "busy" if cause is not None and str(cause).startswith("BUSY") else "unreachable"
     text = str(exc)
     for prefix, label in (("WRONGTYPE", "wrongtype"), ("BUSY", "busy"), ("LOADING", "loading")):
         if text.startswith(prefix):

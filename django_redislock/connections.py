@@ -43,8 +43,14 @@ CLIENT_ERRORS: tuple[type[Exception], ...] = (
 #: errors, and the error replies ``errors()`` sorts: ``CLUSTERDOWN`` and ``BUSY`` (the command
 #: did not run: turned into ``ConnectionFailed``), Redis refusing a write at ``maxmemory``
 #: (turned into :class:`~.exceptions.ServerOutOfMemory`); any other error reply is raised as
-#: it is.
-ROUTED_ERRORS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, redis.exceptions.ResponseError)
+#: it is. ``RuntimeError`` and ``IndexError`` too: out of a Cluster client's slot-map reload
+#: that another thread's raced, they are a dropped connection (``calls/transport.py``).
+ROUTED_ERRORS: tuple[type[Exception], ...] = (
+    *CLIENT_ERRORS,
+    redis.exceptions.ResponseError,
+    RuntimeError,
+    IndexError,
+)
 
 SCHEMES = ("redis", "rediss", "unix", "cache", "embedded")
 

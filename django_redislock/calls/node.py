@@ -27,7 +27,7 @@ from redis.exceptions import (
 from ..connections import CLIENT_ERRORS, AsyncClient, Client
 from ..exceptions import ConnectionFailed, ServerOutOfMemory
 from .script import BoundScript, script
-from .transport import as_connection_error, closed_under_send
+from .transport import as_connection_error, internal_race
 
 #: What :meth:`NodeBase.errors` turns into ``ConnectionFailed``: the client errors, and
 #: ``CLUSTERDOWN`` (a slot whose master is restarting; the command did not run).
@@ -133,7 +133,9 @@ class NodeBase(KeyNames):
         rides out outages (a worker, a buyer trying again) must see the same error. So is
         an asyncio connection closed under a command by another coroutine, which redis-py
         reports as an ``AttributeError`` or ``TypeError`` of its own
-        (see :mod:`django_redislock.calls.transport`), and a ``BUSY`` reply: a server running
+        (see :mod:`django_redislock.calls.transport`), or a Cluster client's slot-map reload
+        raced by another thread's (a ``RuntimeError`` or ``IndexError`` out of redis-py's
+        cluster code, the same module), and a ``BUSY`` reply: a server running
         a script (or function) past ``busy-reply-threshold`` refuses every other command until
         it ends, which redis-py raises as a plain ``ResponseError``; unmapped, it reached a
         view as a 500 and a worker as an error of its loop.
@@ -153,8 +155,8 @@ class NodeBase(KeyNames):
             if not server_busy(exc):
                 raise
             raise ConnectionFailed(self.unreachable(exc)) from exc
-        except (AttributeError, TypeError) as exc:
-            if not closed_under_send(exc):
+        except (AttributeError, TypeError, RuntimeError, IndexError) as exc:
+            if not internal_race(exc):
                 raise
             error = as_connection_error(exc)
             raise ConnectionFailed(self.unreachable(error)) from error

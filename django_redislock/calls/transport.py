@@ -1,4 +1,7 @@
-"""A connection closed under a send, as redis-py's asyncio client sometimes reports it.
+"""redis-py's internal races that stand for a dropped connection, told apart from bugs.
+
+A connection closed under a send, as redis-py's asyncio client sometimes reports it, and a
+Cluster client's slot-map reload that another thread's reload raced.
 
 redis-py's asyncio connection checks that it is open, then writes; between the two (an
 ``await``: on Python 3.11 ``asyncio.wait_for`` runs the write on a later turn of the loop)
@@ -13,7 +16,15 @@ and a caller would take a dropped connection for a bug.
 :func:`closed_under_send` tells that case apart by where the error was raised (the last
 frame of its traceback is redis-py's connection or parser code, or asyncio's streams and
 transports), so an ``AttributeError`` of anyone else's code is never mistaken for it.
-:func:`as_connection_error` turns it into the ``redis.ConnectionError`` it stands for.
+A Cluster client reloads its slot map after a connection error, inside its own
+``execute_command``. Two threads of one process that reload at the same moment can break
+each other's reload (redis-py's node manager is shared): a ``RuntimeError`` (a dict that
+changed size during iteration) or an ``IndexError`` (no primary known for a moment) comes
+out of the call. That is a call on a dropped connection whose outcome is unknown, as the
+connection error that started the reload is: :func:`cluster_reload_race` tells it apart by
+the frames it was raised through (redis-py's cluster code).
+
+:func:`as_connection_error` turns either into the ``redis.ConnectionError`` it stands for.
 """
 
 from __future__ import annotations
@@ -51,8 +62,31 @@ def closed_under_send(exc: BaseException) -> bool:
     return isinstance(module, str) and module.startswith(INTERNALS)
 
 
+#: The modules of a Cluster client's call and slot-map reload.
+CLUSTER_INTERNALS = ("redis.cluster", "redis.asyncio.cluster")
+
+
+def cluster_reload_race(exc: BaseException) -> bool:
+    """True for a ``RuntimeError`` or ``IndexError`` raised inside a Cluster client's call
+    (a frame of its traceback is redis-py's cluster code)."""
+    if not isinstance(exc, (RuntimeError, IndexError)):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if isinstance(module, str) and module.startswith(CLUSTER_INTERNALS):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def internal_race(exc: BaseException) -> bool:
+    """True for either race of this module: a dropped connection in redis-py's words."""
+    return closed_under_send(exc) or cluster_reload_race(exc)
+
+
 def as_connection_error(exc: BaseException) -> ClosedUnderSend:
-    """The connection error ``exc`` (a :func:`closed_under_send` error) stands for."""
+    """The connection error ``exc`` (an :func:`internal_race` error) stands for."""
     kind = type(exc).__name__
     error = ClosedUnderSend(f"the connection was closed under the call ({kind}: {exc})")
     error.__cause__ = exc

@@ -68,8 +68,9 @@ CLUSTER_INTERNALS = ("redis.cluster", "redis.asyncio.cluster")
 
 def cluster_reload_race(exc: BaseException) -> bool:
     """True for a ``RuntimeError`` or ``IndexError`` raised inside a Cluster client's call
-    (a frame of its traceback is redis-py's cluster code)."""
-    if not isinstance(exc, (RuntimeError, IndexError)):
+    (a frame of its traceback is redis-py's cluster code). Those two types exactly: a
+    subclass (``NotImplementedError``, ``RecursionError``) says something else."""
+    if type(exc) not in (RuntimeError, IndexError):
         return False
     tb = exc.__traceback__
     while tb is not None:

@@ -565,8 +565,10 @@ def test_a_leader_that_lost_its_lock_stands_by_and_a_standby_leads(real: RedisTa
         while not first.lock.owned() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert first.lock.owned()
-        assert locks["default"].force_release(first.lock.name)  # as if its ttl ran out
+        # built before the release: the first finds out at its next renewal (within ttl / 3)
+        # and then waits for the lock itself, so the second must be asking at once
         second = Scheduler([make("none", 1, "lead")], leader_ttl=1.5)
+        assert locks["default"].force_release(first.lock.name)  # as if its ttl ran out
         assert second.lock.acquire(timeout=5)
         time.sleep(1.0)  # the first renews at most every ttl / 3: it must find out and wait
         assert not first.lock.owned() and second.lock.owned()

@@ -214,8 +214,8 @@ def test_workers_ride_out_a_redis_outage(aof_place: tuple[RedisProcess, Place], 
     pids = {str(w.pid) for w in workers}
 
     def both_under_way() -> bool:
-        # both workers have run a task: a worker still starting when Redis goes away exits
-        # (drain_queue checks Redis before its loop), which is not what this test is about
+        # both workers have run a task: this test is about running workers (one that
+        # starts during an outage has its own test below)
         ran = {r.split(":")[2] for r in tasks.runs() if r.startswith("run:")}
         return len(runs_of("done")) >= 30 and pids <= ran
 
@@ -241,6 +241,32 @@ def test_workers_ride_out_a_redis_outage(aof_place: tuple[RedisProcess, Place], 
         assert "Redis is unreachable" in err and "Redis answers again" in err
     stats = claims_queue().stats()
     assert (stats["ready"], stats["in_flight"], stats["dead"]) == (0, 0, 0)
+
+
+def test_a_worker_started_during_an_outage_waits_for_redis(
+    aof_place: tuple[RedisProcess, Place],
+) -> None:
+    # a worker that comes up before its server (a container started first, a restart of
+    # both) rides the outage out as a running worker does, instead of exiting at once
+    server, place = aof_place
+    tasks.step.enqueue(args=["early", 0], id="early")
+    server.stop()
+    worker = place.spawn("--give-up", "120")
+    try:
+        assert worker.stderr is not None
+        lines = [worker.stderr.readline()]
+        while lines[-1] and "Redis is unreachable" not in lines[-1] and len(lines) < 50:
+            lines.append(worker.stderr.readline())
+        assert "Redis is unreachable" in lines[-1], lines
+        assert worker.poll() is None
+        server.start()
+        wait_for(lambda: runs_of("done") == {"early": 1}, 60, "the task queued before to run")
+        worker.send_signal(signal.SIGTERM)
+        code, _, err = finish(worker)
+    finally:
+        worker.kill()
+    assert code == 0, err
+    assert "Redis answers again" in err
 
 
 def test_a_worker_gives_up_after_its_give_up_time(

@@ -13,8 +13,12 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from .stops import WorkerGaveUp
+from .stops import OUTAGES, WorkerGaveUp
+
+T = TypeVar("T")
 
 logger = logging.getLogger("django_redislock.worker")
 
@@ -60,3 +64,24 @@ class Outage:
         if self.since is not None:
             logger.warning("Redis answers again after %.1fs", time.monotonic() - self.since)
             self.since = None
+
+
+def until_reachable(
+    call: Callable[[], T], give_up: float, sleep: Callable[[float], object] = time.sleep
+) -> T:
+    """Return ``call()``, trying again through an outage as a running worker does.
+
+    A worker started while Redis is still down (a container that comes up before its
+    server, a restart of both) waits for it instead of exiting at once: under a process
+    supervisor, exiting would only restart it in a loop. Past ``give_up`` seconds it
+    raises :class:`~.stops.WorkerGaveUp`, as the worker's own loop does.
+    """
+    outage = Outage(give_up)
+    while True:
+        try:
+            result = call()
+        except OUTAGES as exc:
+            sleep(outage.next_delay(exc))
+            continue
+        outage.ended()
+        return result

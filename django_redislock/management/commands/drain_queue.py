@@ -8,9 +8,10 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ...exceptions import InvalidArgument, RedisLockError
+from ...queue.outages import until_reachable
 from ...queue.pools import POOLS, check_pool
 from ...queue.registry import autodiscover, queues_of
-from ...queue.stops import ForcedStop
+from ...queue.stops import ForcedStop, WorkerGaveUp
 from ...queue.worker import Summary, Worker, logger
 from ._flow_common import known_queues
 from ._logging import LoggedCommand, log_to_stderr
@@ -100,6 +101,7 @@ class Command(LoggedCommand):
                 logger.error(
                     "task module %r failed to import (its tasks are retried): %s", module, error
                 )
+            self.wait_for_redis(options)
             if options["queues"]:
                 # A misspelt name would drain nothing and exit 0: refuse it, as pause_queue does.
                 known_queues(options["using"], options["queues"])
@@ -112,6 +114,22 @@ class Command(LoggedCommand):
                 with scheduler_thread(options):
                     summary = self.run_worker(worker)
         self.stdout.write(self.style.SUCCESS(self.summary_line(summary)))
+
+    @staticmethod
+    def wait_for_redis(options: dict[str, Any]) -> None:
+        """Ride out an outage at start as the worker does later, up to ``--give-up`` seconds.
+
+        The queue names are read from Redis before the worker exists; without this a
+        worker started a moment before its server would exit at once.
+        """
+        backend = backend_of(options["using"])
+        give_up = options.get("give_up")
+        if give_up is None:
+            give_up = float(backend.options.get("WORKER_GIVE_UP", 300.0))
+        try:
+            until_reachable(backend.ping, give_up)
+        except WorkerGaveUp as exc:
+            raise CommandError(str(exc)) from exc
 
     def build_worker(self, options: dict[str, Any]) -> Worker:
         alias = options["using"]

@@ -583,6 +583,31 @@ def test_a_leader_that_lost_its_lock_stands_by_and_a_standby_leads(real: RedisTa
     assert not thread.is_alive() and not first.lock.locked()
 
 
+def test_an_unreachable_lock_server_is_logged_once_per_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the standby tries the leader lock every second: an outage of minutes must not log a
+    # warning a second (a worker logs one per outage too)
+    down = {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2}}
+    caplog.set_level("WARNING", logger="django_redislock")
+    with override_settings(REDISLOCK_LOCKS={"default": down, "down": down}):
+        scheduler = Scheduler([make("none", 1, "down")], lock_using="down")
+        thread = scheduler.start_thread()
+        try:
+
+            def tried_thrice() -> bool:  # each try logs its grant as unknown
+                return sum("unknown grant" in r.getMessage() for r in caplog.records) >= 3
+
+            wait_for(tried_thrice, 60, "three tries of the leader lock")
+        finally:
+            scheduler.stop()
+            thread.join(10)
+    assert not thread.is_alive()
+    reached = [r.getMessage() for r in caplog.records if "cannot reach" in r.getMessage()]
+    assert len(reached) == 1, reached
+    assert "retrying every second" in reached[0]
+
+
 def test_a_queued_tick_counts_as_enqueued_in_the_rates(real: RedisTarget) -> None:
     from django_redislock.queue.rates import read
 

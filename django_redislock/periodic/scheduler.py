@@ -145,6 +145,8 @@ class Scheduler:
         self._stop = threading.Event()
         #: schedules whose mark is ahead of the Redis clock (warned once each)
         self._behind: set[str] = set()
+        #: when the lock server stopped answering (monotonic), while it does not
+        self._unreachable_since: float | None = None
 
     def stop(self) -> None:
         """Ask :meth:`run` to return (within one wait); the lock is released for a standby."""
@@ -263,11 +265,21 @@ class Scheduler:
     def _lead(self) -> bool:
         """Wait (bounded) for the leader lock; True once this scheduler holds it."""
         try:
-            return bool(self.lock.acquire(timeout=min(1.0, self.leader_ttl)))
+            held = bool(self.lock.acquire(timeout=min(1.0, self.leader_ttl)))
         except RedisLockError as exc:
-            logger.warning("periodic: cannot reach the lock server (%s); retrying", exc)
+            # once per outage, as a worker logs one: a try a second would log a line a second
+            if self._unreachable_since is None:
+                self._unreachable_since = time.monotonic()
+                logger.warning(
+                    "periodic: cannot reach the lock server (%s); retrying every second", exc
+                )
             self._stop.wait(1.0)
             return False
+        if self._unreachable_since is not None:
+            gone = time.monotonic() - self._unreachable_since
+            logger.warning("periodic: the lock server answers again after %.1fs", gone)
+            self._unreachable_since = None
+        return held
 
     def _serve(self, deadline: float | None) -> None:
         """Lead: run rounds and sleep until the next tick, renewing the lock, until lost."""

@@ -3,7 +3,7 @@
 ``with locks[alias].lock(name, ttl=10):`` builds a new object per call, and a lock taken
 without ``ttl`` is renewed by the watchdog. Neither may cost more than a reused object
 beyond the object itself: the keys and prepared calls of a name are built once, and the
-watchdog's thread lives for the process (docs/benchmarks.md, "Locks").
+watchdog's thread lives for the process (docs/benchmarks-history.md, "Locks as users write them").
 """
 
 from __future__ import annotations

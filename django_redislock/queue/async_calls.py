@@ -12,7 +12,7 @@ is awaited as it is (no coroutine of ours around it), and calls handed to a thre
 their arguments (no closure, whose cells every run would make whether or not it needs
 them). Each object a waiting run holds counts towards the garbage collector's next pass:
 at 32 runs at once, the 47 a run held made one pass every 36-63 runs, the 22 it holds
-now one every 290-400, as in the thread pool (docs/benchmarks.md, "The async pool").
+now one every 290-400, as in the thread pool (docs/benchmarks-history.md, "The async pool").
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def dramatiq_actor(
 
 
 def huey_app(url: str) -> Any:
-    from huey import RedisHuey  # type: ignore[import-untyped]
+    from huey import RedisHuey
 
     app = RedisHuey("bench-io", url=url)
     return app, app.task(name="bench_io_sleep")(sleep_sync)

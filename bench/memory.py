@@ -57,7 +57,7 @@ def fill_redislock(port: int, n: int) -> None:
 
 
 def fill_huey(port: int, n: int) -> None:
-    from huey import RedisHuey  # type: ignore[import-untyped]
+    from huey import RedisHuey
 
     huey = RedisHuey("bench", host="127.0.0.1", port=port)
 

@@ -59,7 +59,7 @@ def redislock_task() -> Any:
 
 
 def huey_app(url: str) -> Any:
-    from huey import RedisHuey  # type: ignore[import-untyped]
+    from huey import RedisHuey
 
     app = RedisHuey("bench-pickup", url=url)
     return app, app.task(name="bench_pickup_note")(note)

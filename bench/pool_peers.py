@@ -28,7 +28,7 @@ ARQ_QUEUE = "arq:queue"
 
 
 def huey_of(client: redis.Redis) -> Any:
-    from huey import RedisHuey  # type: ignore[import-untyped]
+    from huey import RedisHuey
 
     kwargs = client.connection_pool.connection_kwargs
     huey = RedisHuey("bench-pool", host=kwargs["host"], port=kwargs["port"])

@@ -151,7 +151,7 @@ def rq_suite(client: redis.Redis, n: int) -> Suite:
 
 
 def huey_suite(client: redis.Redis, n: int) -> Suite:
-    from huey import RedisHuey  # type: ignore[import-untyped]
+    from huey import RedisHuey
 
     kwargs = client.connection_pool.connection_kwargs
     huey = RedisHuey("bench", host=kwargs["host"], port=kwargs["port"])

@@ -56,17 +56,17 @@ class Producer:
         self._arq: Any = None
 
     def redislock(self) -> Callable[[float], Any]:
-        return pickup_worker.redislock_task().delay  # type: ignore[no-any-return]
+        return pickup_worker.redislock_task().delay
 
     def redislock_second_queue(self) -> Callable[[float], Any]:
         return self.redislock()
 
     def huey(self) -> Callable[[float], Any]:
         _, fn = pickup_worker.huey_app(self.url)
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     def dramatiq(self) -> Callable[[float], Any]:
-        return pickup_worker.dramatiq_actor(self.url).send  # type: ignore[no-any-return]
+        return pickup_worker.dramatiq_actor(self.url).send
 
     def arq(self) -> Callable[[float], Any]:
         from arq import create_pool

@@ -125,7 +125,7 @@ def arq(url: str) -> None:
 
     logging.getLogger("arq").setLevel(logging.WARNING)
     worker = Worker(
-        functions=[arq_note],  # type: ignore[list-item]
+        functions=[arq_note],
         redis_settings=RedisSettings.from_dsn(url),
         max_jobs=1,
         handle_signals=False,

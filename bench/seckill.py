@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import connections, models, transaction
 
@@ -78,6 +78,8 @@ def create_order(reservation: dict[str, Any]) -> None:
 
 class NaiveStock(models.Model):
     units = models.IntegerField()
+    # Django adds the default manager; django-stubs adds it only to models of installed apps
+    objects: ClassVar[models.Manager[NaiveStock]]
 
     class Meta:
         app_label = "testapp"
@@ -90,6 +92,7 @@ class NaiveStock(models.Model):
 class NaiveOrder(models.Model):
     stock = models.ForeignKey(NaiveStock, on_delete=models.CASCADE)
     buyer = models.CharField(max_length=64)
+    objects: ClassVar[models.Manager[NaiveOrder]]
 
     class Meta:
         app_label = "testapp"
@@ -654,7 +657,7 @@ def server_rows(server: Any, rounds: int, seconds: float) -> tuple[list[dict[str
     if sold.remaining() != 0:
         raise RuntimeError("the sold-out stock sold something")
     client.flushall()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for case in SERVER_CASES:
         rows.append(
             {

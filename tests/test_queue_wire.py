@@ -145,14 +145,19 @@ def test_a_forked_child_registers_and_connects_afresh(single_target: RedisTarget
     ],
 )
 def test_the_json_fast_path_writes_what_djangos_encoder_writes(value: Any) -> None:
-    expected = DjangoJSONEncoder(separators=(",", ":"), allow_nan=False).encode(value)
-    assert JSONSerializer().dumps(value) == expected.encode()
+    encoder = DjangoJSONEncoder(separators=(",", ":"), allow_nan=False)
+    assert JSONSerializer().dumps(value) == encoder.encode(value).encode()
+    # inside an envelope (a dict: the C encoder built once, not encode())
+    envelope = {"task": "t", "args": [value], "kwargs": {"v": value}}
+    assert JSONSerializer().dumps(envelope) == encoder.encode(envelope).encode()
 
 
 @pytest.mark.parametrize("value", [float("nan"), object(), {1j: 2}, {"s": {1, 2}}])
 def test_the_json_fast_path_refuses_what_djangos_encoder_refuses(value: Any) -> None:
     with pytest.raises(InvalidArgument, match="payload is not JSON-serializable"):
         JSONSerializer().dumps(value)
+    with pytest.raises(InvalidArgument, match="payload is not JSON-serializable"):
+        JSONSerializer().dumps({"task": "t", "args": [value], "kwargs": {}})
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,15 @@ class DirectSender:
 
     def call(self, args: Sequence[Arg]) -> Reply:
         """Send the head followed by ``args``; the parsed reply (error replies are raised)."""
-        request = b"*%d\r\n%b%b" % (self.count + len(args), self.head, self.bulk(args))
+        return self.send(b"*%d\r\n%b%b" % (self.count + len(args), self.head, self.bulk(args)))
+
+    def prefix(self, count: int) -> bytes:
+        """The start of a request of the head and ``count`` more arguments (for a caller
+        that packs those arguments itself, then sends the whole with :meth:`send`)."""
+        return b"*%d\r\n%b" % (self.count + count, self.head)
+
+    def send(self, request: bytes) -> Reply:
+        """Send one whole packed request; the parsed reply (error replies are raised)."""
         kept = _kept_connection(self.pool)
         if kept is not None:
             kept.busy = True

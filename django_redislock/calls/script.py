@@ -238,6 +238,10 @@ class Prepared:
             client: Any = self.client  # RedisCluster.execute_command is untyped
             return client.execute_command(*self.head, *args)
         except NoScriptError:
-            extra = self.extra_keys
-            keys: list[Key] = [*self.keys, *(cast(Key, key) for key in args[:extra])]
-            return self.script.reloaded(self.client, keys, args[extra:])
+            return self.reloaded(args)
+
+    def reloaded(self, args: Sequence[Arg]) -> Reply:
+        """The call with ``args`` after ``NOSCRIPT`` (nothing ran): see :meth:`Script.reloaded`."""
+        extra = self.extra_keys
+        keys: list[Key] = [*self.keys, *(cast(Key, key) for key in args[:extra])]
+        return self.script.reloaded(self.client, keys, args[extra:])

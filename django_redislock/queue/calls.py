@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..calls.direct import DirectSender
 from ..calls.requests import request_key as new_request_key
-from ..calls.script import Prepared, script
+from ..calls.script import NoScriptError, Prepared, script
 from ..connections import ROUTED_ERRORS
 from ..exceptions import InvalidArgument
 from ..validation import check_count, check_id, check_ids, check_seconds
@@ -71,6 +71,8 @@ class QueueCalls(QueueKeys):
         self.serializer = get_serializer(backend.options["SERIALIZER"])
         #: (client, the prepared enqueue call, its DirectSender or None) for send_entries
         self._enqueue_head: tuple[Any, Prepared, DirectSender | None] | None = None
+        #: (client, the prepared call, its DirectSender, the request's prefix) for send_one
+        self._one_head: tuple[Any, Prepared, DirectSender | None, bytes | None] | None = None
         self._prepared: dict[tuple[str, int], Prepared] = {}
 
     def request_key(self) -> str:
@@ -142,6 +144,59 @@ class QueueCalls(QueueKeys):
             with backend.errors():
                 raise
         return parse_flags(reply)
+
+    def send_one(self, id: str, data: bytes) -> int:
+        """Queue one task due now at level 0, keeping a queued copy: what ``delay()`` sends.
+
+        :meth:`send_entries` with the ARGV ``["0", id, 0, data]`` would do the same; this
+        sends ``queue_enqueue_one.lua``, that script's one-task path with the six keys it
+        uses rather than twelve, and packs the request in one step from a prefix built
+        once where the direct sender writes strict UTF-8 (redis-py's default encoding).
+        Returns 1 queued, 0 a copy with ``id`` was kept. An id with a payload field that is
+        in neither zset (an orphan field, a dead task) is sent through ``queue_enqueue``,
+        which repairs or revives it: the first script wrote nothing then.
+        """
+        backend = self.backend
+        client = backend.client
+        hot = self._one_head
+        if hot is None or hot[0] is not client or self.name not in backend.registered:
+            hot = self._one_head = self._prepare_one(client)
+        try:  # a plain try, not backend.errors(), as in _run
+            sender, prefix = hot[2], hot[3]
+            if sender is None or prefix is None:
+                reply = hot[1]([id, data])
+            else:
+                raw = id.encode()
+                request = b"%b$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+                    prefix,
+                    len(raw),
+                    raw,
+                    len(data),
+                    data,
+                )
+                try:
+                    reply = sender.send(request)
+                except NoScriptError:  # nothing ran: load the script, send it again
+                    reply = hot[1].reloaded([id, data])
+        except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
+            with backend.errors():
+                raise
+        code = int(reply[0])
+        if code < 0:
+            return int(self.send_entries(["0", id, 0, data])[0])
+        return code
+
+    def _prepare_one(self, client: Any) -> tuple[Any, Prepared, DirectSender | None, bytes | None]:
+        """Register the queue name, and prepare :meth:`send_one`'s call for ``client``."""
+        backend = self.backend
+        backend.register_queue(self.name)
+        pending, inflight, _, payload, _, _, signal = self.keys
+        keys = [pending, inflight, payload, signal, self.enqueued_key, self.rates_key]
+        direct = bool(backend.options.get("DIRECT_SENDER", True))
+        prepared = script("queue_enqueue_one").prepare(client, keys, direct)
+        sender = prepared.sender
+        prefix = sender.prefix(2) if sender is not None and sender.utf8 else None
+        return client, prepared, sender, prefix
 
     def send_unique(self, args: list[Any]) -> list[int]:
         """Run the enqueue script with ``args`` (flag prefixed with ``"u"``) checking the ids'

@@ -164,7 +164,21 @@ class TaskFunction(Generic[P, R]):
         self.check_call(args, kwargs)
         # args is a tuple and kwargs a fresh dict: payload()'s checks and copies are moot
         payload = {"task": self.path, "args": list(args), "kwargs": kwargs}
-        return self._send(payload, None, 0, False, self.priority)  # due now: 0 µs
+        if self.priority or self.unique or self.group is not None:  # unique_for: unique too
+            return self._send(payload, None, 0, False, self.priority)  # due now: 0 µs
+        queue = self.queue
+        options = queue.backend.options
+        stores = options["STORE_RESULTS"] if self.store_result is None else self.store_result
+        if (
+            stores
+            or options["EAGER"]
+            or (options["COMMIT_MODE"] == "on_commit" and in_transaction())
+        ):
+            return self._send(payload, None, 0, False, 0)
+        # the common call: a random id (as task_id() makes it), sent now (Queue.send_one)
+        task_id = os.urandom(16).hex()
+        code = queue.send_one(task_id, queue.encode(payload))
+        return Enqueued(task_id, queue=queue)._set_code(code)
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
         """A signature of this call for :func:`chain`, :func:`group`, :func:`chord` (or its

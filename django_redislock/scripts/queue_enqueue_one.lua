@@ -27,10 +27,12 @@ if redis.call('LLEN', KEYS[4]) == 0 then
   redis.call('LPUSH', KEYS[4], '1')
 end
 -- rate_count's fast path (the rates fragment): both slots hold this minute and second,
--- checked without turning the minute into text (the second is TIME's own text)
+-- checked without turning the minute into text (the second is TIME's own text). The slots'
+-- names are the same text as rate_count's 'm' .. minute % 60, written with '%d': Lua turns a
+-- number into text with '%.14g', a floating-point format that cost more than the call
 local now_s = tonumber(t[1])
 local minute = (now_s - now_s % 60) / 60
-local m, s = 'm' .. minute % 60, 's' .. now_s % 180
+local m, s = string.format('m%d', minute % 60), string.format('s%d', now_s % 180)
 local held = redis.pcall('HMGET', KEYS[6], m, s)
 if held.err then return {1} end
 if held[2] == t[1] and tonumber(held[1]) == minute then

@@ -181,7 +181,7 @@ class QueueCalls(QueueKeys):
         except ROUTED_ERRORS:  # node errors, error replies: errors() sorts them
             with backend.errors():
                 raise
-        code = int(reply[0])
+        code = int(reply)
         if code < 0:
             return int(self.send_entries(["0", id, 0, data])[0])
         return code

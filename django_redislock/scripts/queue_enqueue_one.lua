@@ -6,16 +6,17 @@
 -- KEYS[5] enqueue times hash, KEYS[6] rates hash (queue_enqueue.lua's KEYS[1], [2], [4], [7],
 --         [11] and [12])
 -- ARGV[1] the task id, ARGV[2] its serialized payload
--- returns {1} queued, {0} a copy that is queued or in flight was kept, {-1} nothing was
+-- returns 1 queued, 0 a copy that is queued or in flight was kept, -1 nothing was
 --         written: the id has a payload field but is in neither set (an orphan field, a dead
 --         task), which queue_enqueue.lua repairs or revives, so the caller sends it there
+--         (an integer, not an array: an array reply is a table the server builds and reads)
 local id = ARGV[1]
 local t = redis.call('TIME')
 if redis.call('HSETNX', KEYS[3], id, ARGV[2]) == 0 then
   if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id) then
-    return {0}
+    return 0
   end
-  return {-1}
+  return -1
 end
 -- the instant as exact text, seconds then six digits: the task's score and its enqueue time
 local micros = t[2]
@@ -34,13 +35,13 @@ local now_s = tonumber(t[1])
 local minute = (now_s - now_s % 60) / 60
 local m, s = string.format('m%d', minute % 60), string.format('s%d', now_s % 180)
 local held = redis.pcall('HMGET', KEYS[6], m, s)
-if held.err then return {1} end
+if held.err then return 1 end
 if held[2] == t[1] and tonumber(held[1]) == minute then
   redis.call('HINCRBY', KEYS[6], m .. ':enqueued', '1')
   redis.call('HINCRBY', KEYS[6], s .. ':enqueued', '1')
-  return {1}
+  return 1
 end
 -- a rate slot holds an older bucket (once a second): the fragment is built only now
 -- include: rates
 rate_count(KEYS[6], t[1], 'enqueued', '1', held)
-return {1}
+return 1

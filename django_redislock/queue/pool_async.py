@@ -34,7 +34,7 @@ from .call_options import expired
 from .control import Control, cancelled_error, ended_by, enter, leave
 from .limits import limits_of
 from .payloads import HOPELESS, TRANSIENT, Runnable, needs_start, runnable
-from .pool_loop import new_loop
+from .pool_loop import fine_timer_slack, new_loop
 from .pool_thread import ThreadPool, around_run
 from .queue import Queue
 from .records import Task
@@ -113,6 +113,7 @@ class AsyncPool(ThreadPool):
         No task's exception gets here (each run contains its own); if the loop ends anyway,
         its runs can never finish, so the worker stops (exit 1) naming what was running.
         """
+        fine_timer_slack()  # this thread's timed waits end on time (see .pool_loop)
         try:
             loop.run_forever()
         except BaseException as exc:

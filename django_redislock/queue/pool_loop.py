@@ -12,6 +12,13 @@ ended (a wait that ran out, the timer's case, has no event to collect and makes 
 
 Only where asyncio would build that loop anyway (the default policy on a platform
 with epoll); a policy of the user's (uvloop, say) keeps its own loop.
+
+A timeout to the microsecond is not enough on its own: Linux lets a thread's timed wait
+end up to its timer slack late (50 µs by default), so that wake-ups can be grouped. The
+loop's thread asks for 1 ns instead (:func:`fine_timer_slack`, ``prctl``, that thread
+only): a 10 ms ``asyncio.sleep`` on the pool lasted 10.137 ms (median of 5 drains of
+2,000 at 32 at once) with the default slack and 10.064 ms with it, where the thread
+pool's ``time.sleep`` (default slack, its threads are the tasks') lasted 10.079 ms.
 """
 
 from __future__ import annotations
@@ -19,10 +26,32 @@ from __future__ import annotations
 import asyncio
 import select
 import selectors
+import sys
 from typing import Any
 
 #: ``select()`` takes descriptors below FD_SETSIZE only; above it the loop keeps epoll's wait.
 FD_SETSIZE = 1024
+#: ``prctl`` options (linux/prctl.h) and the loop thread's timer slack, in nanoseconds
+PR_SET_TIMERSLACK = 29
+PR_GET_TIMERSLACK = 30
+TIMER_SLACK_NS = 1
+
+
+def fine_timer_slack() -> bool:
+    """Set the calling thread's timer slack to :data:`TIMER_SLACK_NS`; False where it cannot.
+
+    Linux only (elsewhere nothing changes). ``ctypes`` is imported here, in the loop's own
+    thread as it starts (about 1.5 ms, beside the worker's first claim), not with the pool.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        return int(libc.prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # no libc to load, or no prctl in it
+        return False
 
 
 def new_loop() -> asyncio.AbstractEventLoop:

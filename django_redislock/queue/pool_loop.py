@@ -17,7 +17,7 @@ A timeout to the microsecond is not enough on its own: Linux lets a thread's tim
 end up to its timer slack late (50 µs by default), so that wake-ups can be grouped. The
 loop's thread asks for 1 ns instead (:func:`fine_timer_slack`, ``prctl``, that thread
 only): a 10 ms ``asyncio.sleep`` on the pool lasted 10.137 ms (median of 5 drains of
-2,000 at 32 at once) with the default slack and 10.064 ms with it, where the thread
+2,000 at 32 at once) with the default slack and 10.064 ms with 1 ns, where the thread
 pool's ``time.sleep`` (default slack, its threads are the tasks') lasted 10.079 ms.
 """
 

@@ -52,12 +52,34 @@ def test_back_to_back_default_locks_keep_one_watchdog_thread(redis_target: Redis
     assert thread is not None and thread.is_alive() and thread.daemon
 
 
+def renewals(target: RedisTarget, key: str, wanted: int, within: float) -> int:
+    """Renewals of ``key`` seen (its PTTL going back up), up to ``wanted``; stops early
+    when the key is gone (expired) or after ``within`` seconds.
+
+    Counting renewals rather than sleeping a few TTLs keeps the test about the watchdog's
+    waking, not about how fast a loaded machine schedules its thread: the TTL can be long
+    enough (a second) that a late renewal still lands before it ends.
+    """
+    seen, last = 0, None
+    deadline = time.monotonic() + within
+    while seen < wanted and time.monotonic() < deadline:
+        pttl = int(target.raw.pttl(key))
+        if pttl < 0:
+            return seen
+        if last is not None and pttl > last + 50:
+            seen += 1
+        last = pttl
+        time.sleep(0.01)
+    return seen
+
+
 def test_a_parked_watchdog_wakes_for_a_hold_due_before_its_plan(redis_target: RedisTarget) -> None:
     backend = redis_target.lock_backend()
     with backend.lock("long-plan", ttl=30, watchdog=True):  # the thread plans 10 s ahead
-        short = backend.lock("short-plan", ttl=0.3, watchdog=True)
+        short = backend.lock("short-plan", ttl=1.0, watchdog=True)
         with short:
-            time.sleep(1.2)  # four TTLs: only renewals keep it
+            # a thread left parked on its 10 s plan would let this hold expire unrenewed
+            assert renewals(redis_target, short._key, 2, within=30.0) == 2
             short.ensure_held()
 
 
@@ -74,9 +96,10 @@ def test_a_forked_child_gets_its_own_watchdog_thread(redis_target: RedisTarget) 
     if pid == 0:  # pragma: no cover - the child reports through its exit code
         code = 1
         try:
-            lock = backend.lock("fork-child", ttl=0.3, watchdog=True)
+            lock = backend.lock("fork-child", ttl=1.0, watchdog=True)
             with lock:
-                time.sleep(1.0)
+                if renewals(redis_target, lock._key, 2, within=30.0) < 2:
+                    os._exit(3)  # not renewed: no watchdog thread of its own in the child
                 lock.ensure_held()  # renewed by the child's own thread
                 mine = watchdog._thread
                 code = 0 if mine is not None and mine.is_alive() and mine is not parent else 2
